@@ -1,0 +1,35 @@
+// Per-code-object cache state, stored in the code object's co_extra slot: a most-recently-used
+// list of entries (guards + how to produce the frame's result), and whether the code is skipped.
+#pragma once
+#include <list>
+#include <memory>
+#include <string>
+
+#include "frontend/guards.h"
+#include "frontend/interpreter.h"
+
+namespace kiln::frontend {
+
+struct CacheEntry {
+  int context_id = -1;
+  std::shared_ptr<GuardTree> guards;
+  std::vector<SourcePtr> inputs;
+  PyRef compiled;          // callable(*inputs) -> sequence of outputs; null: run the frame eagerly
+  OutputTemplate output;
+  std::string reason;      // why the frame runs eagerly (fallback entries)
+};
+
+struct CodeState {
+  bool skip = false;        // library code kiln never captures
+  bool skip_decided = false;
+  std::list<std::shared_ptr<CacheEntry>> entries;
+  bool limit_warned = false;
+};
+
+// The state of a code object, created on first use (nullptr on failure, no exception set).
+CodeState* code_state(PyCodeObject* code);
+bool init_code_state();
+// Forget every entry of every code object (kiln.reset()).
+void clear_all_code_states();
+
+}  // namespace kiln::frontend

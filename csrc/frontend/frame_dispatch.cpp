@@ -1,0 +1,428 @@
+// Frame dispatch (see frame_dispatch.h).
+#include "frontend/frame_dispatch.h"
+
+#include <structmember.h>
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "frontend/code_state.h"
+#include "frontend/eager_graph.h"
+#include "frontend/eval_frame.h"
+#include "frontend/interpreter.h"
+#include "frontend/options.h"
+#include "frontend/stats.h"
+#include "frontend/tensor_probe.h"
+#include "frontend/torch_types.h"
+
+namespace kiln::frontend {
+
+PyObject* g_unsupported_error = nullptr;
+static PyObject* g_fx_compiler = nullptr;
+static std::vector<std::string> g_skip_prefixes;
+static std::mutex g_compile_mutex;
+
+void set_fx_compiler(PyObject* fn) { Py_XINCREF(fn); Py_XSETREF(g_fx_compiler, fn); }
+
+void set_skip_prefixes(PyObject* lst) {
+  g_skip_prefixes.clear();
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst); ++i) g_skip_prefixes.push_back(py_str(PyList_GET_ITEM(lst, i)));
+}
+
+// ---------------------------------------------------------------- CompiledFunction
+
+struct CompiledFunction {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* fn;
+  PyObject* backend;       // a callable, or None for the built-in eager runner
+  PyObject* backend_name;  // str
+  PyObject* dict;          // __dict__ (functools.wraps copies metadata here)
+  int id;
+  int fullgraph;
+  int recompile_limit;
+  int disable;
+};
+
+static thread_local CompiledFunction* tls_ctx = nullptr;
+static int g_next_context_id = 1;
+
+static PyObject* compiled_function_call(PyObject* self_obj, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* self = reinterpret_cast<CompiledFunction*>(self_obj);
+  if (self->disable) return PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+  CompiledFunction* prev_ctx = tls_ctx;
+  int prev_mode = kiln_hook_get_mode();
+  tls_ctx = self;
+  kiln_hook_set_mode(1);
+  kiln_hook_acquire();
+  PyObject* r = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+  kiln_hook_release();
+  kiln_hook_set_mode(prev_mode);
+  tls_ctx = prev_ctx;
+  return r;
+}
+
+static int compiled_function_init(PyObject* self_obj, PyObject* args, PyObject* kwargs) {
+  auto* self = reinterpret_cast<CompiledFunction*>(self_obj);
+  static const char* kw[] = {"fn", "backend", "backend_name", "fullgraph", "recompile_limit", "disable", nullptr};
+  PyObject *fn, *backend, *name;
+  int fullgraph = 0, limit = 8, disable = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOU|pip", const_cast<char**>(kw), &fn, &backend, &name, &fullgraph, &limit, &disable))
+    return -1;
+  if (!PyCallable_Check(fn)) { PyErr_SetString(PyExc_TypeError, "kiln.compile expects a callable"); return -1; }
+  Py_INCREF(fn); Py_XSETREF(self->fn, fn);
+  Py_INCREF(backend); Py_XSETREF(self->backend, backend);
+  Py_INCREF(name); Py_XSETREF(self->backend_name, name);
+  self->fullgraph = fullgraph;
+  self->recompile_limit = limit;
+  self->disable = disable;
+  self->id = g_next_context_id++;
+  self->vectorcall = compiled_function_call;
+  return 0;
+}
+
+static void compiled_function_dealloc(PyObject* o) {
+  auto* self = reinterpret_cast<CompiledFunction*>(o);
+  PyObject_GC_UnTrack(o);
+  Py_CLEAR(self->fn);
+  Py_CLEAR(self->backend);
+  Py_CLEAR(self->backend_name);
+  Py_CLEAR(self->dict);
+  Py_TYPE(o)->tp_free(o);
+}
+
+static int compiled_function_traverse(PyObject* o, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<CompiledFunction*>(o);
+  Py_VISIT(self->fn);
+  Py_VISIT(self->backend);
+  Py_VISIT(self->dict);
+  return 0;
+}
+
+static PyObject* compiled_function_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (!obj || obj == Py_None) return Py_NewRef(self);
+  return PyMethod_New(self, obj);  // behaves like a function when used as a method
+}
+
+static PyMemberDef compiled_function_members[] = {
+    {"_kiln_fn", T_OBJECT, offsetof(CompiledFunction, fn), READONLY, "the original callable"},
+    {"backend_name", T_OBJECT, offsetof(CompiledFunction, backend_name), READONLY, "the backend"},
+    {"context_id", T_INT, offsetof(CompiledFunction, id), READONLY, "cache entries made under this wrapper carry this id"},
+    {nullptr}};
+
+static PyTypeObject CompiledFunctionType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+bool register_compiled_function_type(PyObject* module) {
+  CompiledFunctionType.tp_name = "kiln._C.CompiledFunction";
+  CompiledFunctionType.tp_basicsize = sizeof(CompiledFunction);
+  CompiledFunctionType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_METHOD_DESCRIPTOR;
+  CompiledFunctionType.tp_vectorcall_offset = offsetof(CompiledFunction, vectorcall);
+  CompiledFunctionType.tp_call = PyVectorcall_Call;
+  CompiledFunctionType.tp_new = PyType_GenericNew;
+  CompiledFunctionType.tp_init = compiled_function_init;
+  CompiledFunctionType.tp_dealloc = compiled_function_dealloc;
+  CompiledFunctionType.tp_traverse = compiled_function_traverse;
+  CompiledFunctionType.tp_descr_get = compiled_function_get;
+  CompiledFunctionType.tp_members = compiled_function_members;
+  CompiledFunctionType.tp_dictoffset = offsetof(CompiledFunction, dict);
+  CompiledFunctionType.tp_getattro = PyObject_GenericGetAttr;
+  CompiledFunctionType.tp_setattro = PyObject_GenericSetAttr;
+  CompiledFunctionType.tp_doc = "A callable compiled by kiln: calls run through kiln's frame hook and code cache.";
+  if (PyType_Ready(&CompiledFunctionType) < 0) return false;
+  Py_INCREF(&CompiledFunctionType);
+  return PyModule_AddObject(module, "CompiledFunction", reinterpret_cast<PyObject*>(&CompiledFunctionType)) == 0;
+}
+
+PyObject* unwrap_compiled_function(PyObject* o) {
+  return Py_IS_TYPE(o, &CompiledFunctionType) ? reinterpret_cast<CompiledFunction*>(o)->fn : nullptr;
+}
+
+// ---------------------------------------------------------------- frame handling
+
+static bool decide_skip(PyCodeObject* code) {
+  std::string file = py_str(code->co_filename);
+  if (file.empty() || file[0] == '<') return file.rfind("<frozen", 0) == 0;
+  for (const auto& p : g_skip_prefixes)
+    if (file.compare(0, p.size(), p) == 0) return true;
+  return false;
+}
+
+static bool worth_capturing(const kiln_frame* f) {
+  PyCodeObject* code = f->code;
+  int nargs = code->co_argcount + code->co_kwonlyargcount + ((code->co_flags & CO_VARARGS) ? 1 : 0) +
+              ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+  auto interesting = [](PyObject* o) {
+    return probe_is_tensor(o) || PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(g_torch.module_type));
+  };
+  for (int i = 0; i < nargs && i < f->nlocalsplus; ++i) {
+    PyObject* o = f->localsplus[i];
+    if (!o) continue;
+    if (interesting(o)) return true;
+    if (PyTuple_Check(o) || PyList_Check(o)) {
+      for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(o) && j < 16; ++j)
+        if (interesting(PySequence_Fast_GET_ITEM(o, j))) return true;
+    } else if (PyDict_Check(o)) {
+      Py_ssize_t pos = 0;
+      PyObject *k, *v;
+      while (PyDict_Next(o, &pos, &k, &v))
+        if (interesting(v)) return true;
+    }
+  }
+  return false;
+}
+
+static std::string function_label(PyCodeObject* code) {
+  return py_str(code->co_qualname) + " (" + py_str(code->co_filename) + ":" + std::to_string(code->co_firstlineno) + ")";
+}
+
+// Encodes graph arguments for the Python fx builder: ('n', index) | ('c', obj) | ('t'|'l', [..]).
+static PyObject* encode_arg(const graph::Arg& a, const Capture& cap) {
+  switch (a.kind) {
+    case graph::Arg::kNode: return Py_BuildValue("(si)", "n", a.node);
+    case graph::Arg::kConst: return Py_BuildValue("(sO)", "c", cap.objects.at(a.handle).get());
+    default: {
+      PyObject* items = PyList_New(0);
+      for (const auto& it : a.items) {
+        PyObject* e = encode_arg(it, cap);
+        PyList_Append(items, e);
+        Py_DECREF(e);
+      }
+      PyObject* r = Py_BuildValue("(sN)", a.kind == graph::Arg::kTuple ? "t" : "l", items);
+      return r;
+    }
+  }
+}
+
+PyObject* describe_capture(const Capture& cap) {
+  PyObject* nodes = PyList_New(0);
+  for (const auto& n : cap.graph->nodes()) {
+    PyObject* args = PyList_New(0);
+    for (const auto& a : n.args) { PyObject* e = encode_arg(a, cap); PyList_Append(args, e); Py_DECREF(e); }
+    PyObject* kwargs = PyDict_New();
+    for (const auto& kv : n.kwargs) { PyObject* e = encode_arg(kv.second, cap); PyDict_SetItemString(kwargs, kv.first.c_str(), e); Py_DECREF(e); }
+    PyObject* target = n.op == graph::Op::kCallFunction ? Py_NewRef(cap.objects.at(n.target_handle).get())
+                                                        : PyUnicode_FromString(n.target.c_str());
+    PyObject* t = Py_BuildValue("(ssNNN)", graph::op_name(n.op), n.name.c_str(), target, args, kwargs);
+    PyList_Append(nodes, t);
+    Py_DECREF(t);
+  }
+  return nodes;
+}
+
+static PyObject* example_inputs_list(const Capture& cap) {
+  PyObject* l = PyList_New(cap.example_inputs.size());
+  for (size_t i = 0; i < cap.example_inputs.size(); ++i) PyList_SET_ITEM(l, i, Py_NewRef(cap.example_inputs[i].get()));
+  return l;
+}
+
+// Builds the cache entry for a frame: capture, then hand the graph to the backend.
+static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const kiln_frame* frame, CodeState* st) {
+  auto entry = std::make_shared<CacheEntry>();
+  entry->context_id = ctx->id;
+  auto& S = stats();
+  auto t0 = std::chrono::steady_clock::now();
+  CaptureOptions copts;
+  copts.memoize_meta = options().memoize_meta;
+  copts.max_inline_depth = options().max_inline_depth;
+  Interpreter interp(*frame, copts);
+  std::string label = function_label(frame->code);
+  try {
+    interp.run();
+  } catch (const Unsupported& u) {
+    if (PyErr_Occurred()) PyErr_Clear();
+    entry->guards = interp.capture().guards;
+    entry->reason = u.what();
+    S.graph_breaks++;
+    S.breaks.push_back({label, u.where, u.what()});
+    log(kLogGraphBreaks, "graph break in " + label + " at " + u.where + ": " + u.what() + " -- this frame runs eagerly");
+    if (ctx->fullgraph) {
+      PyErr_Format(g_unsupported_error, "kiln cannot capture %s in one graph (fullgraph=True): %s at %s", label.c_str(), u.what(), u.where.c_str());
+      return nullptr;
+    }
+    return entry;
+  } catch (const std::exception& e) {
+    if (PyErr_Occurred()) PyErr_Clear();
+    entry->guards = interp.capture().guards;
+    entry->reason = std::string("internal error in kiln's frontend: ") + e.what();
+    S.graph_breaks++;
+    S.breaks.push_back({label, "", entry->reason});
+    log(kLogGraphBreaks, "graph break in " + label + ": " + entry->reason);
+    if (ctx->fullgraph) {
+      PyErr_Format(g_unsupported_error, "kiln cannot capture %s: %s", label.c_str(), entry->reason.c_str());
+      return nullptr;
+    }
+    return entry;
+  }
+  auto t1 = std::chrono::steady_clock::now();
+  Capture& cap = interp.capture();
+  entry->guards = cap.guards;
+  entry->inputs = cap.inputs;
+  entry->output = cap.output;
+  PyObject* compiled = nullptr;
+  if (ctx->backend == Py_None) {
+    compiled = make_eager_graph(cap);
+  } else if (g_fx_compiler) {
+    PyObject* desc = describe_capture(cap);
+    PyObject* ex = example_inputs_list(cap);
+    compiled = desc && ex ? PyObject_CallFunction(g_fx_compiler, "OOOs", ctx->backend, desc, ex, cap.name.c_str()) : nullptr;
+    Py_XDECREF(desc);
+    Py_XDECREF(ex);
+  } else {
+    PyErr_SetString(PyExc_RuntimeError, "kiln: no fx compiler registered");
+  }
+  if (!compiled) return nullptr;  // the backend raised: surface its error
+  entry->compiled = PyRef::steal(compiled);
+  auto t2 = std::chrono::steady_clock::now();
+  double cs = std::chrono::duration<double>(t1 - t0).count(), bs = std::chrono::duration<double>(t2 - t1).count();
+  S.graphs++;
+  S.capture_s += cs;
+  S.backend_s += bs;
+  GraphRecord rec;
+  rec.function = label;
+  rec.where = cap.where;
+  rec.code = cap.graph->to_python();
+  rec.guards = cap.guards->to_string();
+  rec.backend = py_str(ctx->backend_name);
+  rec.ops = cap.graph->num_calls();
+  rec.inputs = static_cast<int>(cap.inputs.size());
+  rec.guard_count = cap.guards->num_leaves();
+  rec.inlined = cap.inlined_functions;
+  rec.capture_s = cs;
+  rec.backend_s = bs;
+  S.graph_records.push_back(rec);
+  log(kLogGraphCode, "captured graph for " + label + ":\n" + rec.code);
+  log(kLogGuards, "guards for " + label + ":\n" + rec.guards);
+  log(kLogPerf, "compile of " + label + ": capture " + std::to_string(cs * 1e3) + " ms, backend " + std::to_string(bs * 1e3) +
+                    " ms, " + std::to_string(rec.ops) + " ops");
+  return entry;
+}
+
+static PyObject* run_entry(const CacheEntry& e, const FrameView& fv) {
+  const size_t n = e.inputs.size();
+  PyObject* small[32];
+  std::vector<PyObject*> big;
+  PyObject** argv = small;
+  if (n > 32) { big.resize(n); argv = big.data(); }
+  for (size_t i = 0; i < n; ++i) {
+    argv[i] = e.inputs[i]->fetch(fv);
+    if (!argv[i]) {
+      PyErr_Format(PyExc_RuntimeError, "kiln: input %s vanished after guards passed", e.inputs[i]->repr().c_str());
+      return nullptr;
+    }
+  }
+  PyRef outs = PyRef::steal(PyObject_Vectorcall(e.compiled.get(), argv, n, nullptr));
+  if (!outs) return nullptr;
+  if (PyTuple_CheckExact(outs.get())) return e.output.build(&PyTuple_GET_ITEM(outs.get(), 0));
+  PyRef seq = PyRef::steal(PySequence_Fast(outs.get(), "kiln: a backend's compiled callable must return a sequence"));
+  if (!seq) return nullptr;
+  return e.output.build(PySequence_Fast_ITEMS(seq.get()));
+}
+
+static int count_entries(const CodeState* st, int ctx_id) {
+  int n = 0;
+  for (const auto& e : st->entries) n += e->context_id == ctx_id;
+  return n;
+}
+
+static std::shared_ptr<CacheEntry> lookup(CodeState* st, int ctx_id, const FrameView& fv) {
+  for (auto it = st->entries.begin(); it != st->entries.end(); ++it) {
+    if ((*it)->context_id != ctx_id) continue;
+    if ((*it)->guards->check(fv)) {
+      auto e = *it;
+      if (it != st->entries.begin()) st->entries.splice(st->entries.begin(), st->entries, it);
+      return e;
+    }
+  }
+  return nullptr;
+}
+
+static PyObject* run_or_pass(const std::shared_ptr<CacheEntry>& e, const FrameView& fv, int* handled) {
+  if (!e->compiled) {
+    stats().eager_runs++;
+    *handled = 0;  // run the frame's own bytecode; nested frames are still offered
+    return nullptr;
+  }
+  kiln_hook_set_mode(0);
+  PyObject* r = run_entry(*e, fv);
+  kiln_hook_set_mode(1);
+  *handled = 1;
+  return r;
+}
+
+}  // namespace kiln::frontend
+
+using namespace kiln::frontend;
+
+extern "C" PyObject* kiln_on_frame(kiln_frame* frame, int* handled) {
+  *handled = 0;
+  CompiledFunction* ctx = tls_ctx;
+  if (!ctx) return nullptr;
+  CodeState* st = code_state(frame->code);
+  if (!st) return nullptr;
+  if (!st->skip_decided) {
+    st->skip = decide_skip(frame->code);
+    st->skip_decided = true;
+  }
+  if (st->skip) return nullptr;
+  FrameView fv{frame->localsplus, frame->func};
+  if (auto e = lookup(st, ctx->id, fv)) {
+    stats().cache_hits++;
+    return run_or_pass(e, fv, handled);
+  }
+  if (!worth_capturing(frame)) {
+    stats().skipped_frames++;
+    return nullptr;
+  }
+  stats().cache_misses++;
+  // Serialise compilation; wait for the lock without holding the GIL.
+  kiln_hook_set_mode(0);
+  if (!g_compile_mutex.try_lock()) {
+    Py_BEGIN_ALLOW_THREADS
+    g_compile_mutex.lock();
+    Py_END_ALLOW_THREADS
+  }
+  std::unique_lock<std::mutex> lock(g_compile_mutex, std::adopt_lock);
+  PyObject* result = nullptr;
+  if (auto e = lookup(st, ctx->id, fv)) {  // another thread compiled it meanwhile
+    kiln_hook_set_mode(1);
+    lock.unlock();
+    return run_or_pass(e, fv, handled);
+  }
+  int existing = count_entries(st, ctx->id);
+  std::string label = function_label(frame->code);
+  if (existing > 0) {
+    std::string reason;
+    for (const auto& e : st->entries)
+      if (e->context_id == ctx->id) { reason = e->guards->first_failure(fv); break; }
+    stats().guard_failures++;
+    if (existing >= ctx->recompile_limit) {
+      stats().recompile_limit_hits++;
+      kiln_hook_set_mode(1);
+      lock.unlock();
+      if (!st->limit_warned) {
+        st->limit_warned = true;
+        std::string msg = "kiln: " + label + " hit the recompile limit (" + std::to_string(ctx->recompile_limit) +
+                          "); it now runs eagerly when no cached entry matches. Last failing guard: " + reason;
+        if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) { *handled = 1; return nullptr; }
+      }
+      stats().eager_runs++;
+      return nullptr;
+    }
+    stats().recompiles++;
+    stats().recompile_reasons.push_back(label + ": " + reason);
+    log(kLogRecompiles, "recompiling " + label + " because guard failed: " + reason);
+  }
+  stats().frames_compiled++;
+  auto entry = compile_frame(ctx, frame, st);
+  kiln_hook_set_mode(1);
+  lock.unlock();
+  if (!entry) {  // fullgraph error or a backend error: raise it from the call
+    *handled = 1;
+    return nullptr;
+  }
+  st->entries.push_front(entry);
+  result = run_or_pass(entry, fv, handled);
+  return result;
+}

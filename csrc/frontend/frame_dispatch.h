@@ -1,0 +1,16 @@
+// What happens when the hook offers a frame: cache lookup, capture on a miss, running an entry.
+// Also the CompiledFunction type that kiln.compile returns for functions: calling it activates
+// the hook for this thread (with its compile context) for the duration of the call.
+#pragma once
+#include <Python.h>
+
+namespace kiln::frontend {
+
+bool register_compiled_function_type(PyObject* module);
+// If `o` is a CompiledFunction, its wrapped callable (borrowed); else nullptr.
+PyObject* unwrap_compiled_function(PyObject* o);
+void set_fx_compiler(PyObject* fn);
+void set_skip_prefixes(PyObject* list_of_str);
+extern PyObject* g_unsupported_error;
+
+}  // namespace kiln::frontend

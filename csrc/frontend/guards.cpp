@@ -1,0 +1,156 @@
+// Guard tree construction, evaluation, failure reporting and printing.
+#include "frontend/guards.h"
+
+#include <sstream>
+
+namespace kiln::frontend {
+
+struct GuardTree::Node {
+  SourcePtr source;  // null for the root
+  std::vector<GuardLeaf> leaves;
+  std::vector<std::unique_ptr<Node>> children;
+};
+
+GuardTree::GuardTree() : root_(std::make_unique<Node>()) {}
+GuardTree::~GuardTree() = default;
+
+bool GuardLeaf::check(PyObject* v) const {
+  switch (kind) {
+    case kType: return reinterpret_cast<PyObject*>(Py_TYPE(v)) == obj.get();
+    case kId: return v == obj.get();
+    case kEquals: {
+      if (v == obj.get()) return true;
+      if (Py_TYPE(v) != Py_TYPE(obj.get())) return false;
+      int r = PyObject_RichCompareBool(v, obj.get(), Py_EQ);
+      if (r < 0) { PyErr_Clear(); return false; }
+      return r == 1;
+    }
+    case kTensor: return probe_matches(v, tensor);
+    case kLen: {
+      Py_ssize_t n = PyObject_Length(v);
+      if (n < 0) { PyErr_Clear(); return false; }
+      return n == length;
+    }
+    case kDictKeys: {
+      if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(obj.get())) return false;
+      Py_ssize_t pos = 0, i = 0;
+      PyObject *k, *val;
+      while (PyDict_Next(v, &pos, &k, &val)) {
+        PyObject* want = PyTuple_GET_ITEM(obj.get(), i++);
+        if (k == want) continue;
+        int r = PyObject_RichCompareBool(k, want, Py_EQ);
+        if (r < 0) PyErr_Clear();
+        if (r != 1) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string GuardLeaf::describe(const std::string& e) const {
+  switch (kind) {
+    case kType: return "type(" + e + ") is " + reinterpret_cast<PyTypeObject*>(obj.get())->tp_name;
+    case kId: return "id(" + e + ") == " + std::to_string(reinterpret_cast<uintptr_t>(obj.get())) + "  # " + py_repr(obj.get()).substr(0, 60);
+    case kEquals: return e + " == " + py_repr(obj.get());
+    case kTensor: return "check_tensor(" + e + ", " + std::string(tensor.type->tp_name) + ", " + probe_describe(tensor) + ")";
+    case kLen: return "len(" + e + ") == " + std::to_string(length);
+    case kDictKeys: return "list(" + e + ".keys()) == " + py_repr(obj.get());
+  }
+  return "?";
+}
+
+std::string GuardLeaf::why_failed(PyObject* v) const {
+  switch (kind) {
+    case kTensor: return probe_mismatch(v, tensor);
+    case kEquals: return "expected " + py_repr(obj.get()) + ", actual " + py_repr(v);
+    case kType: return std::string("expected type ") + reinterpret_cast<PyTypeObject*>(obj.get())->tp_name + ", actual " + Py_TYPE(v)->tp_name;
+    case kId: return "expected the object " + py_repr(obj.get()).substr(0, 60) + ", got another: " + py_repr(v).substr(0, 60);
+    case kLen: return "expected length " + std::to_string(length);
+    case kDictKeys: return "expected keys " + py_repr(obj.get());
+  }
+  return "";
+}
+
+GuardTree::Node* GuardTree::node_for(const SourcePtr& src) {
+  Node* parent = src->parent ? node_for(src->parent) : root_.get();
+  for (auto& c : parent->children)
+    if (c->source == src || c->source->repr() == src->repr()) return c.get();
+  parent->children.push_back(std::make_unique<Node>());
+  parent->children.back()->source = src;
+  return parent->children.back().get();
+}
+
+void GuardTree::add(const SourcePtr& src, GuardLeaf leaf) {
+  Node* n = node_for(src);
+  for (const auto& l : n->leaves)  // skip exact duplicates
+    if (l.kind == leaf.kind && l.kind != GuardLeaf::kTensor && l.obj.get() == leaf.obj.get() && l.length == leaf.length) return;
+  n->leaves.push_back(std::move(leaf));
+}
+
+
+}  // namespace kiln::frontend
+
+namespace kiln::frontend {
+
+static bool check_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, const FrameView& f) {
+  for (const auto& c : children) {
+    PyObject* v = c->source->fetch(f);
+    if (!v) return false;
+    for (const auto& l : c->leaves)
+      if (!l.check(v)) return false;
+    if (!check_children(c->children, f)) return false;
+  }
+  return true;
+}
+
+bool GuardTree::check(const FrameView& f) const {
+  if (has_global_ && !(probe_global_state() == global_)) return false;
+  return check_children(root_->children, f);
+}
+
+static std::string fail_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, const FrameView& f) {
+  for (const auto& c : children) {
+    PyObject* v = c->source->fetch(f);
+    if (!v) return c->source->repr() + ": no longer present";
+    for (const auto& l : c->leaves)
+      if (!l.check(v)) return l.describe(c->source->repr()) + "  (" + l.why_failed(v) + ")";
+    std::string r = fail_children(c->children, f);
+    if (!r.empty()) return r;
+  }
+  return "";
+}
+
+std::string GuardTree::first_failure(const FrameView& f) const {
+  if (has_global_) {
+    GlobalStateFacts now = probe_global_state();
+    if (!(now == global_))
+      return "global state changed: expected " + probe_describe_global_state(global_) + "; actual " + probe_describe_global_state(now);
+  }
+  return fail_children(root_->children, f);
+}
+
+static void print_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, std::ostringstream& os, int& count) {
+  for (const auto& c : children) {
+    for (const auto& l : c->leaves) { os << "  " << l.describe(c->source->repr()) << "\n"; ++count; }
+    print_children(c->children, os, count);
+  }
+}
+
+std::string GuardTree::to_string() const {
+  std::ostringstream os;
+  int count = 0;
+  if (has_global_) { os << "  global_state(" << probe_describe_global_state(global_) << ")\n"; ++count; }
+  print_children(root_->children, os, count);
+  return os.str();
+}
+
+static int count_leaves(const std::vector<std::unique_ptr<GuardTree::Node>>& children) {
+  int n = 0;
+  for (const auto& c : children) n += static_cast<int>(c->leaves.size()) + count_leaves(c->children);
+  return n;
+}
+
+int GuardTree::num_leaves() const { return count_leaves(root_->children) + (has_global_ ? 1 : 0); }
+
+}  // namespace kiln::frontend

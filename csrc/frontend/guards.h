@@ -1,0 +1,50 @@
+// Guards: the conditions under which a cache entry's captured graph is valid for a new call.
+//
+// A tree of nodes, one per source, each with leaf checks (type, identity, constant equality,
+// tensor match, length, dict keys) and children reached through accessors; plus a global-state
+// check at the root. Each access path is walked once and shared by every check below it.
+// Checking runs no Python code: C-level dict/tuple access and the tensor probe only.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frontend/sources.h"
+#include "frontend/tensor_probe.h"
+
+namespace kiln::frontend {
+
+struct GuardLeaf {
+  enum Kind { kType, kId, kEquals, kTensor, kLen, kDictKeys } kind;
+  PyRef obj;            // kType: the type; kId: the object; kEquals: the constant; kDictKeys: tuple of keys
+  TensorFacts tensor;   // kTensor
+  Py_ssize_t length = 0;
+  bool check(PyObject* v) const;
+  std::string describe(const std::string& expr) const;
+  std::string why_failed(PyObject* v) const;
+};
+
+class GuardTree {
+ public:
+  GuardTree();
+  ~GuardTree();
+  void add(const SourcePtr& src, GuardLeaf leaf);
+  void set_global_state(const GlobalStateFacts& g) { global_ = g; has_global_ = true; }
+
+  bool check(const FrameView& frame) const;
+  // The first failing guard, as "<expr>: <reason>", or "" if all pass.
+  std::string first_failure(const FrameView& frame) const;
+  // Readable code, one guard a line: `check_tensor(L['x'], f32[4, 8])` ...
+  std::string to_string() const;
+  int num_leaves() const;
+
+  struct Node;
+
+ private:
+  Node* node_for(const SourcePtr& src);
+  std::unique_ptr<Node> root_;
+  GlobalStateFacts global_;
+  bool has_global_ = false;
+};
+
+}  // namespace kiln::frontend

@@ -1,0 +1,129 @@
+// The symbolic bytecode interpreter: Dynamo's job, in C++.
+//
+// It executes a frame's bytecode on symbolic values instead of real ones. Tensor operations are
+// recorded into a graph (their output metadata comes from running them on meta tensors); Python
+// values are specialised and guarded; user functions, closures and nn.Module.forward are
+// inlined; loops unroll; branches on Python values follow the value and guard it. Anything it
+// cannot model raises Unsupported, and the caller runs that frame eagerly instead.
+#pragma once
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "frontend/bytecode.h"
+#include "frontend/eval_frame.h"
+#include "frontend/guards.h"
+#include "frontend/meta_exec.h"
+#include "frontend/variables.h"
+#include "graph/graph.h"
+
+namespace kiln::frontend {
+
+// Thrown when the interpreter meets something it cannot capture; `where` is the user's
+// "file:line".
+struct Unsupported : std::runtime_error {
+  Unsupported(const std::string& reason, std::string where_) : std::runtime_error(reason), where(std::move(where_)) {}
+  std::string where;
+};
+
+// How to rebuild the frame's return value from the graph's outputs.
+struct OutputTemplate {
+  enum Kind { kGraphOut, kConst, kTuple, kList, kDict } kind = kConst;
+  int index = -1;       // kGraphOut
+  PyRef obj;            // kConst: the value; kDict: tuple of keys; kTuple: namedtuple type or null
+  std::vector<OutputTemplate> items;
+  // New reference, or nullptr with an exception set.
+  PyObject* build(PyObject* const* outputs) const;
+};
+
+// Everything a capture produces: the graph, what its inputs are and where to fetch them, the
+// guards under which it is valid, and how to assemble the return value.
+struct Capture {
+  std::shared_ptr<graph::Graph> graph = std::make_shared<graph::Graph>();
+  std::vector<PyRef> objects;            // the graph's handle table (targets, constants)
+  std::vector<SourcePtr> inputs;         // one per placeholder, in order
+  std::vector<PyRef> example_inputs;
+  OutputTemplate output;
+  std::shared_ptr<GuardTree> guards = std::make_shared<GuardTree>();
+  std::vector<bool> removable;           // per node: kiln-made node that may be dropped if unused
+  std::string name;                      // qualified name of the captured function
+  std::string where;                     // its file:line
+  int inlined_functions = 0;
+};
+
+struct CaptureOptions {
+  int max_inline_depth = 48;
+  int max_instructions = 2000000;
+  bool memoize_meta = true;
+};
+
+class Interpreter {
+ public:
+  Interpreter(const kiln_frame& frame, CaptureOptions options);
+  ~Interpreter();
+  // Throws Unsupported. After a throw, capture().guards still holds the guards gathered so far.
+  void run();
+  Capture& capture() { return cap_; }
+
+  struct Frame;
+
+ private:
+  // --- execution
+  VarPtr run_frame(Frame& f);
+  void step(Frame& f, int op, const Instruction& in);
+  [[noreturn]] void unsupported(const std::string& reason);
+  std::string where() const;
+
+  // --- values
+  VarPtr wrap(PyObject* o, const SourcePtr& src);
+  VarPtr wrap_unguarded(PyObject* o, const std::string& label);
+  VarPtr tensor_input(PyObject* t, const SourcePtr& src);
+  void guard(const SourcePtr& src, GuardLeaf::Kind kind, PyObject* obj = nullptr, Py_ssize_t len = 0);
+  PyObject* python_type_of(const VarPtr& v);
+  bool truthy(const VarPtr& v);
+  bool same_object(const VarPtr& a, const VarPtr& b, bool* known);
+  std::vector<VarPtr> unpack(const VarPtr& v);
+  VarPtr make_iterator(const VarPtr& v);
+  PyRef as_python(const VarPtr& v);         // for constants/objects only
+  bool all_const(const std::vector<VarPtr>& vs);
+
+  // --- graph recording
+  int handle(PyObject* o);
+  graph::Arg to_arg(const VarPtr& v);
+  PyRef to_fake(const VarPtr& v);
+  VarPtr record_op(graph::Op op, PyObject* target, const std::string& method, const std::vector<VarPtr>& args,
+                   const std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  VarPtr wrap_result(PyObject* fake, int node, PyObject* device);
+  VarPtr record_grad_mode(bool enabled);
+
+  // --- operations
+  VarPtr call(const VarPtr& fn, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  VarPtr call_builtin(PyObject* fn, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs, bool* handled);
+  VarPtr call_container_method(const VarPtr& m, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  VarPtr inline_function(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,
+                         std::vector<std::pair<std::string, VarPtr>> kwargs, const SourcePtr& func_source);
+  VarPtr call_module(const VarPtr& mod, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  VarPtr get_attr(const VarPtr& obj, PyObject* name);
+  VarPtr binary(const char* nb_name, const VarPtr& a, const VarPtr& b);
+  VarPtr compare(int op, const VarPtr& a, const VarPtr& b);
+  VarPtr subscript(const VarPtr& obj, const VarPtr& idx);
+  VarPtr unary(PyObject* op_fn, const VarPtr& v);
+  VarPtr contains(const VarPtr& item, const VarPtr& container);
+  VarPtr fold(PyObject* fn, const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
+
+  const kiln_frame& root_;
+  CaptureOptions opts_;
+  Capture cap_;
+  MetaExecutor meta_;
+  std::vector<Frame*> frames_;
+  std::unordered_map<std::string, VarPtr> wrapped_;   // source repr -> Var
+  std::unordered_map<PyObject*, int> handles_;
+  bool initial_grad_ = true;
+  int instructions_ = 0;
+  PyRef default_device_;
+};
+
+}  // namespace kiln::frontend

@@ -1,0 +1,26 @@
+// Shape propagation: runs an operator on meta tensors to learn its output's metadata, with a
+// memo keyed by the operator and its arguments' metadata, so that unrolled loops and repeated
+// layers pay for each distinct operator signature once.
+#pragma once
+#include <string>
+#include <unordered_map>
+
+#include "frontend/py_ref.h"
+
+namespace kiln::frontend {
+
+class MetaExecutor {
+ public:
+  // Calls `target(*args, **kwargs)` (or `args[0].<method>(*args[1:], **kwargs)` when method is
+  // not empty) on fake arguments. New reference, or nullptr with a Python exception set.
+  PyObject* run(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs, bool memoize);
+  int hits() const { return hits_; }
+  int misses() const { return misses_; }
+
+ private:
+  bool hash_value(PyObject* o, uint64_t& h, int depth = 0);
+  std::unordered_map<uint64_t, PyRef> memo_;
+  int hits_ = 0, misses_ = 0;
+};
+
+}  // namespace kiln::frontend

@@ -1,0 +1,86 @@
+// kiln._C: the Python bindings. Exposes the compiled-function type, the eager graph runner,
+// options, statistics and test hooks (bytecode decoding, graph printing).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "frontend/bytecode.h"
+#include "frontend/code_state.h"
+#include "frontend/eager_graph.h"
+#include "frontend/eval_frame.h"
+#include "frontend/frame_dispatch.h"
+#include "frontend/options.h"
+#include "frontend/stats.h"
+#include "frontend/torch_types.h"
+
+namespace py = pybind11;
+using namespace kiln::frontend;
+
+static py::dict stats_dict() {
+  const Stats& s = stats();
+  py::dict d;
+  d["graphs"] = s.graphs;
+  d["graph_breaks"] = s.graph_breaks;
+  d["frames_compiled"] = s.frames_compiled;
+  d["recompiles"] = s.recompiles;
+  d["guard_failures"] = s.guard_failures;
+  d["cache_hits"] = s.cache_hits;
+  d["cache_misses"] = s.cache_misses;
+  d["eager_runs"] = s.eager_runs;
+  d["recompile_limit_hits"] = s.recompile_limit_hits;
+  d["skipped_frames"] = s.skipped_frames;
+  py::dict cs;
+  cs["capture"] = s.capture_s;
+  cs["backend"] = s.backend_s;
+  d["compile_s"] = cs;
+  py::list graphs;
+  for (const auto& g : s.graph_records) {
+    py::dict r;
+    r["function"] = g.function; r["where"] = g.where; r["code"] = g.code; r["guards"] = g.guards;
+    r["backend"] = g.backend; r["ops"] = g.ops; r["inputs"] = g.inputs; r["guard_count"] = g.guard_count;
+    r["inlined_functions"] = g.inlined; r["capture_s"] = g.capture_s; r["backend_s"] = g.backend_s;
+    graphs.append(r);
+  }
+  d["graph_records"] = graphs;
+  py::list breaks;
+  for (const auto& b : s.breaks) {
+    py::dict r;
+    r["function"] = b.function; r["where"] = b.where; r["reason"] = b.reason;
+    breaks.append(r);
+  }
+  d["breaks"] = breaks;
+  d["recompile_reasons"] = s.recompile_reasons;
+  return d;
+}
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "kiln's C++ core";
+  if (!register_compiled_function_type(m.ptr()) || !register_eager_graph_type(m.ptr())) throw py::error_already_set();
+  g_unsupported_error = PyErr_NewExceptionWithDoc("kiln.Unsupported", "kiln could not capture a frame (raised with fullgraph=True)",
+                                                  PyExc_RuntimeError, nullptr);
+  m.add_object("Unsupported", py::handle(g_unsupported_error));
+  m.def("_init", [](py::list skip_prefixes) {
+    if (!init_torch_objects() || !init_code_state()) throw py::error_already_set();
+    set_skip_prefixes(skip_prefixes.ptr());
+  });
+  m.def("set_skip_prefixes", [](py::list l) { set_skip_prefixes(l.ptr()); });
+  m.def("set_options", [](unsigned log_mask, bool memoize_meta, int max_inline_depth) {
+    options().log_mask = log_mask;
+    options().memoize_meta = memoize_meta;
+    options().max_inline_depth = max_inline_depth;
+  });
+  m.def("set_log_callback", [](py::object fn) { set_log_callback(fn.ptr()); });
+  m.def("set_fx_compiler", [](py::object fn) { set_fx_compiler(fn.ptr()); });
+  m.def("stats", &stats_dict);
+  m.def("reset", [] { clear_all_code_states(); reset_stats(); });
+  m.def("hook_installed", [] { return kiln_hook_installed() != 0; });
+  m.def("decode_bytecode", [](py::bytes code, int major, int minor) {
+    std::string s = code;
+    Bytecode bc(reinterpret_cast<const uint8_t*>(s.data()), s.size(), major, minor);
+    return bc.to_string();
+  });
+  m.attr("LOG_GRAPH_BREAKS") = static_cast<unsigned>(kLogGraphBreaks);
+  m.attr("LOG_RECOMPILES") = static_cast<unsigned>(kLogRecompiles);
+  m.attr("LOG_GUARDS") = static_cast<unsigned>(kLogGuards);
+  m.attr("LOG_GRAPH_CODE") = static_cast<unsigned>(kLogGraphCode);
+  m.attr("LOG_PERF") = static_cast<unsigned>(kLogPerf);
+}

@@ -1,0 +1,173 @@
+// The frontend's window onto tensors and global autograd state (see frontend/tensor_probe.h).
+// This and module.cpp are the only translation units that include PyTorch headers.
+#include "frontend/tensor_probe.h"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/DefaultDtype.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/Device.h>
+
+#include <sstream>
+
+namespace kiln::frontend {
+
+bool probe_is_tensor(PyObject* o) { return THPVariable_Check(o); }
+
+bool probe_read(PyObject* o, TensorFacts* f) {
+  if (!THPVariable_Check(o)) return false;
+  const at::Tensor& t = THPVariable_Unpack(o);
+  f->type = Py_TYPE(o);
+  f->dispatch_keys = t.key_set().raw_repr();
+  f->dtype = static_cast<int>(t.scalar_type());
+  f->device_type = static_cast<int>(t.device().type());
+  f->device_index = t.device().index();
+  f->requires_grad = t.requires_grad();
+  auto sz = t.sizes();
+  f->sizes.assign(sz.begin(), sz.end());
+  if (t.layout() == at::kStrided) {
+    auto st = t.strides();
+    f->strides.assign(st.begin(), st.end());
+  } else {
+    f->strides.clear();
+  }
+  return true;
+}
+
+bool probe_matches(PyObject* o, const TensorFacts& f) {
+  if (Py_TYPE(o) != f.type) return false;
+  const at::Tensor& t = THPVariable_Unpack(o);
+  if (t.key_set().raw_repr() != f.dispatch_keys || static_cast<int>(t.scalar_type()) != f.dtype ||
+      t.device().index() != f.device_index || t.requires_grad() != f.requires_grad)
+    return false;
+  auto sz = t.sizes();
+  if (sz.size() != f.sizes.size()) return false;
+  for (size_t i = 0; i < sz.size(); ++i)
+    if (sz[i] != f.sizes[i]) return false;
+  if (!f.strides.empty()) {
+    auto st = t.strides();
+    for (size_t i = 0; i < st.size(); ++i)
+      if (st[i] != f.strides[i]) return false;
+  }
+  return true;
+}
+
+static std::string dtype_short(int dt) {
+  switch (static_cast<at::ScalarType>(dt)) {
+    case at::kFloat: return "f32";
+    case at::kDouble: return "f64";
+    case at::kHalf: return "f16";
+    case at::kBFloat16: return "bf16";
+    case at::kLong: return "i64";
+    case at::kInt: return "i32";
+    case at::kShort: return "i16";
+    case at::kChar: return "i8";
+    case at::kByte: return "u8";
+    case at::kBool: return "b8";
+    case at::kComplexFloat: return "c64";
+    case at::kComplexDouble: return "c128";
+    default: return c10::toString(static_cast<at::ScalarType>(dt));
+  }
+}
+
+template <class V>
+static std::string join(const V& v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+std::string probe_mismatch(PyObject* o, const TensorFacts& f) {
+  if (!THPVariable_Check(o)) return std::string("expected a tensor, got ") + Py_TYPE(o)->tp_name;
+  TensorFacts g;
+  probe_read(o, &g);
+  std::ostringstream os;
+  if (g.type != f.type) os << "type mismatch: expected " << f.type->tp_name << ", actual " << g.type->tp_name;
+  else if (g.dispatch_keys != f.dispatch_keys) os << "dispatch key set mismatch";
+  else if (g.dtype != f.dtype) os << "dtype mismatch: expected " << dtype_short(f.dtype) << ", actual " << dtype_short(g.dtype);
+  else if (g.device_index != f.device_index) os << "device index mismatch: expected " << f.device_index << ", actual " << g.device_index;
+  else if (g.requires_grad != f.requires_grad) os << "requires_grad mismatch: expected " << f.requires_grad << ", actual " << g.requires_grad;
+  else if (g.sizes.size() != f.sizes.size()) os << "rank mismatch: expected " << f.sizes.size() << ", actual " << g.sizes.size();
+  else {
+    for (size_t i = 0; i < g.sizes.size(); ++i)
+      if (g.sizes[i] != f.sizes[i]) { os << "size mismatch at index " << i << ": expected " << f.sizes[i] << ", actual " << g.sizes[i]; return os.str(); }
+    if (!f.strides.empty())
+      for (size_t i = 0; i < g.strides.size(); ++i)
+        if (g.strides[i] != f.strides[i]) { os << "stride mismatch at index " << i << ": expected " << f.strides[i] << ", actual " << g.strides[i]; return os.str(); }
+  }
+  return os.str();
+}
+
+std::string probe_describe(const TensorFacts& f) {
+  std::string s = dtype_short(f.dtype) + join(f.sizes);
+  if (f.device_type != static_cast<int>(at::kCPU))
+    s += " " + c10::Device(static_cast<c10::DeviceType>(f.device_type), static_cast<c10::DeviceIndex>(f.device_index)).str();
+  if (f.requires_grad) s += " requires_grad";
+  return s;
+}
+
+std::string probe_describe_tensor(PyObject* t) {
+  TensorFacts f;
+  if (!probe_read(t, &f)) return "";
+  if (f.device_type == static_cast<int>(at::kMeta)) f.device_type = static_cast<int>(at::kCPU);
+  return probe_describe(f);
+}
+
+PyObject* probe_make_meta(PyObject* o) {
+  const at::Tensor& t = THPVariable_Unpack(o);
+  at::Tensor m;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;  // plain meta allocation, no autograd history
+    m = at::empty_strided(t.sizes(), t.layout() == at::kStrided ? t.strides() : at::IntArrayRef(),
+                          t.options().device(at::kMeta).requires_grad(false));
+  }
+  if (t.requires_grad()) m.set_requires_grad(true);
+  return THPVariable_Wrap(m);
+}
+
+PyObject* probe_device(PyObject* o) {
+  return THPDevice_New(THPVariable_Unpack(o).device());
+}
+
+uint64_t probe_meta_hash(PyObject* o) {
+  const at::Tensor& t = THPVariable_Unpack(o);
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  mix(static_cast<uint64_t>(t.scalar_type()));
+  mix(t.requires_grad());
+  mix(static_cast<uint64_t>(t.layout()));
+  for (auto s : t.sizes()) mix(static_cast<uint64_t>(s));
+  mix(0xabcdef);
+  if (t.layout() == at::kStrided)
+    for (auto s : t.strides()) mix(static_cast<uint64_t>(s));
+  mix(static_cast<uint64_t>(t.storage_offset()));
+  return h;
+}
+
+GlobalStateFacts probe_global_state() {
+  GlobalStateFacts g;
+  g.grad_enabled = c10::GradMode::is_enabled();
+  g.inference_mode = c10::InferenceMode::is_enabled();
+  g.default_dtype = static_cast<int>(c10::typeMetaToScalarType(c10::get_default_dtype()));
+  g.autocast_cpu = at::autocast::is_autocast_enabled(at::kCPU);
+  g.autocast_cuda = at::autocast::is_autocast_enabled(at::kCUDA);
+  g.deterministic = at::globalContext().deterministicAlgorithms();
+  return g;
+}
+
+std::string probe_describe_global_state(const GlobalStateFacts& g) {
+  std::ostringstream os;
+  os << "grad_enabled=" << g.grad_enabled << ", inference_mode=" << g.inference_mode
+     << ", default_dtype=" << dtype_short(g.default_dtype) << ", autocast_cpu=" << g.autocast_cpu
+     << ", autocast_cuda=" << g.autocast_cuda << ", deterministic=" << g.deterministic;
+  return os.str();
+}
+
+bool probe_grad_enabled() { return c10::GradMode::is_enabled(); }
+void probe_set_grad_enabled(bool on) { c10::GradMode::set_enabled(on); }
+
+}  // namespace kiln::frontend

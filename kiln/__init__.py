@@ -1,0 +1,145 @@
+"""kiln: a PyTorch 2 compiler stack with a C++ core.
+
+    import kiln
+    model = kiln.compile(model)            # or @kiln.compile / @kiln.compile(fullgraph=True)
+    kiln.stats(); kiln.explain(fn)(*args); kiln.reset()
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import sysconfig
+import warnings
+
+import torch
+
+from . import _C, _backends, _logging, _options
+from ._backends import list_backends, register_backend
+from ._module import CompiledModule
+
+Unsupported = _C.Unsupported
+backend = _backends.dynamo_backend
+
+__all__ = ["compile", "reset", "stats", "explain", "list_backends", "register_backend", "list_mode_options",
+           "list_options", "disable", "Unsupported", "backend", "CompiledModule"]
+
+_MODES = {
+    "default": {},
+    "reduce-overhead": {"cudagraphs": True},
+    "max-autotune": {"autotune": True, "cudagraphs": True},
+    "max-autotune-no-cudagraphs": {"autotune": True},
+}
+_notes: list[str] = []
+
+
+def _skip_prefixes() -> list[str]:
+    paths = [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep]
+    for key in ("stdlib", "platstdlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            paths.append(os.path.realpath(p) + os.sep)
+            paths.append(p + os.sep)
+    for mod in ("_pytest", "pluggy", "typing_extensions", "numpy"):
+        m = sys.modules.get(mod)
+        if m is not None and getattr(m, "__file__", None):
+            paths.append(os.path.dirname(m.__file__) + os.sep)
+    return paths
+
+
+def _push_options() -> None:
+    ch = _options.log_channels()
+    mask = 0
+    for name, bit in (("graph_breaks", _C.LOG_GRAPH_BREAKS), ("recompiles", _C.LOG_RECOMPILES),
+                      ("guards", _C.LOG_GUARDS), ("graph_code", _C.LOG_GRAPH_CODE), ("output_code", _C.LOG_GRAPH_CODE),
+                      ("perf", _C.LOG_PERF)):
+        if name in ch:
+            mask |= bit
+    _C.set_options(mask, _options.get("memoize_shape_propagation"), _options.get("max_inline_depth"))
+
+
+_C._init(_skip_prefixes())
+_C.set_log_callback(_logging.emit)
+_C.set_fx_compiler(_backends.fx_compile)
+_options._push_hook = _push_options
+_push_options()
+
+
+def _validate(fullgraph, dynamic, backend, mode, options, disable):
+    if not isinstance(fullgraph, bool):
+        raise TypeError(f"kiln.compile: fullgraph must be a bool, got {type(fullgraph).__name__}")
+    if dynamic not in (None, True, False):
+        raise TypeError(f"kiln.compile: dynamic must be None, True or False, got {dynamic!r}")
+    if mode is not None and mode not in _MODES:
+        raise ValueError(f"kiln.compile: unknown mode {mode!r}; available: {', '.join(_MODES)}")
+    if not isinstance(disable, bool):
+        raise TypeError(f"kiln.compile: disable must be a bool, got {type(disable).__name__}")
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"kiln.compile: options must be a dict, got {type(options).__name__}")
+    opts = {}
+    for k, v in (options or {}).items():
+        _options.validate(k, v)
+        if not _options.registry()[k].per_compile:
+            raise ValueError(f"kiln.compile: option {k!r} is process-wide; set it with its environment variable "
+                             f"{_options.registry()[k].env or ''} instead")
+        opts[k] = v
+    return opts
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="kiln", mode=None, options=None, disable=False):
+    """Compile a function or nn.Module; same arguments and meaning as torch.compile."""
+    if model is None:
+        return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                                 options=options, disable=disable)
+    opts = _validate(fullgraph, dynamic, backend, mode, options, disable)
+    fn_backend, name = _backends.resolve(backend)
+    if dynamic:
+        _note("dynamic=True: symbolic shapes are not implemented yet; kiln specialises on shapes and recompiles")
+    if mode in ("reduce-overhead", "max-autotune"):
+        _note(f"mode={mode!r}: CUDA graphs are not implemented yet; running as mode='default'")
+    if name in ("kiln", "aot_eager"):
+        _note(f"backend={name!r} {_backends.describe(name)}")
+    if not callable(model):
+        raise TypeError(f"kiln.compile expects a callable or nn.Module, got {type(model).__name__}")
+    limit = opts.get("recompile_limit", _options.get("recompile_limit"))
+    compiled = _C.CompiledFunction(model, fn_backend, name, fullgraph, limit, disable)
+    if isinstance(model, torch.nn.Module):
+        return CompiledModule(model, compiled)
+    functools.update_wrapper(compiled, model, updated=())
+    return compiled
+
+
+def _note(msg: str) -> None:
+    if msg not in _notes:
+        _notes.append(msg)
+
+
+def disable(fn):
+    """Mark a function so kiln never captures it (calls to it make the caller run eagerly)."""
+    fn._kiln_disable = True
+    return fn
+
+
+def reset() -> None:
+    """Forget every compiled entry and counter."""
+    _C.reset()
+    _notes.clear()
+
+
+def stats() -> dict:
+    s = _C.stats()
+    s["notes"] = list(_notes)
+    s["kiln_backend"] = _backends.describe("kiln")
+    return s
+
+
+def list_mode_options(mode: str | None = None) -> dict:
+    return dict(_MODES[mode]) if mode else {k: dict(v) for k, v in _MODES.items()}
+
+
+def list_options() -> dict:
+    return {name: {"type": o.type.__name__, "default": o.default, "env": o.env, "help": o.help, "value": _options.get(name)}
+            for name, o in _options.registry().items()}
+
+
+from ._explain import explain  # noqa: E402

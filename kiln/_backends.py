@@ -1,0 +1,65 @@
+"""Backend registry. A backend is a name or a callable (torch.fx.GraphModule, example_inputs)
+-> callable, exactly torch.compile's custom-backend contract.
+
+Built-in names: "eager" runs the captured graph op by op from C++ (kiln._C.EagerGraph);
+"aot_eager" and "kiln" route to it until kiln's autograd layer and code generator land, and
+kiln.stats() says so.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from . import _fx
+
+_BUILTIN = {
+    "eager": "captured graph run op by op from C++",
+    "aot_eager": "routes to 'eager' (kiln's autograd layer is not implemented yet)",
+    "kiln": "routes to 'eager' (kiln's code generator is not implemented yet)",
+}
+_CUSTOM: dict[str, Callable] = {}
+
+
+def register_backend(name: str, fn: Callable) -> None:
+    if not isinstance(name, str) or not name:
+        raise TypeError("kiln.register_backend: name must be a non-empty string")
+    if not callable(fn):
+        raise TypeError(f"kiln.register_backend: backend {name!r} must be callable (gm, example_inputs) -> callable")
+    if name in _BUILTIN:
+        raise ValueError(f"kiln.register_backend: {name!r} is a built-in backend")
+    _CUSTOM[name] = fn
+
+
+def list_backends() -> list[str]:
+    return sorted(set(_BUILTIN) | set(_CUSTOM))
+
+
+def resolve(backend) -> tuple[object, str]:
+    """(callable or None for the built-in C++ runner, display name)."""
+    if callable(backend):
+        return backend, getattr(backend, "__name__", type(backend).__name__)
+    if not isinstance(backend, str):
+        raise TypeError(f"kiln.compile: backend must be a name or a callable, got {type(backend).__name__}")
+    if backend in _BUILTIN:
+        return None, backend
+    if backend in _CUSTOM:
+        return _CUSTOM[backend], backend
+    raise ValueError(f"kiln.compile: unknown backend {backend!r}; available: {', '.join(list_backends())}")
+
+
+def describe(name: str) -> str:
+    return _BUILTIN.get(name, "custom backend")
+
+
+def fx_compile(backend, rows, example_inputs, name):
+    """Called by the C++ core for callable backends: build the fx graph, hand it over."""
+    gm = _fx.to_graph_module(rows)
+    compiled = backend(gm, example_inputs)
+    if not callable(compiled):
+        raise TypeError(f"kiln: backend {backend!r} returned {type(compiled).__name__}, not a callable")
+    return compiled
+
+
+def dynamo_backend(gm, example_inputs):
+    """kiln as a backend for PyTorch's own Dynamo: torch.compile(m, backend=kiln.backend).
+    Until kiln's code generator lands this runs the fx graph as given."""
+    return gm.forward

@@ -1,0 +1,45 @@
+"""kiln.explain(fn)(*args): compile and run once, then report graphs, graph breaks (reason and
+user file:line) and guards of what that call captured."""
+from __future__ import annotations
+
+import dataclasses
+
+from . import _C
+
+
+@dataclasses.dataclass
+class ExplainOutput:
+    graphs: list
+    breaks: list
+    result: object = None
+
+    @property
+    def graph_count(self):
+        return len(self.graphs)
+
+    @property
+    def graph_break_count(self):
+        return len(self.breaks)
+
+    def __str__(self):
+        out = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}"]
+        for i, b in enumerate(self.breaks):
+            out.append(f"Break {i}: {b['function']} at {b['where']}: {b['reason']}")
+        for i, g in enumerate(self.graphs):
+            out.append(f"Graph {i}: {g['function']}, {g['ops']} ops, {g['inputs']} inputs, {g['guard_count']} guards")
+            out.append(g["code"].rstrip())
+            out.append("Guards:\n" + g["guards"].rstrip())
+        return "\n".join(out)
+
+
+def explain(fn, **compile_kwargs):
+    from . import compile
+
+    def run(*args, **kwargs):
+        before = _C.stats()
+        compiled = compile(fn, **compile_kwargs)
+        result = compiled(*args, **kwargs)
+        after = _C.stats()
+        return ExplainOutput(after["graph_records"][len(before["graph_records"]):], after["breaks"][len(before["breaks"]):], result)
+
+    return run

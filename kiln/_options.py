@@ -1,0 +1,100 @@
+"""The one typed options registry: every knob and environment variable kiln reads lives here.
+
+Each option has a type, a default, an optional environment variable and a help string.
+`kiln.compile(..., options={...})` validates against this registry; `kiln.list_options()`
+lists it. The C++ core never reads the environment: values are pushed to it from here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    name: str
+    type: type
+    default: Any
+    help: str
+    env: str | None = None
+    choices: tuple | None = None
+    per_compile: bool = False  # may be given in kiln.compile(options=...)
+
+
+LOG_CHANNELS = ("graph_breaks", "recompiles", "guards", "graph_code", "output_code", "perf")
+
+_REGISTRY: dict[str, Option] = {}
+
+
+def _opt(*args, **kw):
+    o = Option(*args, **kw)
+    _REGISTRY[o.name] = o
+
+
+_opt("recompile_limit", int, 8, "cache entries per code object and compiled callable before running eagerly", per_compile=True)
+_opt("logs", str, "", "comma list of log channels: " + ",".join(LOG_CHANNELS), env="KILN_LOGS")
+_opt("cache_dir", str, os.path.join(os.path.expanduser("~"), ".cache", "kiln"), "compiled artifacts", env="KILN_CACHE_DIR")
+_opt("debug_dir", str, "", "dump captured graphs and guards per compiled function", env="KILN_DEBUG_DIR")
+_opt("memoize_shape_propagation", bool, True, "reuse meta-tensor results for repeated operator signatures", env="KILN_MEMOIZE_META")
+_opt("max_inline_depth", int, 48, "deepest chain of inlined calls before the frame runs eagerly", env="KILN_MAX_INLINE_DEPTH")
+
+_values: dict[str, Any] = {}
+
+
+def _parse(opt: Option, raw: str) -> Any:
+    if opt.type is bool:
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"{opt.env}={raw!r}: expected a boolean (1/0/true/false)")
+    try:
+        return opt.type(raw)
+    except ValueError as e:
+        raise ValueError(f"{opt.env}={raw!r}: expected {opt.type.__name__}") from e
+
+
+def validate(name: str, value: Any) -> Any:
+    if name not in _REGISTRY:
+        raise ValueError(f"kiln: unknown option {name!r}; known options: {', '.join(sorted(_REGISTRY))}")
+    opt = _REGISTRY[name]
+    if opt.type is int and isinstance(value, bool) or not isinstance(value, opt.type):
+        raise TypeError(f"kiln: option {name!r} expects {opt.type.__name__}, got {type(value).__name__} ({value!r})")
+    if opt.type is int and value < 0:
+        raise ValueError(f"kiln: option {name!r} must be >= 0, got {value}")
+    if name == "logs":
+        bad = [c for c in value.split(",") if c.strip() and c.strip() not in LOG_CHANNELS]
+        if bad:
+            raise ValueError(f"kiln: unknown log channel(s) {bad}; known: {', '.join(LOG_CHANNELS)}")
+    return value
+
+
+def get(name: str) -> Any:
+    if name in _values:
+        return _values[name]
+    opt = _REGISTRY[name]
+    if opt.env and opt.env in os.environ:
+        return validate(name, _parse(opt, os.environ[opt.env]))
+    return opt.default
+
+
+def set(name: str, value: Any) -> None:
+    _values[name] = validate(name, value)
+    _push()
+
+
+def registry() -> dict[str, Option]:
+    return dict(_REGISTRY)
+
+
+def log_channels() -> set[str]:
+    return {c.strip() for c in get("logs").split(",") if c.strip()}
+
+
+_push_hook: Callable[[], None] | None = None
+
+
+def _push() -> None:
+    if _push_hook:
+        _push_hook()
