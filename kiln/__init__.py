@@ -33,6 +33,12 @@ _MODES = {
 _notes: list[str] = []
 
 
+def _skip_rules():
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    modules_dir = os.path.join(torch_dir, "nn", "modules") + os.sep
+    return _skip_prefixes(), [modules_dir], [os.path.join(modules_dir, "module.py")]
+
+
 def _skip_prefixes() -> list[str]:
     paths = [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep]
     for key in ("stdlib", "platstdlib"):
@@ -58,7 +64,8 @@ def _push_options() -> None:
     _C.set_options(mask, _options.get("memoize_shape_propagation"), _options.get("max_inline_depth"))
 
 
-_C._init(_skip_prefixes())
+_C._init()
+_C.set_skip_rules(*_skip_rules())
 _C.set_log_callback(_logging.emit)
 _C.set_fx_compiler(_backends.fx_compile)
 _options._push_hook = _push_options

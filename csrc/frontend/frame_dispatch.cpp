@@ -21,14 +21,19 @@ namespace kiln::frontend {
 
 PyObject* g_unsupported_error = nullptr;
 static PyObject* g_fx_compiler = nullptr;
-static std::vector<std::string> g_skip_prefixes;
+static std::vector<std::string> g_skip_prefixes, g_allow_prefixes, g_skip_files;
 static std::mutex g_compile_mutex;
 
 void set_fx_compiler(PyObject* fn) { Py_XINCREF(fn); Py_XSETREF(g_fx_compiler, fn); }
 
-void set_skip_prefixes(PyObject* lst) {
-  g_skip_prefixes.clear();
-  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst); ++i) g_skip_prefixes.push_back(py_str(PyList_GET_ITEM(lst, i)));
+void set_skip_rules(PyObject* skip, PyObject* allow, PyObject* skip_files) {
+  auto fill = [](std::vector<std::string>& v, PyObject* lst) {
+    v.clear();
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst); ++i) v.push_back(py_str(PyList_GET_ITEM(lst, i)));
+  };
+  fill(g_skip_prefixes, skip);
+  fill(g_allow_prefixes, allow);
+  fill(g_skip_files, skip_files);
 }
 
 // ---------------------------------------------------------------- CompiledFunction
@@ -144,8 +149,13 @@ PyObject* unwrap_compiled_function(PyObject* o) {
 static bool decide_skip(PyCodeObject* code) {
   std::string file = py_str(code->co_filename);
   if (file.empty() || file[0] == '<') return file.rfind("<frozen", 0) == 0;
+  auto starts = [&](const std::string& p) { return file.compare(0, p.size(), p) == 0; };
+  for (const auto& f : g_skip_files)
+    if (file == f) return true;
+  for (const auto& p : g_allow_prefixes)
+    if (starts(p)) return false;
   for (const auto& p : g_skip_prefixes)
-    if (file.compare(0, p.size(), p) == 0) return true;
+    if (starts(p)) return true;
   return false;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <functional>
+#include <unordered_set>
 #include <mutex>
 
 #include "frontend/tensor_probe.h"
@@ -126,8 +127,10 @@ VarPtr Interpreter::tensor_input(PyObject* t, const SourcePtr& src) {
 
 VarPtr Interpreter::wrap_unguarded(PyObject* o, const std::string& label) {
   if (probe_is_tensor(o)) return tensor_input(o, constant_source(o, label));
-  if (is_constant_like(o)) return make_const(o);
-  return make_object(o, nullptr);
+  VarPtr v = from_python_value(o);
+  // An existing list or dict: kiln cannot replay mutations of it, so mark where it came from.
+  if (v->kind == VarKind::kList || v->kind == VarKind::kDict) v->source = constant_source(o, label);
+  return v;
 }
 
 VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
@@ -224,6 +227,8 @@ static std::string qualified_name(PyObject* fn) {
   if (!qn) { PyErr_Clear(); return py_repr(fn); }
   std::string m = (mod && PyUnicode_Check(mod.get())) ? py_str(mod.get()) : "";
   if (m == "torch._C._VariableFunctions" || m == "torch._C") m = "torch";
+  std::string q = py_str(qn.get());
+  if (q.rfind("_VariableFunctionsClass.", 0) == 0) return "torch." + q.substr(24);
   if (m == "torch._C._nn") m = "torch._C._nn";
   if (m == "_operator") m = "operator";
   return m.empty() ? py_str(qn.get()) : m + "." + py_str(qn.get());
@@ -286,6 +291,14 @@ static void collect_tensor_devices(const VarPtr& v, std::vector<PyObject*>& out)
   if (v->is_tensor()) out.push_back(v->device.get());
   else if (v->kind == VarKind::kTuple || v->kind == VarKind::kList)
     for (const auto& it : v->items) collect_tensor_devices(it, out);
+}
+
+// operator.iadd and friends (`x += y`): they mutate a tensor left operand.
+static bool is_inplace_operator(const std::string& qualname) {
+  static const std::unordered_set<std::string> names = {
+      "operator.iadd", "operator.iand", "operator.ifloordiv", "operator.ilshift", "operator.imatmul", "operator.imul",
+      "operator.imod", "operator.ior", "operator.ipow", "operator.irshift", "operator.isub", "operator.itruediv", "operator.ixor"};
+  return names.count(qualname) > 0;
 }
 
 static bool is_inplace_method(const std::string& m) {
@@ -389,8 +402,7 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   const bool is_setitem = target && target == PyDict_GetItemString(PyModule_GetDict(g_torch.operator_mod), "setitem");
   const bool inplace = !args.empty() && args[0]->is_tensor() &&
                        (is_inplace_method(method) || is_setitem ||
-                        (op == graph::Op::kCallFunction && target && PyCFunction_Check(target) &&
-                         std::strncmp(qualified_name(target).c_str(), "operator.i", 10) == 0));
+                        (op == graph::Op::kCallFunction && target && is_inplace_operator(qualified_name(target))));
   if (inplace) {
     // Mutate a private copy of the metadata: meta tensors may be shared through the memo.
     PyRef copy = PyRef::steal(probe_make_meta(args[0]->fake.get()));
@@ -578,11 +590,7 @@ void Interpreter::run() {
   cap_.output = make_template(this, result, outs, out_index, [&](const std::string& r) { unsupported(r); });
   frames_.pop_back();
   cap_.graph->set_output(std::move(outs));
-  cap_.graph->eliminate_dead_code([&] {
-    std::vector<bool> keep(cap_.removable.size());
-    for (size_t i = 0; i < keep.size(); ++i) keep[i] = !cap_.removable[i];
-    return keep;
-  }());
+  cap_.graph->eliminate_dead_code(cap_.removable);  // only kiln-made getitem nodes may go
 }
 
 VarPtr Interpreter::run_frame(Frame& f) {

@@ -112,6 +112,7 @@ class Interpreter {
   VarPtr subscript(const VarPtr& obj, const VarPtr& idx);
   VarPtr unary(PyObject* op_fn, const VarPtr& v);
   VarPtr contains(const VarPtr& item, const VarPtr& container);
+  VarPtr from_python_value(PyObject* r);
   VarPtr fold(PyObject* fn, const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
 
   const kiln_frame& root_;

@@ -34,6 +34,17 @@ static PyObject* builtin(const char* name) {
   return f;
 }
 
+static PyObject* islice_fn() {
+  static PyObject* f = [] {
+    PyObject* m = PyImport_ImportModule("itertools");
+    PyObject* r = m ? PyObject_GetAttrString(m, "islice") : nullptr;
+    Py_XDECREF(m);
+    if (!r) PyErr_Clear();
+    return r;
+  }();
+  return f;
+}
+
 static std::string err_text() {
   PyObject *t, *v, *tb;
   PyErr_Fetch(&t, &v, &tb);
@@ -201,7 +212,34 @@ VarPtr Interpreter::fold(PyObject* fn, const std::vector<VarPtr>& args, const st
   PyRef r = PyRef::steal(PyObject_Call(fn, t.get(), kw.get()));
   if (!r) unsupported("constant evaluation raised " + err_text());
   if (probe_is_tensor(r.get())) unsupported("constant evaluation produced a tensor");
-  return is_constant_like(r.get()) ? make_const(r.get()) : make_object(r.get(), nullptr);
+  return from_python_value(r.get());
+}
+
+// A value computed from constants: constants stay constants; a fresh list or dict of constants
+// becomes a symbolic container (so it can be iterated and mutated); anything else an object.
+VarPtr Interpreter::from_python_value(PyObject* r) {
+  if (is_constant_like(r)) return make_const(r);
+  if (PyList_CheckExact(r)) {
+    std::vector<VarPtr> items;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(r); ++i) {
+      PyObject* it = PyList_GET_ITEM(r, i);
+      if (!is_constant_like(it)) return make_object(r, nullptr);
+      items.push_back(make_const(it));
+    }
+    return make_seq(VarKind::kList, items);
+  }
+  if (PyDict_CheckExact(r)) {
+    auto d = std::make_shared<Var>(VarKind::kDict);
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(r, &pos, &k, &v)) {
+      if (!is_constant_like(k) || !is_constant_like(v)) return make_object(r, nullptr);
+      d->keys.push_back(PyRef::borrow(k));
+      d->items.push_back(make_const(v));
+    }
+    return d;
+  }
+  return make_object(r, nullptr);
 }
 
 // ---------------------------------------------------------------- calls
@@ -339,7 +377,7 @@ VarPtr Interpreter::inline_function(PyObject* func, const VarPtr& nested, std::v
     PyObject* d = PyFunction_GET_DEFAULTS(func);
     if (d) for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); ++i) defaults.push_back(wrap_unguarded(PyTuple_GET_ITEM(d, i), "default"));
   } else if (nested->self) {
-    defaults = nested->self->items;
+    defaults = unpack(nested->self);
   }
   PyObject* kwdefaults = func ? PyFunction_GET_KW_DEFAULTS(func) : nested->kwdefaults.get();
   for (int i = 0; i < argc; ++i) {
@@ -479,6 +517,16 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
       out.push_back(make_seq(VarKind::kTuple, row));
     }
     return make_seq(VarKind::kList, out);
+  }
+  if (f == islice_fn()) {
+    if (args.size() < 2 || args.size() > 4) unsupported("islice() argument count");
+    for (size_t i = 1; i < args.size(); ++i)
+      if (!args[i]->is_const()) unsupported("islice() with non-constant bounds");
+    auto items = unpack(args[0]);
+    PyRef sl = PyRef::steal(args.size() == 2 ? PySlice_New(Py_None, args[1]->obj.get(), nullptr)
+                                             : PySlice_New(args[1]->obj.get(), args[2]->obj.get(), args.size() == 4 ? args[3]->obj.get() : nullptr));
+    VarPtr r = subscript(make_seq(VarKind::kList, items), make_const(sl.get()));
+    return make_iterator(r);
   }
   if (is("reversed")) {
     need(1);

@@ -58,11 +58,10 @@ PYBIND11_MODULE(_C, m) {
   g_unsupported_error = PyErr_NewExceptionWithDoc("kiln.Unsupported", "kiln could not capture a frame (raised with fullgraph=True)",
                                                   PyExc_RuntimeError, nullptr);
   m.add_object("Unsupported", py::handle(g_unsupported_error));
-  m.def("_init", [](py::list skip_prefixes) {
+  m.def("_init", [] {
     if (!init_torch_objects() || !init_code_state()) throw py::error_already_set();
-    set_skip_prefixes(skip_prefixes.ptr());
   });
-  m.def("set_skip_prefixes", [](py::list l) { set_skip_prefixes(l.ptr()); });
+  m.def("set_skip_rules", [](py::list skip, py::list allow, py::list files) { set_skip_rules(skip.ptr(), allow.ptr(), files.ptr()); });
   m.def("set_options", [](unsigned log_mask, bool memoize_meta, int max_inline_depth) {
     options().log_mask = log_mask;
     options().memoize_meta = memoize_meta;
