@@ -48,5 +48,15 @@ class CompiledModule(torch.nn.Module):
         else:
             setattr(self.__dict__["_orig_mod"], name, value)
 
+    # Container protocols of the original (Sequential, ModuleList, ModuleDict).
+    def __getitem__(self, idx):
+        return self.__dict__["_orig_mod"][idx]
+
+    def __len__(self):
+        return len(self.__dict__["_orig_mod"])
+
+    def __iter__(self):
+        return iter(self.__dict__["_orig_mod"])
+
     def __repr__(self):
         return f"CompiledModule({self.__dict__['_orig_mod']!r})"

@@ -84,6 +84,12 @@ def set(name: str, value: Any) -> None:
     _push()
 
 
+def unset(name: str) -> None:
+    """Back to the environment variable or the default."""
+    _values.pop(name, None)
+    _push()
+
+
 def registry() -> dict[str, Option]:
     return dict(_REGISTRY)
 

@@ -1,0 +1,167 @@
+"""Guards, recompilation and the recompile limit."""
+import warnings
+
+import pytest
+import torch
+
+import kiln
+from conftest import assert_same
+
+FLAG = True
+
+
+def f(x, n):
+    return x * n + 1
+
+
+def uses_global(x):
+    return x * 2 if FLAG else x * 3
+
+
+def test_cache_hit_no_recompile():
+    c = kiln.compile(f)
+    for _ in range(5):
+        c(torch.randn(3), 2)
+    s = kiln.stats()
+    assert s["frames_compiled"] == 1 and s["cache_hits"] == 4 and s["recompiles"] == 0
+
+
+@pytest.mark.parametrize("change,expect", [
+    (lambda: (torch.randn(4), 2), "size mismatch at index 0: expected 3, actual 4"),
+    (lambda: (torch.randn(3, dtype=torch.float64), 2), "dtype mismatch"),
+    (lambda: (torch.randn(3, requires_grad=True), 2), "requires_grad mismatch"),
+    (lambda: (torch.randn(6)[::2], 2), "stride mismatch"),
+    (lambda: (torch.randn(3, 1), 2), "rank mismatch"),
+    (lambda: (torch.randn(3), 5), "expected 2, actual 5"),
+    (lambda: (torch.randn(3), 2.0), "L['n']"),
+])
+def test_guard_failure_recompiles_with_reason(change, expect):
+    c = kiln.compile(f)
+    c(torch.randn(3), 2)
+    args = change()
+    assert_same(c(*args), f(*args))
+    s = kiln.stats()
+    assert s["recompiles"] == 1, s
+    assert expect in s["recompile_reasons"][0], s["recompile_reasons"]
+    # both entries stay valid
+    c(torch.randn(3), 2)
+    c(*change())
+    assert kiln.stats()["frames_compiled"] == 2
+
+
+def test_global_guard():
+    global FLAG
+    c = kiln.compile(uses_global)
+    x = torch.randn(3)
+    assert torch.equal(c(x), x * 2)
+    FLAG = False
+    try:
+        assert torch.equal(c(x), x * 3)
+    finally:
+        FLAG = True
+    assert "G['FLAG']" in kiln.stats()["recompile_reasons"][0]
+
+
+def test_grad_mode_guard():
+    c = kiln.compile(lambda x: x * 2)
+    x = torch.randn(3, requires_grad=True)
+    assert c(x).requires_grad
+    with torch.no_grad():
+        y = c(x)
+    assert not y.requires_grad
+    assert "global state changed" in kiln.stats()["recompile_reasons"][0]
+
+
+def test_default_dtype_guard():
+    c = kiln.compile(lambda x: x + torch.ones(3))
+    x = torch.randn(3, dtype=torch.float64)
+    a = c(x)
+    torch.set_default_dtype(torch.float64)
+    try:
+        b = c(x)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert a.dtype == torch.float64 and b.dtype == torch.float64
+    assert kiln.stats()["recompiles"] == 1
+
+
+def test_module_attribute_guards():
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5))
+    c = kiln.compile(m)
+    x = torch.randn(2, 4)
+    m.eval()
+    assert_same(c(x), m(x))
+    m.train()
+    torch.manual_seed(0)
+    a = c(x)
+    torch.manual_seed(0)
+    b = m(x)
+    assert_same(a, b)
+    assert kiln.stats()["recompiles"] == 1
+    # replacing a parameter is seen by the guards
+    m.eval()
+    with torch.no_grad():
+        m[0].weight = torch.nn.Parameter(torch.zeros(4, 4))
+    assert_same(c(x), m(x))
+
+
+def test_parameter_values_are_not_baked_in():
+    m = torch.nn.Linear(3, 3)
+    c = kiln.compile(m)
+    x = torch.randn(2, 3)
+    c(x)
+    with torch.no_grad():
+        m.weight.add_(1.0)
+    assert_same(c(x), m(x))
+    assert kiln.stats()["recompiles"] == 0
+
+
+def test_closure_cell_guard():
+    k = 2.0
+
+    def g(x):
+        return x * k
+    c = kiln.compile(g)
+    x = torch.ones(2)
+    assert torch.equal(c(x), x * 2)
+    k = 5.0
+    assert torch.equal(c(x), x * 5)
+
+
+def test_recompile_limit_warns_once_then_runs_eagerly():
+    c = kiln.compile(f, options={"recompile_limit": 3})
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for n in range(6):
+            x = torch.randn(3)
+            assert_same(c(x, n), f(x, n))
+    msgs = [str(m.message) for m in w if "recompile limit" in str(m.message)]
+    assert len(msgs) == 1
+    assert "f (" in msgs[0] and "L['n']" in msgs[0]
+    s = kiln.stats()
+    assert s["frames_compiled"] == 3 and s["recompile_limit_hits"] == 3
+    c(torch.randn(3), 0)  # an old entry still hits
+    assert kiln.stats()["cache_hits"] == 1
+
+
+def test_guards_print_as_code(capfd):
+    kiln._options.set("logs", "guards,recompiles,graph_code")
+    try:
+        c = kiln.compile(f)
+        c(torch.randn(3), 2)
+        c(torch.randn(5), 2)
+    finally:
+        kiln._options.unset("logs")
+    err = capfd.readouterr().err
+    assert "check_tensor(L['x'], Tensor, f32[3])" in err
+    assert "L['n'] == 2" in err
+    assert "[kiln:recompiles] recompiling f" in err and "size mismatch at index 0" in err
+    assert "operator.mul(l_x_, 2)" in err
+
+
+def test_guard_count_for_module():
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    kiln.compile(m)(torch.randn(2, 4))
+    rec = kiln.stats()["graph_records"][0]
+    assert rec["inputs"] == 5  # x + 2 weights + 2 biases
+    assert "check_tensor(L['self']._modules['0']._parameters['weight']" in rec["guards"] or "weight" in rec["guards"]

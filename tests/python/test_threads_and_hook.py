@@ -1,0 +1,99 @@
+"""The PEP 523 hook: installed only while compiled code runs, chains with PyTorch's Dynamo,
+never re-enters itself, and is safe when two threads call the same compiled function."""
+import sys
+import threading
+
+import torch
+
+import kiln
+from conftest import assert_same
+
+
+def test_hook_installed_only_during_calls():
+    seen = []
+
+    def f(x):
+        return x + 1
+    c = kiln.compile(f)
+    assert not kiln._C.hook_installed()
+    c(torch.randn(2))
+    assert not kiln._C.hook_installed()
+
+    def probe(x):  # calls into kiln._C, which kiln cannot capture: runs eagerly under the hook
+        seen.append(kiln._C.hook_installed())
+        return x
+    kiln.compile(probe)(torch.randn(2))
+    assert seen == [True]
+    assert not kiln._C.hook_installed()
+
+
+def test_two_threads_same_function():
+    def f(x, k):
+        y = x
+        for _ in range(20):
+            y = torch.sin(y) * k + 0.1
+        return y
+    c = kiln.compile(f)
+    errors = []
+
+    def worker(seed, shape):
+        try:
+            g = torch.Generator().manual_seed(seed)
+            for i in range(30):
+                x = torch.randn(*shape, generator=g)
+                assert_same(c(x, 2), f(x, 2))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(s, shape)) for s, shape in ((1, (4, 4)), (2, (3, 5)), (3, (4, 4)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    s = kiln.stats()
+    assert s["frames_compiled"] == 2 and s["graph_breaks"] == 0
+
+
+def test_nested_compiled_functions():
+    inner = kiln.compile(lambda x: x * 2)
+
+    def outer(x):
+        return inner(x) + 1
+    c = kiln.compile(outer)
+    x = torch.randn(3)
+    assert_same(c(x), x * 2 + 1)
+    assert kiln.stats()["graphs"] == 1
+
+
+def test_chains_with_torch_dynamo():
+    import torch._dynamo
+    torch._dynamo.reset()
+    dyn = torch.compile(lambda x: x.cos() + 1, backend="eager")
+    k = kiln.compile(lambda x: dyn(x) * 2)
+    x = torch.randn(4)
+    assert_same(k(x), (x.cos() + 1) * 2)
+    # and the other way round
+    kk = kiln.compile(lambda x: x.sin())
+    dyn2 = torch.compile(lambda x: kk(x) - 1, backend="eager")
+    assert_same(dyn2(x), x.sin() - 1)
+    torch._dynamo.reset()
+
+
+def test_recursion_and_exceptions_leave_hook_clean():
+    def f(x):
+        raise KeyError("k")
+    c = kiln.compile(f)
+    for _ in range(3):
+        try:
+            c(torch.randn(2))
+        except KeyError:
+            pass
+    assert not kiln._C.hook_installed()
+
+
+def test_library_frames_are_skipped():
+    # a frame from the standard library is never captured even when it receives tensors
+    import copy
+    c = kiln.compile(lambda x: copy.copy(x) + 1)
+    c(torch.randn(2))
+    assert all("copy.py" not in g["function"] for g in kiln.stats()["graph_records"])
