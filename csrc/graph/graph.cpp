@@ -31,9 +31,9 @@ std::string Graph::unique_name(const std::string& hint) {
   static const std::unordered_set<std::string> reserved = {"self", "forward", "torch", "operator", "builtins", "def", "return", "None", "True", "False", "lambda", "class", "in", "is", "not", "and", "or", "if", "else", "for", "while", "import", "from", "as", "with", "pass", "del", "global", "yield"};
   if (reserved.count(base)) base += "_1";
   std::string name = base;
-  for (int i = 1; std::find(used_names_.begin(), used_names_.end(), name) != used_names_.end(); ++i)
-    name = base + "_" + std::to_string(i);
-  used_names_.push_back(name);
+  int& next = next_suffix_[base];
+  while (used_names_.count(name)) name = base + "_" + std::to_string(++next);
+  used_names_.insert(name);
   return name;
 }
 

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -70,7 +72,8 @@ class Graph {
  private:
   std::string unique_name(const std::string& hint);
   std::vector<Node> nodes_;
-  std::vector<std::string> used_names_;
+  std::unordered_set<std::string> used_names_;
+  std::unordered_map<std::string, int> next_suffix_;  // per base name: the next suffix to try
   int num_placeholders_ = 0;
 };
 

@@ -50,3 +50,14 @@ TEST(Graph, SanitizesIdentifiers) {
   EXPECT_EQ(sanitize_identifier("L['self'].fc"), "L__self___fc");
   EXPECT_EQ(sanitize_identifier("0abc"), "_0abc");
 }
+
+TEST(Graph, NamingStaysLinearForRepeatedTargets) {
+  // 20k nodes of the same target: naming must not rescan (this took minutes when quadratic).
+  Graph g;
+  int x = g.add_placeholder("x");
+  int last = x;
+  for (int i = 0; i < 20000; ++i) last = g.add_call(Op::kCallFunction, "torch.tanh", 0, {Arg::of_node(last)}, {});
+  EXPECT_EQ(g.node(last).name, "tanh_19999");
+  int clash = g.add_placeholder("tanh_5");
+  EXPECT_EQ(g.node(clash).name, "tanh_5_1");
+}
