@@ -33,24 +33,28 @@ _MODES = {
 _notes: list[str] = []
 
 
-def _skip_rules():
+def _skip_rules() -> list[tuple[str, bool]]:
+    """Ordered (path prefix, skip) rules for which frames kiln offers to capture; first match wins.
+    Built-in nn.Module code is captured (its forward is user-like code), the rest of torch,
+    kiln itself, test runners and the standard library are not; third-party packages are."""
     torch_dir = os.path.dirname(torch.__file__) + os.sep
     modules_dir = os.path.join(torch_dir, "nn", "modules") + os.sep
-    return _skip_prefixes(), [modules_dir], [os.path.join(modules_dir, "module.py")]
-
-
-def _skip_prefixes() -> list[str]:
-    paths = [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep]
-    for key in ("stdlib", "platstdlib"):
-        p = sysconfig.get_paths().get(key)
-        if p:
-            paths.append(os.path.realpath(p) + os.sep)
-            paths.append(p + os.sep)
+    rules = [(os.path.join(modules_dir, "module.py"), True), (modules_dir, False), (torch_dir, True),
+             (os.path.dirname(os.path.abspath(__file__)) + os.sep, True)]
     for mod in ("_pytest", "pluggy", "typing_extensions", "numpy"):
         m = sys.modules.get(mod)
-        if m is not None and getattr(m, "__file__", None):
-            paths.append(os.path.dirname(m.__file__) + os.sep)
-    return paths
+        f = getattr(m, "__file__", None) if m is not None else None
+        if f:  # a package directory, or a single-file module itself
+            rules.append((os.path.dirname(f) + os.sep if os.path.basename(f) == "__init__.py" else f, True))
+    paths = sysconfig.get_paths()
+    for key in ("purelib", "platlib"):
+        if paths.get(key):
+            rules.append((paths[key] + os.sep, False))
+    for key in ("stdlib", "platstdlib"):
+        if paths.get(key):
+            rules.append((paths[key] + os.sep, True))
+            rules.append((os.path.realpath(paths[key]) + os.sep, True))
+    return rules
 
 
 def _push_options() -> None:
@@ -65,7 +69,7 @@ def _push_options() -> None:
 
 
 _C._init()
-_C.set_skip_rules(*_skip_rules())
+_C.set_skip_rules(_skip_rules())
 _C.set_log_callback(_logging.emit)
 _C.set_fx_compiler(_backends.fx_compile)
 _options._push_hook = _push_options

@@ -21,19 +21,18 @@ namespace kiln::frontend {
 
 PyObject* g_unsupported_error = nullptr;
 static PyObject* g_fx_compiler = nullptr;
-static std::vector<std::string> g_skip_prefixes, g_allow_prefixes, g_skip_files;
+// Ordered (path prefix, skip?) rules; the first prefix that matches a code object's file decides.
+static std::vector<std::pair<std::string, bool>> g_skip_rules;
 static std::mutex g_compile_mutex;
 
 void set_fx_compiler(PyObject* fn) { Py_XINCREF(fn); Py_XSETREF(g_fx_compiler, fn); }
 
-void set_skip_rules(PyObject* skip, PyObject* allow, PyObject* skip_files) {
-  auto fill = [](std::vector<std::string>& v, PyObject* lst) {
-    v.clear();
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst); ++i) v.push_back(py_str(PyList_GET_ITEM(lst, i)));
-  };
-  fill(g_skip_prefixes, skip);
-  fill(g_allow_prefixes, allow);
-  fill(g_skip_files, skip_files);
+void set_skip_rules(PyObject* rules) {
+  g_skip_rules.clear();
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rules); ++i) {
+    PyObject* r = PyList_GET_ITEM(rules, i);
+    g_skip_rules.emplace_back(py_str(PyTuple_GET_ITEM(r, 0)), PyObject_IsTrue(PyTuple_GET_ITEM(r, 1)) == 1);
+  }
 }
 
 // ---------------------------------------------------------------- CompiledFunction
@@ -149,13 +148,8 @@ PyObject* unwrap_compiled_function(PyObject* o) {
 static bool decide_skip(PyCodeObject* code) {
   std::string file = py_str(code->co_filename);
   if (file.empty() || file[0] == '<') return file.rfind("<frozen", 0) == 0;
-  auto starts = [&](const std::string& p) { return file.compare(0, p.size(), p) == 0; };
-  for (const auto& f : g_skip_files)
-    if (file == f) return true;
-  for (const auto& p : g_allow_prefixes)
-    if (starts(p)) return false;
-  for (const auto& p : g_skip_prefixes)
-    if (starts(p)) return true;
+  for (const auto& [prefix, skip] : g_skip_rules)
+    if (file.compare(0, prefix.size(), prefix) == 0) return skip;
   return false;
 }
 
@@ -354,9 +348,7 @@ static PyObject* run_or_pass(const std::shared_ptr<CacheEntry>& e, const FrameVi
     *handled = 0;  // run the frame's own bytecode; nested frames are still offered
     return nullptr;
   }
-  kiln_hook_set_mode(0);
   PyObject* r = run_entry(*e, fv);
-  kiln_hook_set_mode(1);
   *handled = 1;
   return r;
 }
@@ -365,7 +357,34 @@ static PyObject* run_or_pass(const std::shared_ptr<CacheEntry>& e, const FrameVi
 
 using namespace kiln::frontend;
 
+static PyObject* on_frame(kiln_frame* frame, int* handled);
+
+// The C hook calls this: no C++ exception may cross into C (it would terminate the process).
+// An internal failure is reported as a RuntimeError from the call, never a crash.
 extern "C" PyObject* kiln_on_frame(kiln_frame* frame, int* handled) {
+  try {
+    return on_frame(frame, handled);
+  } catch (const std::exception& e) {
+    *handled = 1;
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "kiln internal error: %s", e.what());
+    return nullptr;
+  } catch (...) {
+    *handled = 1;
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "kiln internal error");
+    return nullptr;
+  }
+}
+
+// While kiln decides about a frame, compiles it or runs its entry, the hook is off for this
+// thread: kiln's own work may run Python (an __instancecheck__, a property, a backend) and must
+// not be intercepted. Frames kiln hands back for normal evaluation see the hook on again.
+struct HookOffScope {
+  HookOffScope() { kiln_hook_set_mode(0); }
+  ~HookOffScope() { kiln_hook_set_mode(1); }
+};
+
+static PyObject* on_frame(kiln_frame* frame, int* handled) {
+  HookOffScope off;
   *handled = 0;
   CompiledFunction* ctx = tls_ctx;
   if (!ctx) return nullptr;
@@ -387,7 +406,6 @@ extern "C" PyObject* kiln_on_frame(kiln_frame* frame, int* handled) {
   }
   stats().cache_misses++;
   // Serialise compilation; wait for the lock without holding the GIL.
-  kiln_hook_set_mode(0);
   if (!g_compile_mutex.try_lock()) {
     Py_BEGIN_ALLOW_THREADS
     g_compile_mutex.lock();
@@ -396,7 +414,6 @@ extern "C" PyObject* kiln_on_frame(kiln_frame* frame, int* handled) {
   std::unique_lock<std::mutex> lock(g_compile_mutex, std::adopt_lock);
   PyObject* result = nullptr;
   if (auto e = lookup(st, ctx->id, fv)) {  // another thread compiled it meanwhile
-    kiln_hook_set_mode(1);
     lock.unlock();
     return run_or_pass(e, fv, handled);
   }
@@ -409,7 +426,6 @@ extern "C" PyObject* kiln_on_frame(kiln_frame* frame, int* handled) {
     stats().guard_failures++;
     if (existing >= ctx->recompile_limit) {
       stats().recompile_limit_hits++;
-      kiln_hook_set_mode(1);
       lock.unlock();
       if (!st->limit_warned) {
         st->limit_warned = true;
@@ -426,7 +442,6 @@ extern "C" PyObject* kiln_on_frame(kiln_frame* frame, int* handled) {
   }
   stats().frames_compiled++;
   auto entry = compile_frame(ctx, frame, st);
-  kiln_hook_set_mode(1);
   lock.unlock();
   if (!entry) {  // fullgraph error or a backend error: raise it from the call
     *handled = 1;

@@ -10,9 +10,10 @@ bool register_compiled_function_type(PyObject* module);
 // If `o` is a CompiledFunction, its wrapped callable (borrowed); else nullptr.
 PyObject* unwrap_compiled_function(PyObject* o);
 void set_fx_compiler(PyObject* fn);
-// Which files kiln never captures: library code (skip prefixes), except allowed prefixes such
-// as torch/nn/modules (built-in modules' forward), and always-skipped files (module.py).
-void set_skip_rules(PyObject* skip_prefixes, PyObject* allow_prefixes, PyObject* skip_files);
+// Which files kiln never captures: a list of (path prefix, skip) tuples, first match wins
+// (e.g. skip torch/nn/modules/module.py, capture torch/nn/modules/, skip torch/, capture
+// site-packages/, skip the standard library). Files no rule matches are captured.
+void set_skip_rules(PyObject* rules);
 extern PyObject* g_unsupported_error;
 
 }  // namespace kiln::frontend

@@ -61,7 +61,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init", [] {
     if (!init_torch_objects() || !init_code_state()) throw py::error_already_set();
   });
-  m.def("set_skip_rules", [](py::list skip, py::list allow, py::list files) { set_skip_rules(skip.ptr(), allow.ptr(), files.ptr()); });
+  m.def("set_skip_rules", [](py::list rules) { set_skip_rules(rules.ptr()); });
   m.def("set_options", [](unsigned log_mask, bool memoize_meta, int max_inline_depth) {
     options().log_mask = log_mask;
     options().memoize_meta = memoize_meta;

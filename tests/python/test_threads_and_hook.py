@@ -97,3 +97,34 @@ def test_library_frames_are_skipped():
     c = kiln.compile(lambda x: copy.copy(x) + 1)
     c(torch.randn(2))
     assert all("copy.py" not in g["function"] for g in kiln.stats()["graph_records"])
+
+
+class _Config:
+    scale = 2.0
+
+
+def _helper_obj_first(cfg, x):
+    return x * cfg.scale
+
+
+def test_nested_frame_with_non_tensor_first_arg_does_not_recurse():
+    # Deciding whether to capture a frame may run Python (Tensor's __instancecheck__ on a
+    # non-tensor argument); that must not re-enter the hook (it once recursed until a
+    # RecursionError escaped as a C++ exception and aborted the process).
+    def caller(x):
+        print("", end="")  # this frame runs eagerly; its callee is offered to kiln
+        return _helper_obj_first(_Config(), x)
+    x = torch.randn(3)
+    assert_same(kiln.compile(caller)(x), x * 2.0)
+
+
+def test_third_party_site_packages_frames_are_offered():
+    # Files under site-packages (e.g. transformers) must not be skipped as standard library.
+    rules = kiln._skip_rules()
+    import sysconfig
+    site = sysconfig.get_paths()["purelib"]
+    probe = site + "/some_pkg/model.py"
+    decision = next(skip for prefix, skip in rules if probe.startswith(prefix))
+    assert decision is False
+    torch_file = torch.__file__
+    assert next(skip for prefix, skip in rules if torch_file.startswith(prefix)) is True
