@@ -4,7 +4,7 @@
 #include "frontend/bytecode.h"
 
 #include <cstring>
-#include <sstream>
+#include "support/str_builder.h"
 #include <stdexcept>
 
 namespace kiln::frontend {
@@ -87,7 +87,7 @@ const char* Bytecode::binary_op_name(int arg) const {
 }
 
 std::string Bytecode::to_string() const {
-  std::ostringstream os;
+  kiln::support::StrBuilder os;
   for (const auto& in : instrs_) {
     os << in.offset << " " << in.name << " " << in.arg;
     if (in.target >= 0) os << " -> " << instrs_[in.target].offset;

@@ -1,7 +1,7 @@
 // Guard tree construction, evaluation, failure reporting and printing.
 #include "frontend/guards.h"
 
-#include <sstream>
+#include "support/str_builder.h"
 
 namespace kiln::frontend {
 
@@ -130,7 +130,7 @@ std::string GuardTree::first_failure(const FrameView& f) const {
   return fail_children(root_->children, f);
 }
 
-static void print_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, std::ostringstream& os, int& count) {
+static void print_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, kiln::support::StrBuilder& os, int& count) {
   for (const auto& c : children) {
     for (const auto& l : c->leaves) { os << "  " << l.describe(c->source->repr()) << "\n"; ++count; }
     print_children(c->children, os, count);
@@ -138,7 +138,7 @@ static void print_children(const std::vector<std::unique_ptr<GuardTree::Node>>& 
 }
 
 std::string GuardTree::to_string() const {
-  std::ostringstream os;
+  kiln::support::StrBuilder os;
   int count = 0;
   if (has_global_) { os << "  global_state(" << probe_describe_global_state(global_) << ")\n"; ++count; }
   print_children(root_->children, os, count);

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <sstream>
+#include "support/str_builder.h"
 #include <functional>
 #include <unordered_set>
 
@@ -85,7 +85,7 @@ int Graph::num_calls() const {
   return n;
 }
 
-static void render_arg(const Graph& g, const Arg& a, std::ostringstream& os) {
+static void render_arg(const Graph& g, const Arg& a, kiln::support::StrBuilder& os) {
   switch (a.kind) {
     case Arg::kNode: os << g.node(a.node).name; return;
     case Arg::kConst: os << a.repr; return;
@@ -104,7 +104,7 @@ static void render_arg(const Graph& g, const Arg& a, std::ostringstream& os) {
 }
 
 std::string Graph::to_python() const {
-  std::ostringstream os;
+  kiln::support::StrBuilder os;
   os << "def forward(self";
   for (const auto& n : nodes_)
     if (n.op == Op::kPlaceholder) os << ", " << n.name;
@@ -114,7 +114,7 @@ std::string Graph::to_python() const {
       if (!n.meta.empty()) os << "    # " << n.name << ": " << n.meta << "\n";
       continue;
     }
-    std::ostringstream line;
+    kiln::support::StrBuilder line;
     if (n.op == Op::kOutput) {
       line << "    return ";
       render_arg(*this, n.args[0], line);

@@ -10,7 +10,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/Device.h>
 
-#include <sstream>
+#include "support/str_builder.h"
 
 namespace kiln::frontend {
 
@@ -74,7 +74,7 @@ static std::string dtype_short(int dt) {
 
 template <class V>
 static std::string join(const V& v) {
-  std::ostringstream os;
+  kiln::support::StrBuilder os;
   os << "[";
   for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
   os << "]";
@@ -85,7 +85,7 @@ std::string probe_mismatch(PyObject* o, const TensorFacts& f) {
   if (!THPVariable_Check(o)) return std::string("expected a tensor, got ") + Py_TYPE(o)->tp_name;
   TensorFacts g;
   probe_read(o, &g);
-  std::ostringstream os;
+  kiln::support::StrBuilder os;
   if (g.type != f.type) os << "type mismatch: expected " << f.type->tp_name << ", actual " << g.type->tp_name;
   else if (g.dispatch_keys != f.dispatch_keys) os << "dispatch key set mismatch";
   else if (g.dtype != f.dtype) os << "dtype mismatch: expected " << dtype_short(f.dtype) << ", actual " << dtype_short(g.dtype);
@@ -160,7 +160,7 @@ GlobalStateFacts probe_global_state() {
 }
 
 std::string probe_describe_global_state(const GlobalStateFacts& g) {
-  std::ostringstream os;
+  kiln::support::StrBuilder os;
   os << "grad_enabled=" << g.grad_enabled << ", inference_mode=" << g.inference_mode
      << ", default_dtype=" << dtype_short(g.default_dtype) << ", autocast_cpu=" << g.autocast_cpu
      << ", autocast_cuda=" << g.autocast_cuda << ", deterministic=" << g.deterministic;

@@ -1,0 +1,34 @@
+// A minimal string builder with `<<`, used instead of std::ostringstream.
+//
+// kiln._C is loaded into processes whose C++ runtime may differ from the compiler's headers
+// (seen on the GPU machine: GCC 13 headers, a Python process whose runtime left the iostream
+// locale facets unset, so ostringstream << long crashed). Formatting with std::to_string and
+// snprintf needs no locale or iostream state, so it behaves the same everywhere.
+#pragma once
+#include <cstdio>
+#include <string>
+#include <type_traits>
+
+namespace kiln::support {
+
+class StrBuilder {
+ public:
+  StrBuilder& operator<<(const std::string& s) { s_ += s; return *this; }
+  StrBuilder& operator<<(const char* s) { s_ += s; return *this; }
+  StrBuilder& operator<<(char c) { s_ += c; return *this; }
+  StrBuilder& operator<<(bool b) { s_ += b ? "1" : "0"; return *this; }
+  StrBuilder& operator<<(double d) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", d);
+    s_ += buf;
+    return *this;
+  }
+  template <class T, class = std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, char>>>
+  StrBuilder& operator<<(T v) { s_ += std::to_string(v); return *this; }
+  const std::string& str() const { return s_; }
+
+ private:
+  std::string s_;
+};
+
+}  // namespace kiln::support
