@@ -16,6 +16,7 @@ struct CacheEntry {
   std::vector<SourcePtr> inputs;
   PyRef compiled;          // callable(*inputs) -> sequence of outputs; null: run the frame eagerly
   OutputTemplate output;
+  std::vector<SideEffect> side_effects;
   std::string reason;      // why the frame runs eagerly (fallback entries)
 };
 

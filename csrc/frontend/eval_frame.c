@@ -62,6 +62,10 @@ static void clear_and_pop_unrun_frame(PyThreadState* ts, _PyInterpreterFrame* fr
 static PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag) {
   if (!tls_mode || throw_flag || frame->owner != FRAME_OWNED_BY_THREAD || frame->frame_obj != NULL)
     return eval_default(ts, frame, throw_flag);
+  /* Another evaluator installed on top of ours (PyTorch's Dynamo running its own region) reaches
+   * us only as its "previous" evaluator: those frames are its business, not kiln's. */
+  if (_PyInterpreterState_GetEvalFrameFunc(ts->interp) != kiln_eval_frame)
+    return eval_default(ts, frame, throw_flag);
   PyCodeObject* code = frame->f_code;
   if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE) ||
       !(code->co_flags & CO_OPTIMIZED))

@@ -239,10 +239,11 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
     entry->guards = interp.capture().guards;
     entry->reason = u.what();
     S.graph_breaks++;
-    S.breaks.push_back({label, u.where, u.what()});
-    log(kLogGraphBreaks, "graph break in " + label + " at " + u.where + ": " + u.what() + " -- this frame runs eagerly");
+    S.breaks.push_back({label, u.where, u.what(), u.stack});
+    log(kLogGraphBreaks, "graph break in " + label + " at " + u.where + ": " + u.what() + " -- this frame runs eagerly\n" + u.stack);
     if (ctx->fullgraph) {
-      PyErr_Format(g_unsupported_error, "kiln cannot capture %s in one graph (fullgraph=True): %s at %s", label.c_str(), u.what(), u.where.c_str());
+      PyErr_Format(g_unsupported_error, "kiln cannot capture %s in one graph (fullgraph=True): %s at %s\ninlined calls:\n%s",
+                   label.c_str(), u.what(), u.where.c_str(), u.stack.c_str());
       return nullptr;
     }
     return entry;
@@ -251,7 +252,7 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
     entry->guards = interp.capture().guards;
     entry->reason = std::string("internal error in kiln's frontend: ") + e.what();
     S.graph_breaks++;
-    S.breaks.push_back({label, "", entry->reason});
+    S.breaks.push_back({label, "", entry->reason, ""});
     log(kLogGraphBreaks, "graph break in " + label + ": " + entry->reason);
     if (ctx->fullgraph) {
       PyErr_Format(g_unsupported_error, "kiln cannot capture %s: %s", label.c_str(), entry->reason.c_str());
@@ -264,6 +265,7 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   entry->guards = cap.guards;
   entry->inputs = cap.inputs;
   entry->output = cap.output;
+  entry->side_effects = cap.side_effects;
   PyObject* compiled = nullptr;
   if (ctx->backend == Py_None) {
     compiled = make_eager_graph(cap);
@@ -318,10 +320,19 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& fv) {
   }
   PyRef outs = PyRef::steal(PyObject_Vectorcall(e.compiled.get(), argv, n, nullptr));
   if (!outs) return nullptr;
-  if (PyTuple_CheckExact(outs.get())) return e.output.build(&PyTuple_GET_ITEM(outs.get(), 0));
-  PyRef seq = PyRef::steal(PySequence_Fast(outs.get(), "kiln: a backend's compiled callable must return a sequence"));
+  PyRef seq = PyTuple_CheckExact(outs.get()) ? outs : PyRef::steal(PySequence_Fast(outs.get(), "kiln: a backend's compiled callable must return a sequence"));
   if (!seq) return nullptr;
-  return e.output.build(PySequence_Fast_ITEMS(seq.get()));
+  PyObject* const* items = PySequence_Fast_ITEMS(seq.get());
+  PyObject* result = e.output.build(items);
+  if (!result) return nullptr;
+  for (const auto& se : e.side_effects) {  // replay attribute assignments, in order
+    PyRef v = PyRef::steal(se.value.build(items));
+    if (!v || PyObject_SetAttr(se.target.get(), se.name.get(), v.get()) < 0) {
+      Py_DECREF(result);
+      return nullptr;
+    }
+  }
+  return result;
 }
 
 static int count_entries(const CodeState* st, int ctx_id) {

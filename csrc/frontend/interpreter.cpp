@@ -82,7 +82,14 @@ std::string Interpreter::where() const {
   return code_location(f->code, f->dc->bc->at(f->cur).offset);
 }
 
-void Interpreter::unsupported(const std::string& reason) { throw Unsupported(reason, where()); }
+std::string Interpreter::inline_stack() const {
+  std::string out;
+  for (const Frame* f : frames_)
+    out += "  " + py_str(f->code->co_qualname) + " at " + code_location(f->code, f->dc->bc->at(f->cur).offset) + "\n";
+  return out;
+}
+
+void Interpreter::unsupported(const std::string& reason) { throw Unsupported(reason, where(), inline_stack()); }
 
 // Fetches and clears the pending Python error as "Type: message".
 static std::string take_python_error() {
@@ -127,10 +134,7 @@ VarPtr Interpreter::tensor_input(PyObject* t, const SourcePtr& src) {
 
 VarPtr Interpreter::wrap_unguarded(PyObject* o, const std::string& label) {
   if (probe_is_tensor(o)) return tensor_input(o, constant_source(o, label));
-  VarPtr v = from_python_value(o);
-  // An existing list or dict: kiln cannot replay mutations of it, so mark where it came from.
-  if (v->kind == VarKind::kList || v->kind == VarKind::kDict) v->source = constant_source(o, label);
-  return v;
+  return from_python_value(o, /*shared=*/true);
 }
 
 VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
@@ -476,6 +480,37 @@ VarPtr Interpreter::record_grad_mode(bool enabled) {
   return make_const(Py_None);
 }
 
+// ---------------------------------------------------------------- side effects
+
+void Interpreter::store_attr(const VarPtr& obj, PyObject* name, const VarPtr& value) {
+  std::string n = py_str(name);
+  if (obj->kind == VarKind::kNewObject) {
+    PyObject* setter = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj->obj.get()), PyRef::steal(PyUnicode_FromString("__setattr__")).get());
+    if (setter && PyFunction_Check(setter)) inline_function(setter, nullptr, {obj, make_const(name), value}, {}, nullptr);
+    else set_new_object_attr(obj, name, value);
+    return;
+  }
+  if (obj->kind != VarKind::kObject) unsupported("attribute assignment (" + n + ") on a " + kind_name(obj->kind));
+  PyTypeObject* t = Py_TYPE(obj->obj.get());
+  // Replay goes through setattr(), so only types whose assignment kiln can mirror: plain
+  // instance attributes (object.__setattr__) and nn.Module's own __setattr__.
+  PyObject* setter = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString("__setattr__")).get());
+  PyObject* object_setter = _PyType_Lookup(&PyBaseObject_Type, PyRef::steal(PyUnicode_FromString("__setattr__")).get());
+  PyObject* module_setter = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(g_torch.module_type), PyRef::steal(PyUnicode_FromString("__setattr__")).get());
+  if (setter != object_setter && setter != module_setter) unsupported("attribute assignment (" + n + ") on " + t->tp_name + ", which defines __setattr__");
+  if (PyType_Check(obj->obj.get()) || PyModule_Check(obj->obj.get())) unsupported("assignment to a class or module attribute (" + n + ")");
+  if (value->kind != VarKind::kTensor && value->kind != VarKind::kConst && value->kind != VarKind::kObject &&
+      value->kind != VarKind::kTuple && value->kind != VarKind::kList && value->kind != VarKind::kDict)
+    unsupported("assigning a " + std::string(kind_name(value->kind)) + " to an attribute (" + n + ")");
+  attr_stores_.push_back({obj, PyRef::borrow(name), value});
+}
+
+VarPtr Interpreter::stored_attr(PyObject* obj, PyObject* name) {
+  for (auto it = attr_stores_.rbegin(); it != attr_stores_.rend(); ++it)
+    if (it->target->obj.get() == obj && PyUnicode_Compare(it->name.get(), name) == 0) return it->value;
+  return nullptr;
+}
+
 // ---------------------------------------------------------------- output template
 
 PyObject* OutputTemplate::build(PyObject* const* outs) const {
@@ -502,6 +537,34 @@ PyObject* OutputTemplate::build(PyObject* const* outs) const {
         return r;
       }
       return seq;
+    }
+    case kNewObject: {
+      // Rebuild from the final state: allocate without __init__, then fill dict contents and
+      // attributes directly (bypassing overridden __setitem__/__setattr__).
+      PyObject* inst = PyObject_CallMethod(obj.get(), "__new__", "O", obj.get());
+      if (!inst) return nullptr;
+      if (!dict_part.empty()) {
+        PyObject* d = dict_part[0].build(outs);
+        if (!d) { Py_DECREF(inst); return nullptr; }
+        Py_ssize_t pos = 0;
+        PyObject *k, *val;
+        while (PyDict_Next(d, &pos, &k, &val)) {
+          PyObject* r = PyObject_CallFunctionObjArgs(dict_setitem.get(), inst, k, val, nullptr);
+          if (!r) { Py_DECREF(d); Py_DECREF(inst); return nullptr; }
+          Py_DECREF(r);
+        }
+        Py_DECREF(d);
+      }
+      for (size_t i = 0; i < items.size(); ++i) {
+        PyObject* it = items[i].build(outs);
+        if (!it || PyObject_GenericSetAttr(inst, PyTuple_GET_ITEM(names.get(), i), it) < 0) {
+          Py_XDECREF(it);
+          Py_DECREF(inst);
+          return nullptr;
+        }
+        Py_DECREF(it);
+      }
+      return inst;
     }
     case kDict: {
       PyObject* d = PyDict_New();
@@ -551,6 +614,24 @@ static OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vec
       for (const auto& it : v->items) t.items.push_back(make_template(self, it, outs, out_index, fail));
       return t;
     }
+    case VarKind::kNewObject: {
+      t.kind = OutputTemplate::kNewObject;
+      t.obj = v->obj;
+      t.names = PyRef::steal(PyTuple_New(v->keys.size()));
+      for (size_t i = 0; i < v->keys.size(); ++i) PyTuple_SET_ITEM(t.names.get(), i, Py_NewRef(v->keys[i].get()));
+      for (const auto& it : v->items) t.items.push_back(make_template(self, it, outs, out_index, fail));
+      if (v->self) {
+        t.dict_part.push_back(make_template(self, v->self, outs, out_index, fail));
+        // Fill the contents through the builtin base (OrderedDict keeps its own order links).
+        PyObject* mro = reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_mro;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro) && !t.dict_setitem; ++i) {
+          auto* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+          if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE)) t.dict_setitem = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(base), "__setitem__"));
+        }
+        if (!t.dict_setitem) fail("cannot find the dict base of a returned object");
+      }
+      return t;
+    }
     default:
       fail(std::string("cannot return a ") + kind_name(v->kind) + " from a compiled function");
       return t;
@@ -574,6 +655,13 @@ void Interpreter::run() {
     PyObject* name = PyTuple_GET_ITEM(code->co_localsplusnames, i);
     if (root_.localsplus[i]) f.locals[i] = wrap(root_.localsplus[i], local_source(i, py_str(name)));
   }
+  // *args and **kwargs are built anew for each call: nothing outside sees their mutation.
+  int slot = code->co_argcount + code->co_kwonlyargcount;
+  if (code->co_flags & CO_VARARGS) {
+    if (f.locals[slot]) f.locals[slot]->fresh = true;
+    ++slot;
+  }
+  if ((code->co_flags & CO_VARKEYWORDS) && f.locals[slot]) f.locals[slot]->fresh = true;
   f.closure_source_func = make_object(root_.func, frame_func_source());
   frames_.push_back(&f);
   VarPtr result;
@@ -587,7 +675,16 @@ void Interpreter::run() {
   if (probe_grad_enabled() != initial_grad_) record_grad_mode(initial_grad_);
   std::vector<graph::Arg> outs;
   std::unordered_map<int, int> out_index;
-  cap_.output = make_template(this, result, outs, out_index, [&](const std::string& r) { unsupported(r); });
+  auto fail = [&](const std::string& r) { unsupported(r); };
+  cap_.output = make_template(this, result, outs, out_index, fail);
+  for (size_t i = 0; i < attr_stores_.size(); ++i) {
+    const AttrStore& st = attr_stores_[i];
+    bool superseded = false;  // only the last store to an (object, name) is replayed
+    for (size_t j = i + 1; j < attr_stores_.size() && !superseded; ++j)
+      superseded = attr_stores_[j].target->obj.get() == st.target->obj.get() &&
+                   PyUnicode_Compare(attr_stores_[j].name.get(), st.name.get()) == 0;
+    if (!superseded) cap_.side_effects.push_back({st.target->obj, st.name, make_template(this, st.value, outs, out_index, fail)});
+  }
   frames_.pop_back();
   cap_.graph->set_output(std::move(outs));
   cap_.graph->eliminate_dead_code(cap_.removable);  // only kiln-made getitem nodes may go
@@ -715,10 +812,36 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
       push(a);
       return;
     }
-    case OP_STORE_ATTR: unsupported("attribute assignment (" + py_str(name_at(f.code, in.arg)) + ") is a side effect kiln does not replay yet");
+    case OP_STORE_ATTR: {
+      VarPtr owner = pop();
+      VarPtr value = pop();
+      store_attr(owner, name_at(f.code, in.arg), value);
+      return;
+    }
     case OP_BUILD_TUPLE: push(make_seq(VarKind::kTuple, popn(in.arg))); return;
     case OP_BUILD_LIST: push(make_seq(VarKind::kList, popn(in.arg))); return;
-    case OP_BUILD_SET: case OP_SET_ADD: case OP_SET_UPDATE: unsupported("sets are not supported yet");
+    // Sets hold constants only: a new Python set object built as the code runs.
+    case OP_BUILD_SET: {
+      auto items = popn(in.arg);
+      PyRef set = PyRef::steal(PySet_New(nullptr));
+      for (auto& it : items) {
+        if (!it->is_const()) unsupported("a set of non-constant values");
+        if (PySet_Add(set.get(), it->obj.get()) < 0) unsupported(take_python_error());
+      }
+      push(make_object(set.get(), nullptr));
+      return;
+    }
+    case OP_SET_ADD: case OP_SET_UPDATE: {
+      VarPtr v = pop();
+      VarPtr set = st.at(st.size() - in.arg);
+      if (set->kind != VarKind::kObject || !PySet_Check(set->obj.get())) unsupported("set update of a non-set");
+      std::vector<VarPtr> items = op == OP_SET_ADD ? std::vector<VarPtr>{v} : unpack(v);
+      for (auto& it : items) {
+        if (!it->is_const()) unsupported("a set of non-constant values");
+        if (PySet_Add(set->obj.get(), it->obj.get()) < 0) unsupported(take_python_error());
+      }
+      return;
+    }
     case OP_BUILD_MAP: {
       auto kv = popn(2 * in.arg);
       auto d = std::make_shared<Var>(VarKind::kDict);
@@ -857,7 +980,13 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         record_op(graph::Op::kCallFunction, setitem, "", {obj, idx, val}, {});
         return;
       }
-      if (obj->source) unsupported("item assignment on an input container (side effect)");
+      if (obj->kind == VarKind::kNewObject) {
+        PyObject* si = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj->obj.get()), PyRef::steal(PyUnicode_FromString("__setitem__")).get());
+        if (si && PyFunction_Check(si)) { inline_function(si, nullptr, {obj, idx, val}, {}, nullptr); return; }
+        if (!obj->self) unsupported("item assignment on a new object without __setitem__");
+        obj = obj->self;
+      }
+      if (obj->source && !obj->fresh) unsupported("item assignment on an input container (side effect)");
       if (obj->kind == VarKind::kList && idx->is_const() && PyLong_Check(idx->obj.get())) {
         long i = PyLong_AsLong(idx->obj.get());
         if (i < 0) i += static_cast<long>(obj->items.size());

@@ -25,18 +25,31 @@ namespace kiln::frontend {
 // Thrown when the interpreter meets something it cannot capture; `where` is the user's
 // "file:line".
 struct Unsupported : std::runtime_error {
-  Unsupported(const std::string& reason, std::string where_) : std::runtime_error(reason), where(std::move(where_)) {}
+  Unsupported(const std::string& reason, std::string where_, std::string stack_ = "")
+      : std::runtime_error(reason), where(std::move(where_)), stack(std::move(stack_)) {}
   std::string where;
+  std::string stack;  // the chain of inlined calls leading there, outermost first
 };
 
 // How to rebuild the frame's return value from the graph's outputs.
 struct OutputTemplate {
-  enum Kind { kGraphOut, kConst, kTuple, kList, kDict } kind = kConst;
+  enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject } kind = kConst;
   int index = -1;       // kGraphOut
-  PyRef obj;            // kConst: the value; kDict: tuple of keys; kTuple: namedtuple type or null
+  PyRef obj;            // kConst: the value; kDict: tuple of keys; kTuple: namedtuple type or null;
+                        // kNewObject: the class
+  PyRef names;          // kNewObject: tuple of attribute names (items[i] is the value of names[i])
   std::vector<OutputTemplate> items;
+  std::vector<OutputTemplate> dict_part;  // kNewObject of a dict subclass: a single kDict template
+  PyRef dict_setitem;                     // ... and its builtin base's __setitem__ (dict/OrderedDict)
   // New reference, or nullptr with an exception set.
   PyObject* build(PyObject* const* outputs) const;
+};
+
+// An attribute assignment on a pre-existing object, replayed after the graph runs.
+struct SideEffect {
+  PyRef target;
+  PyRef name;
+  OutputTemplate value;
 };
 
 // Everything a capture produces: the graph, what its inputs are and where to fetch them, the
@@ -47,6 +60,7 @@ struct Capture {
   std::vector<SourcePtr> inputs;         // one per placeholder, in order
   std::vector<PyRef> example_inputs;
   OutputTemplate output;
+  std::vector<SideEffect> side_effects;  // applied in order after the graph ran
   std::shared_ptr<GuardTree> guards = std::make_shared<GuardTree>();
   std::vector<bool> removable;           // per node: kiln-made node that may be dropped if unused
   std::string name;                      // qualified name of the captured function
@@ -76,6 +90,7 @@ class Interpreter {
   void step(Frame& f, int op, const Instruction& in);
   [[noreturn]] void unsupported(const std::string& reason);
   std::string where() const;
+  std::string inline_stack() const;
 
   // --- values
   VarPtr wrap(PyObject* o, const SourcePtr& src);
@@ -87,6 +102,7 @@ class Interpreter {
   bool same_object(const VarPtr& a, const VarPtr& b, bool* known);
   std::vector<VarPtr> unpack(const VarPtr& v);
   VarPtr make_iterator(const VarPtr& v);
+  std::vector<VarPtr> iterate_sequence(const VarPtr& v);
   PyRef as_python(const VarPtr& v);         // for constants/objects only
   bool all_const(const std::vector<VarPtr>& vs);
 
@@ -107,13 +123,30 @@ class Interpreter {
                          std::vector<std::pair<std::string, VarPtr>> kwargs, const SourcePtr& func_source);
   VarPtr call_module(const VarPtr& mod, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
   VarPtr get_attr(const VarPtr& obj, PyObject* name);
+  VarPtr super_attr(const VarPtr& sup, PyObject* name);
+  // Instances created during capture (see VarKind::kNewObject).
+  VarPtr construct(PyObject* cls, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  VarPtr new_object_attr(const VarPtr& obj, PyObject* name);
+  void set_new_object_attr(const VarPtr& obj, PyObject* name, const VarPtr& value);
+  VarPtr new_object_method(const VarPtr& obj, const std::string& name);
   VarPtr binary(const char* nb_name, const VarPtr& a, const VarPtr& b);
   VarPtr compare(int op, const VarPtr& a, const VarPtr& b);
   VarPtr subscript(const VarPtr& obj, const VarPtr& idx);
   VarPtr unary(PyObject* op_fn, const VarPtr& v);
   VarPtr contains(const VarPtr& item, const VarPtr& container);
-  VarPtr from_python_value(PyObject* r);
+  VarPtr from_python_value(PyObject* r, bool shared);
   VarPtr fold(PyObject* fn, const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
+
+  // Attribute stores on existing objects: later reads see them; the last per (object, name)
+  // is replayed after the graph runs.
+  struct AttrStore {
+    VarPtr target;
+    PyRef name;
+    VarPtr value;
+  };
+  void store_attr(const VarPtr& obj, PyObject* name, const VarPtr& value);
+  VarPtr stored_attr(PyObject* obj, PyObject* name);
+  std::vector<AttrStore> attr_stores_;
 
   const kiln_frame& root_;
   CaptureOptions opts_;

@@ -34,6 +34,20 @@ static PyObject* builtin(const char* name) {
   return f;
 }
 
+static PyObject* sequence_iter() {
+  static PyObject* f = [] {
+    PyObject* m = PyImport_ImportModule("collections.abc");
+    PyObject* seq = m ? PyObject_GetAttrString(m, "Sequence") : nullptr;
+    PyObject* r = seq ? _PyType_Lookup(reinterpret_cast<PyTypeObject*>(seq), PyRef::steal(PyUnicode_FromString("__iter__")).get()) : nullptr;
+    Py_XINCREF(r);
+    Py_XDECREF(seq);
+    Py_XDECREF(m);
+    if (!r) PyErr_Clear();
+    return r;
+  }();
+  return f;
+}
+
 static PyObject* islice_fn() {
   static PyObject* f = [] {
     PyObject* m = PyImport_ImportModule("itertools");
@@ -89,6 +103,28 @@ static bool is_torch_op(PyObject* fn) {
   return false;
 }
 
+// State queries libraries make to pick a trace-friendly path. Under capture kiln answers like a
+// tracing compiler: "compiling" is true, scripting/tracing/exporting false. Ellipsis means
+// "evaluate now" (a query whose answer is guarded global state or fixed for the process).
+static PyObject* torch_query_answer(PyObject* fn) {
+  if (!PyFunction_Check(fn) && !PyCFunction_Check(fn)) return nullptr;
+  std::string m = module_of(fn);
+  if (!starts_with(m, "torch")) return nullptr;
+  PyRef qn = PyRef::steal(PyObject_GetAttrString(fn, "__qualname__"));
+  if (!qn) { PyErr_Clear(); return nullptr; }
+  static const std::unordered_map<std::string, PyObject*> answers = {
+      {"torch.compiler.is_compiling", Py_True}, {"torch.compiler.is_dynamo_compiling", Py_True},
+      {"torch._dynamo.external_utils.is_compiling", Py_True}, {"torch._utils.is_compiling", Py_True},
+      {"torch.compiler.is_exporting", Py_False}, {"torch._jit_internal.is_scripting", Py_False},
+      {"torch.jit._trace.is_tracing", Py_False}, {"torch._C._get_tracing_state", Py_None},
+      {"torch.cuda.graphs.is_current_stream_capturing", Py_Ellipsis}, {"torch.cuda.is_available", Py_Ellipsis},
+      {"torch.cuda.device_count", Py_Ellipsis}, {"torch.is_grad_enabled", Py_Ellipsis},
+      {"torch.get_default_dtype", Py_Ellipsis}, {"torch.is_autocast_enabled", Py_Ellipsis},
+      {"torch.are_deterministic_algorithms_enabled", Py_Ellipsis}, {"torch.is_inference_mode_enabled", Py_Ellipsis}};
+  auto it = answers.find(m + "." + py_str(qn.get()));
+  return it == answers.end() ? nullptr : it->second;
+}
+
 static bool is_module_instance(PyObject* o) {
   return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(g_torch.module_type));
 }
@@ -111,6 +147,7 @@ PyObject* Interpreter::python_type_of(const VarPtr& v) {
     case VarKind::kList: return reinterpret_cast<PyObject*>(&PyList_Type);
     case VarKind::kDict: return reinterpret_cast<PyObject*>(&PyDict_Type);
     case VarKind::kNestedFunction: return reinterpret_cast<PyObject*>(&PyFunction_Type);
+    case VarKind::kNewObject: return v->obj.get();
     default: unsupported(std::string("type() of a ") + kind_name(v->kind));
   }
 }
@@ -126,6 +163,14 @@ bool Interpreter::truthy(const VarPtr& v) {
     case VarKind::kTuple: case VarKind::kList: case VarKind::kDict: return !v->items.empty();
     case VarKind::kTensor: unsupported("data-dependent branch: the truth value of a tensor depends on its data");
     case VarKind::kNestedFunction: case VarKind::kBoundMethod: case VarKind::kTensorMethod: return true;
+    case VarKind::kNewObject: {
+      PyTypeObject* t = reinterpret_cast<PyTypeObject*>(v->obj.get());
+      for (const char* dunder : {"__bool__", "__len__"}) {
+        PyObject* fn = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString(dunder)).get());
+        if (fn && PyFunction_Check(fn)) return truthy(inline_function(fn, nullptr, {v}, {}, nullptr));
+      }
+      return v->self ? !v->self->items.empty() : true;
+    }
     default: unsupported(std::string("truth value of a ") + kind_name(v->kind));
   }
 }
@@ -141,7 +186,7 @@ bool Interpreter::same_object(const VarPtr& a, const VarPtr& b, bool* known) {
   if (a_py || b_py) {
     const VarPtr& other = a_py ? b : a;
     if (other->kind == VarKind::kTensor || other->kind == VarKind::kTuple || other->kind == VarKind::kList ||
-        other->kind == VarKind::kDict || other->kind == VarKind::kNestedFunction)
+        other->kind == VarKind::kDict || other->kind == VarKind::kNestedFunction || other->kind == VarKind::kNewObject)
       return false;
   }
   *known = false;
@@ -174,8 +219,22 @@ std::vector<VarPtr> Interpreter::unpack(const VarPtr& v) {
       VarPtr r = record_op(graph::Op::kCallMethod, nullptr, "unbind", {v, make_const(PyRef::steal(PyLong_FromLong(0)).get())}, {});
       return r->items;
     }
+    case VarKind::kNewObject: {
+      PyObject* it = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(v->obj.get()), PyRef::steal(PyUnicode_FromString("__iter__")).get());
+      if (it && it == sequence_iter()) return iterate_sequence(v);
+      if (it && PyFunction_Check(it)) return unpack(inline_function(it, nullptr, {v}, {}, nullptr));
+      if (v->self) return unpack(v->self);
+      unsupported(std::string("iteration over ") + reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name);
+    }
     case VarKind::kObject: {
+      if (PyAnySet_Check(v->obj.get())) {  // sets of constants (see BUILD_SET)
+        PyRef seq = PyRef::steal(PySequence_List(v->obj.get()));
+        std::vector<VarPtr> out;
+        for (Py_ssize_t i = 0; seq && i < PyList_GET_SIZE(seq.get()); ++i) out.push_back(make_const(PyList_GET_ITEM(seq.get(), i)));
+        return out;
+      }
       PyObject* it = _PyType_Lookup(Py_TYPE(v->obj.get()), PyRef::steal(PyUnicode_FromString("__iter__")).get());
+      if (it && it == sequence_iter()) return iterate_sequence(v);
       if (it && PyFunction_Check(it)) {
         VarPtr r = inline_function(it, nullptr, {v}, {}, nullptr);
         return unpack(r);
@@ -184,6 +243,19 @@ std::vector<VarPtr> Interpreter::unpack(const VarPtr& v) {
     }
     default: unsupported(std::string("iteration over a ") + kind_name(v->kind));
   }
+}
+
+// Polyfill for collections.abc.Sequence.__iter__, which stops on IndexError: the same items, as
+// self[i] for i in range(len(self)).
+std::vector<VarPtr> Interpreter::iterate_sequence(const VarPtr& v) {
+  std::vector<VarPtr> a{v};
+  std::vector<std::pair<std::string, VarPtr>> none;
+  bool handled;
+  VarPtr n = call_builtin(builtin("len"), a, none, &handled);
+  if (!n->is_const() || !PyLong_Check(n->obj.get())) unsupported("len() of a sequence is not a constant");
+  std::vector<VarPtr> out;
+  for (long i = 0; i < PyLong_AsLong(n->obj.get()); ++i) out.push_back(subscript(v, make_const(PyRef::steal(PyLong_FromLong(i)).get())));
+  return out;
 }
 
 VarPtr Interpreter::make_iterator(const VarPtr& v) {
@@ -212,34 +284,32 @@ VarPtr Interpreter::fold(PyObject* fn, const std::vector<VarPtr>& args, const st
   PyRef r = PyRef::steal(PyObject_Call(fn, t.get(), kw.get()));
   if (!r) unsupported("constant evaluation raised " + err_text());
   if (probe_is_tensor(r.get())) unsupported("constant evaluation produced a tensor");
-  return from_python_value(r.get());
+  return from_python_value(r.get(), Py_REFCNT(r.get()) > 1);
 }
 
-// A value computed from constants: constants stay constants; a fresh list or dict of constants
-// becomes a symbolic container (so it can be iterated and mutated); anything else an object.
-VarPtr Interpreter::from_python_value(PyObject* r) {
+// A Python value as a symbolic one: constants stay constants; a list or dict becomes a
+// symbolic container of wrapped items (so it can be iterated, indexed and, when it is a new
+// object nobody else holds, mutated); anything else is an object.
+VarPtr Interpreter::from_python_value(PyObject* r, bool shared) {
   if (is_constant_like(r)) return make_const(r);
-  if (PyList_CheckExact(r)) {
-    std::vector<VarPtr> items;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(r); ++i) {
-      PyObject* it = PyList_GET_ITEM(r, i);
-      if (!is_constant_like(it)) return make_object(r, nullptr);
-      items.push_back(make_const(it));
-    }
-    return make_seq(VarKind::kList, items);
-  }
-  if (PyDict_CheckExact(r)) {
-    auto d = std::make_shared<Var>(VarKind::kDict);
+  VarPtr v;
+  if (PyList_CheckExact(r) && PyList_GET_SIZE(r) <= 512) {
+    v = make_seq(VarKind::kList, {});
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(r); ++i) v->items.push_back(wrap_unguarded(PyList_GET_ITEM(r, i), "item"));
+  } else if (PyDict_CheckExact(r) && PyDict_GET_SIZE(r) <= 512) {
+    v = std::make_shared<Var>(VarKind::kDict);
     Py_ssize_t pos = 0;
-    PyObject *k, *v;
-    while (PyDict_Next(r, &pos, &k, &v)) {
-      if (!is_constant_like(k) || !is_constant_like(v)) return make_object(r, nullptr);
-      d->keys.push_back(PyRef::borrow(k));
-      d->items.push_back(make_const(v));
+    PyObject *k, *val;
+    while (PyDict_Next(r, &pos, &k, &val)) {
+      if (!is_constant_like(k)) return make_object(r, nullptr);
+      v->keys.push_back(PyRef::borrow(k));
+      v->items.push_back(wrap_unguarded(val, "value"));
     }
-    return d;
+  } else {
+    return make_object(r, nullptr);
   }
-  return make_object(r, nullptr);
+  if (shared) v->source = constant_source(r, "container");  // kiln cannot replay its mutation
+  return v;
 }
 
 // ---------------------------------------------------------------- calls
@@ -275,8 +345,19 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   bool handled = false;
   VarPtr r = call_builtin(f, args, kwargs, &handled);
   if (handled) return r;
+  if ((Py_IS_TYPE(f, &PyWrapperDescr_Type) || Py_IS_TYPE(f, &PyMethodDescr_Type)) && !args.empty() &&
+      args[0]->kind == VarKind::kNewObject) {  // e.g. object.__setattr__(self, name, value)
+    PyRef nm = PyRef::steal(PyObject_GetAttrString(f, "__name__"));
+    VarPtr self = args[0];
+    args.erase(args.begin());
+    VarPtr m = new_object_method(self, py_str(nm.get()));
+    return call_container_method(m, args, kwargs);
+  }
+  if (PyObject* answer = torch_query_answer(f)) return answer == Py_Ellipsis ? fold(f, args, kwargs) : make_const(answer);
   if (is_module_instance(f)) return call_module(fn, std::move(args), std::move(kwargs));
   if (is_torch_op(f)) return record_op(graph::Op::kCallFunction, f, "", args, kwargs);
+  if (PyFunction_Check(f) && py_str(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f))->co_filename).find("/torch/_dynamo/") != std::string::npos)
+    unsupported("call into torch.compile'd code (" + py_repr(f).substr(0, 60) + "); it runs under PyTorch's Dynamo");
   if (PyFunction_Check(f)) {
     PyObject* disabled = PyObject_GetAttrString(f, "_kiln_disable");
     if (disabled) { Py_DECREF(disabled); unsupported("call to a function marked kiln.disable: " + py_repr(f)); }
@@ -301,13 +382,17 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       for (auto& kv : kwargs) kw_const &= kv.second->is_const();
       if (kw_const) return fold(f, args, kwargs);
     }
-    unsupported(std::string("constructing an object of class ") + reinterpret_cast<PyTypeObject*>(f)->tp_name);
+    return construct(f, std::move(args), std::move(kwargs));
   }
-  // Pure builtins on constants.
+  // Pure builtin functions on constants, and read-only methods of dicts, lists and tuples.
   if (PyCFunction_Check(f) && all_const(args)) {
     std::string m = module_of(f);
     PyObject* self = PyCFunction_GET_SELF(f);
-    if (m == "math" || m == "builtins" || m == "_operator" || m == "operator" || (self && is_constant_like(self)))
+    static const std::unordered_set<std::string> readonly = {"get", "keys", "values", "items", "__getitem__",
+                                                              "__contains__", "copy", "index", "count", "__len__"};
+    bool readonly_method = self && (PyDict_Check(self) || PyList_Check(self) || PyTuple_Check(self)) &&
+                           readonly.count(reinterpret_cast<PyCFunctionObject*>(f)->m_ml->ml_name);
+    if (m == "math" || m == "builtins" || m == "_operator" || m == "operator" || (self && is_constant_like(self)) || readonly_method)
       return fold(f, args, kwargs);
   }
   PyObject* call_attr = _PyType_Lookup(Py_TYPE(f), PyRef::steal(PyUnicode_FromString("__call__")).get());
@@ -438,9 +523,11 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     }
     if (v->kind == VarKind::kTuple || v->kind == VarKind::kList || v->kind == VarKind::kDict)
       return make_const(PyRef::steal(PyLong_FromSize_t(v->items.size())).get());
-    if (v->kind == VarKind::kObject) {
-      PyObject* l = _PyType_Lookup(Py_TYPE(v->obj.get()), PyRef::steal(PyUnicode_FromString("__len__")).get());
+    if (v->kind == VarKind::kObject || v->kind == VarKind::kNewObject) {
+      PyTypeObject* t = v->kind == VarKind::kObject ? Py_TYPE(v->obj.get()) : reinterpret_cast<PyTypeObject*>(v->obj.get());
+      PyObject* l = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString("__len__")).get());
       if (l && PyFunction_Check(l)) return inline_function(l, nullptr, {v}, {}, nullptr);
+      if (v->kind == VarKind::kNewObject && v->self) return make_const(PyRef::steal(PyLong_FromSize_t(v->self->items.size())).get());
     }
     return fold(f, args, kwargs);
   }
@@ -460,9 +547,14 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     const VarPtr& o = args[0];
     bool present = true;
     if (o->kind == VarKind::kObject || o->kind == VarKind::kConst) present = PyObject_HasAttr(o->obj.get(), name);
+    else if (o->kind == VarKind::kNewObject) {
+      present = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o->obj.get()), name) != nullptr;
+      for (auto& k : o->keys) present |= PyUnicode_Compare(k.get(), name) == 0;
+    }
     else if (o->is_tensor()) present = PyObject_HasAttr(o->fake.get(), name);
     if (is("hasattr")) {
-      if (o->kind != VarKind::kObject && o->kind != VarKind::kConst && !o->is_tensor()) unsupported("hasattr() on a " + std::string(kind_name(o->kind)));
+      if (o->kind != VarKind::kObject && o->kind != VarKind::kConst && o->kind != VarKind::kNewObject && !o->is_tensor())
+        unsupported("hasattr() on a " + std::string(kind_name(o->kind)));
       return make_const(present ? Py_True : Py_False);
     }
     if (!present) {
@@ -575,7 +667,28 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     return fold(f, args, kwargs);
   }
   if (is("print")) unsupported("print() is a side effect kiln does not replay yet");
-  if (is("super")) unsupported("super() is not supported yet");
+  if (is("super")) {
+    auto sup = std::make_shared<Var>(VarKind::kSuper);
+    if (args.size() == 2) {
+      if (!args[0]->is_const() && args[0]->kind != VarKind::kObject) unsupported("super() with a non-constant class");
+      sup->obj = args[0]->obj;
+      sup->self = args[1];
+    } else if (args.empty()) {  // zero-argument form: the __class__ cell and the first argument
+      Frame& fr = *frames_.back();
+      for (int i = 0; i < fr.code->co_nlocalsplus; ++i)
+        if (py_str(PyTuple_GET_ITEM(fr.code->co_localsplusnames, i)) == "__class__") {
+          VarPtr cell = fr.locals[i];
+          if (cell && cell->kind == VarKind::kCell && !cell->items.empty()) sup->obj = cell->items[0]->obj;
+        }
+      VarPtr first = fr.locals.empty() ? nullptr : fr.locals[0];
+      if (first && first->kind == VarKind::kCell) first = first->items.empty() ? nullptr : first->items[0];
+      if (!sup->obj || !first) unsupported("super() outside a method");
+      sup->self = first;
+    } else {
+      unsupported("super() with one argument");
+    }
+    return sup;
+  }
   if (is("id")) unsupported("id() of a traced value");
   if (f == op_fn("getitem")) { need(2); return subscript(args[0], args[1]); }
   // operator.* with tensors: record; otherwise fold.
@@ -592,6 +705,35 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
 VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
   VarPtr self = m->self;
   const std::string& name = m->name;
+  if (self->kind == VarKind::kNewObject) {  // builtin methods of object / dict on a new instance
+    if (name == "__setattr__") {
+      if (args.size() != 2 || !args[0]->is_const()) unsupported("__setattr__ with a non-constant name");
+      set_new_object_attr(self, args[0]->obj.get(), args[1]);
+      return make_const(Py_None);
+    }
+    if (name == "__getattribute__" || name == "__getattr__") {
+      if (args.size() != 1 || !args[0]->is_const()) unsupported("__getattribute__ with a non-constant name");
+      return new_object_attr(self, args[0]->obj.get());
+    }
+    if (name == "__init__" && (args.empty() || self->self) && kwargs.empty()) {
+      if (!args.empty()) {  // dict.__init__(self, mapping)
+        auto upd = std::make_shared<Var>(VarKind::kContainerMethod);
+        upd->self = self->self;
+        upd->name = "update";
+        return call_container_method(upd, args, kwargs);
+      }
+      return make_const(Py_None);
+    }
+    if (self->self) {  // dict contents
+      auto dm = std::make_shared<Var>(VarKind::kContainerMethod);
+      dm->self = self->self;
+      dm->name = name == "__delitem__" ? "pop" : name == "__len__" ? "__len__" : name;
+      if (name == "__len__") return make_const(PyRef::steal(PyLong_FromSize_t(self->self->items.size())).get());
+      if (name == "__iter__") return make_iterator(self->self);
+      return call_container_method(dm, args, kwargs);
+    }
+    unsupported(std::string(reinterpret_cast<PyTypeObject*>(self->obj.get())->tp_name) + "." + name + " on a new object");
+  }
   auto key_index = [&](PyObject* key) -> int {
     for (size_t i = 0; i < self->keys.size(); ++i) {
       int r = PyObject_RichCompareBool(self->keys[i].get(), key, Py_EQ);
@@ -600,7 +742,7 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
     }
     return -1;
   };
-  auto mutate = [&]() { if (self->source) unsupported("mutation of an input " + std::string(kind_name(self->kind)) + " (" + name + ") is a side effect"); };
+  auto mutate = [&]() { if (self->source && !self->fresh) unsupported("mutation of an input " + std::string(kind_name(self->kind)) + " (" + name + ") is a side effect"); };
   if (self->kind == VarKind::kDict) {
     if (name == "items" || name == "keys" || name == "values") {
       std::vector<VarPtr> out;
@@ -775,9 +917,12 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
       return is_constant_like(v.get()) ? make_const(v.get()) : make_object(v.get(), nullptr);
     }
     case VarKind::kObject: break;
+    case VarKind::kSuper: return super_attr(obj, name);
+    case VarKind::kNewObject: return new_object_attr(obj, name);
     default: unsupported("attribute " + n + " of a " + kind_name(obj->kind));
   }
   PyObject* o = obj->obj.get();
+  if (VarPtr stored = stored_attr(o, name)) return stored;
   const SourcePtr& src = obj->source;
   if (PyType_Check(o)) {  // class attributes: resolved by Python, assumed stable
     PyRef v = PyRef::steal(PyObject_GetAttr(o, name));
@@ -834,6 +979,39 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
   PyRef v = PyRef::steal(PyObject_GetAttr(o, name));
   if (!v) unsupported("attribute " + n + ": " + err_text());
   return wrap_unguarded(v.get(), n);
+}
+
+// Attribute lookup through super(): the MRO of the instance's type, after the given class.
+VarPtr Interpreter::super_attr(const VarPtr& sup, PyObject* name) {
+  const VarPtr& inst = sup->self;
+  PyObject* t = python_type_of(inst);
+  PyObject* mro = reinterpret_cast<PyTypeObject*>(t)->tp_mro;
+  Py_ssize_t i = 0, n = PyTuple_GET_SIZE(mro);
+  while (i < n && PyTuple_GET_ITEM(mro, i) != sup->obj.get()) ++i;
+  for (++i; i < n; ++i) {
+    PyObject* d = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_dict;
+    PyObject* attr = PyDict_GetItemWithError(d, name);
+    if (!attr) { PyErr_Clear(); continue; }
+    if (PyFunction_Check(attr)) {
+      auto m = std::make_shared<Var>(VarKind::kBoundMethod);
+      m->self = inst;
+      m->obj = PyRef::borrow(attr);
+      return m;
+    }
+    if (Py_IS_TYPE(attr, &PyStaticMethod_Type)) return wrap_unguarded(PyRef::steal(PyObject_GetAttrString(attr, "__func__")).get(), "staticmethod");
+    if (PyObject_TypeCheck(attr, &PyProperty_Type)) {
+      PyRef fget = PyRef::steal(PyObject_GetAttrString(attr, "fget"));
+      if (fget && PyFunction_Check(fget.get())) return inline_function(fget.get(), nullptr, {inst}, {}, nullptr);
+      PyErr_Clear();
+    }
+    break;  // a C-level attribute: resolved on the real object below
+  }
+  if (inst->kind == VarKind::kNewObject) return new_object_method(inst, py_str(name));
+  if (inst->kind != VarKind::kObject) unsupported("super()." + py_str(name) + " on a " + kind_name(inst->kind));
+  PyRef real_super = PyRef::steal(PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&PySuper_Type), sup->obj.get(), inst->obj.get(), nullptr));
+  PyRef v = real_super ? PyRef::steal(PyObject_GetAttr(real_super.get(), name)) : PyRef();
+  if (!v) unsupported("super()." + py_str(name) + ": " + err_text());
+  return wrap_unguarded(v.get(), py_str(name));
 }
 
 // ---------------------------------------------------------------- operators
@@ -942,9 +1120,11 @@ VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
     std::vector<std::pair<std::string, VarPtr>> kw;
     return call_container_method(m, args, kw);
   }
-  if (obj->kind == VarKind::kObject) {
-    PyObject* gi = _PyType_Lookup(Py_TYPE(obj->obj.get()), PyRef::steal(PyUnicode_FromString("__getitem__")).get());
+  if (obj->kind == VarKind::kObject || obj->kind == VarKind::kNewObject) {
+    PyTypeObject* t = obj->kind == VarKind::kObject ? Py_TYPE(obj->obj.get()) : reinterpret_cast<PyTypeObject*>(obj->obj.get());
+    PyObject* gi = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString("__getitem__")).get());
     if (gi && PyFunction_Check(gi)) return inline_function(gi, nullptr, {obj, idx}, {}, nullptr);
+    if (obj->kind == VarKind::kNewObject && obj->self) return subscript(obj->self, idx);
   }
   if (obj->is_const() || obj->kind == VarKind::kObject) return fold(op_fn("getitem"), {obj, idx}, {});
   unsupported(std::string("indexing a ") + kind_name(obj->kind));
@@ -952,6 +1132,12 @@ VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
 
 VarPtr Interpreter::contains(const VarPtr& item, const VarPtr& container) {
   if (container->is_tensor() || item->is_tensor()) unsupported("`in` with a tensor depends on its data");
+  if (container->kind == VarKind::kNewObject) {
+    PyObject* c = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(container->obj.get()), PyRef::steal(PyUnicode_FromString("__contains__")).get());
+    if (c && PyFunction_Check(c)) return inline_function(c, nullptr, {container, item}, {}, nullptr);
+    if (container->self) return contains(item, container->self);
+    unsupported("`in` on a new object");
+  }
   if (container->kind == VarKind::kDict) {
     if (!item->is_const()) unsupported("`in` of a non-constant key");
     for (auto& k : container->keys) {

@@ -13,7 +13,7 @@ struct GraphRecord {
 };
 
 struct BreakRecord {
-  std::string function, where, reason;
+  std::string function, where, reason, stack;
 };
 
 struct Stats {

@@ -113,6 +113,8 @@ const char* kind_name(VarKind k) {
     case VarKind::kGradMode: return "grad-mode context";
     case VarKind::kGradModeExit: return "grad-mode exit";
     case VarKind::kGenerator: return "generator";
+    case VarKind::kSuper: return "super";
+    case VarKind::kNewObject: return "new object";
   }
   return "?";
 }

@@ -34,6 +34,9 @@ enum class VarKind {
   kGradMode,       // a no_grad()/enable_grad()/set_grad_enabled() context: flag
   kGradModeExit,   // the bound __exit__ of an entered grad-mode context: flag = mode to restore
   kGenerator,      // a generator object from an inlined generator function: items = yields
+  kSuper,          // super(obj = class, self = instance): attribute lookup starts after the class
+  kNewObject,      // an instance created during capture: obj = class, keys/items = its attributes,
+                   // self = its dict contents (a kDict) when the class derives from dict
 };
 
 struct Var {
@@ -48,6 +51,7 @@ struct Var {
   std::string name;
   size_t pos = 0;
   bool flag = false;
+  bool fresh = false;   // a container made for this call (e.g. the frame's **kwargs): mutable
   PyRef defaults, kwdefaults;
   PyRef globals;        // kNestedFunction: the globals the code runs with
   SourcePtr source;

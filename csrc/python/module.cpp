@@ -44,7 +44,7 @@ static py::dict stats_dict() {
   py::list breaks;
   for (const auto& b : s.breaks) {
     py::dict r;
-    r["function"] = b.function; r["where"] = b.where; r["reason"] = b.reason;
+    r["function"] = b.function; r["where"] = b.where; r["reason"] = b.reason; r["stack"] = b.stack;
     breaks.append(r);
   }
   d["breaks"] = breaks;

@@ -100,13 +100,29 @@ def test_fallback_line_points_at_user_code():
     assert "print(" in open(__file__).read().splitlines()[line - 1]
 
 
-def test_attribute_mutation_falls_back_and_has_effect():
+def test_attribute_mutation_is_replayed():
     o = Obj()
     compiled = kiln.compile(sets_attribute)
     out = compiled(torch.ones(2), o)
     assert o.value == 3
     assert torch.equal(out, torch.full((2,), 4.0))
-    assert kiln.stats()["graph_breaks"] == 1
+    assert kiln.stats()["graph_breaks"] == 0
+    o2 = Obj()  # the cached graph replays the assignment on the new object too
+    del o.value
+    compiled(torch.ones(2), o)
+    assert o.value == 3 and kiln.stats()["frames_compiled"] == 1
+
+
+class Guarded:
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value * 2)
+
+
+def test_attribute_mutation_with_custom_setattr_falls_back():
+    o = Guarded()
+    out = kiln.compile(sets_attribute)(torch.ones(2), o)
+    assert o.value == 6 and torch.equal(out, torch.full((2,), 7.0))
+    assert "__setattr__" in kiln.stats()["breaks"][0]["reason"]
 
 
 def test_called_functions_get_their_own_chance():
