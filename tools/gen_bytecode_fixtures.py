@@ -55,6 +55,12 @@ def big_jumps(x):
         @@BIG@@
     return x
 
+class _K:
+    def with_super(self, x):
+        return super().__init__(), super(_K, self).__class__, x
+
+SAMPLES["with_super"] = _K.with_super
+
 out, ver = sys.argv[1], "%d%d" % sys.version_info[:2]
 for name, f in SAMPLES.items():
     code = f.__code__

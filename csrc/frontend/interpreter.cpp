@@ -30,7 +30,8 @@ enum OpId {
   X(JUMP_IF_TRUE_OR_POP) X(JUMP_IF_FALSE_OR_POP) X(JUMP_FORWARD) X(JUMP_BACKWARD) \
   X(JUMP_BACKWARD_NO_INTERRUPT) X(GET_ITER) X(FOR_ITER) X(END_FOR) X(PRECALL) X(KW_NAMES) X(CALL) \
   X(CALL_FUNCTION_EX) X(MAKE_FUNCTION) X(RETURN_VALUE) X(BEFORE_WITH) X(RETURN_GENERATOR) X(YIELD_VALUE) \
-  X(IMPORT_NAME) X(IMPORT_FROM) X(LOAD_ASSERTION_ERROR) X(RAISE_VARARGS) X(BUILD_SET) X(SET_ADD) X(SET_UPDATE)
+  X(IMPORT_NAME) X(IMPORT_FROM) X(LOAD_ASSERTION_ERROR) X(RAISE_VARARGS) X(BUILD_SET) X(SET_ADD) X(SET_UPDATE) \
+  X(LOAD_SUPER_ATTR)
 #define KILN_ENUM(n) OP_##n,
   KILN_OPS(KILN_ENUM)
 #undef KILN_ENUM
@@ -809,6 +810,20 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
       VarPtr obj = pop();
       VarPtr a = get_attr(obj, name);
       if (method) push(make_null());
+      push(a);
+      return;
+    }
+    case OP_LOAD_SUPER_ATTR: {  // 3.12: super().name / super(C, self).name in one instruction
+      VarPtr self_v = pop(), cls = pop();
+      VarPtr super_fn = pop();
+      if (super_fn->kind != VarKind::kObject || super_fn->obj.get() != reinterpret_cast<PyObject*>(&PySuper_Type))
+        unsupported("LOAD_SUPER_ATTR with a rebound `super`");
+      if (!cls->is_const() && cls->kind != VarKind::kObject) unsupported("super() with a non-constant class");
+      auto sup = std::make_shared<Var>(VarKind::kSuper);
+      sup->obj = cls->obj;
+      sup->self = self_v;
+      VarPtr a = get_attr(sup, name_at(f.code, in.arg >> 2));
+      if (in.arg & 1) push(make_null());
       push(a);
       return;
     }

@@ -989,8 +989,11 @@ VarPtr Interpreter::super_attr(const VarPtr& sup, PyObject* name) {
   Py_ssize_t i = 0, n = PyTuple_GET_SIZE(mro);
   while (i < n && PyTuple_GET_ITEM(mro, i) != sup->obj.get()) ++i;
   for (++i; i < n; ++i) {
-    PyObject* d = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_dict;
-    PyObject* attr = PyDict_GetItemWithError(d, name);
+    auto* klass = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    // Builtin (static) types hold only C-level attributes, resolved below; on 3.12 their
+    // tp_dict is not even set (PyType_GetDict is the accessor).
+    if (!(klass->tp_flags & Py_TPFLAGS_HEAPTYPE)) break;
+    PyObject* attr = PyDict_GetItemWithError(klass->tp_dict, name);
     if (!attr) { PyErr_Clear(); continue; }
     if (PyFunction_Check(attr)) {
       auto m = std::make_shared<Var>(VarKind::kBoundMethod);

@@ -28,7 +28,7 @@ TEST_P(DecodeFixture, MatchesDis) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BothVersions, DecodeFixture,
-                         ::testing::Combine(::testing::Values("straight", "loops", "closures", "big_jumps"),
+                         ::testing::Combine(::testing::Values("straight", "loops", "closures", "big_jumps", "with_super"),
                                             ::testing::Values(11, 12)));
 
 TEST(Bytecode, ExtendedArgFoldsIntoOneInstruction) {
