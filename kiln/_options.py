@@ -34,8 +34,6 @@ def _opt(*args, **kw):
 
 _opt("recompile_limit", int, 8, "cache entries per code object and compiled callable before running eagerly", per_compile=True)
 _opt("logs", str, "", "comma list of log channels: " + ",".join(LOG_CHANNELS), env="KILN_LOGS")
-_opt("cache_dir", str, os.path.join(os.path.expanduser("~"), ".cache", "kiln"), "compiled artifacts", env="KILN_CACHE_DIR")
-_opt("debug_dir", str, "", "dump captured graphs and guards per compiled function", env="KILN_DEBUG_DIR")
 _opt("memoize_shape_propagation", bool, True, "reuse meta-tensor results for repeated operator signatures", env="KILN_MEMOIZE_META")
 _opt("max_inline_depth", int, 48, "deepest chain of inlined calls before the frame runs eagerly", env="KILN_MAX_INLINE_DEPTH")
 

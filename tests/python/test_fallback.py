@@ -207,3 +207,29 @@ def test_unsupported_python_is_recorded_not_crashing():
         kiln.reset()
         x = torch.randn(3)
         assert_same(kiln.compile(fn)(x), fn(x))
+
+
+def test_graph_break_log_names_reason_and_line(capfd):
+    kiln._options.set("logs", "graph_breaks")
+    try:
+        kiln.compile(uses_print)(torch.randn(2))
+    finally:
+        kiln._options.unset("logs")
+    err = capfd.readouterr().err
+    assert "[kiln:graph_breaks] graph break in uses_print" in err
+    assert "print() is a side effect" in err and __file__ + ":" in err
+
+
+def test_large_unrolled_function_is_one_graph():
+    # 5,000 tensor operations from an unrolled loop (the capture-speed benchmark's shape)
+    def fn(x, w):
+        for i in range(1000):
+            x = torch.tanh(x * w + 0.5)
+            x = x - 0.001 * i
+            x = x.relu()
+        return x
+    x, w = torch.randn(8, 8), torch.randn(8)
+    out = kiln.compile(fn, fullgraph=True)(x, w)
+    torch.testing.assert_close(out, fn(x, w))
+    rec = kiln.stats()["graph_records"][0]
+    assert rec["ops"] == 5000
