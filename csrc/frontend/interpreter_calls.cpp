@@ -403,12 +403,34 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   unsupported("call to " + py_repr(f).substr(0, 80) + " is not supported");
 }
 
+// nn.Module's i-th global hook dict, fetched from torch.nn.modules.module's namespace.
+static SourcePtr global_hook_source(Py_ssize_t i) {
+  static const char* names[] = {"_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                                "_global_backward_pre_hooks", "_global_forward_hooks_always_called"};
+  static std::vector<SourcePtr> sources;
+  if (sources.empty()) {
+    PyRef mod = PyRef::steal(PyImport_ImportModule("torch.nn.modules.module"));
+    for (const char* n : names) {
+      PyRef key = PyRef::steal(PyUnicode_FromString(n));
+      sources.push_back(mod ? global_source(PyModule_GetDict(mod.get()), key.get(), false) : nullptr);
+    }
+    PyErr_Clear();
+  }
+  return sources.at(static_cast<size_t>(i));
+}
+
 VarPtr Interpreter::call_module(const VarPtr& mod, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs) {
   PyObject* m = mod->obj.get();
-  for (const char* h : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"})
+  // The forward is inlined without its hooks, so the graph is valid only while there are none:
+  // guard that the module's hook dicts (and nn.Module's global ones) stay empty.
+  for (const char* h : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"}) {
     if (dict_nonempty(m, h)) unsupported(std::string("module ") + Py_TYPE(m)->tp_name + " has " + h + " (hooks are run eagerly)");
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(g_torch.global_hook_dicts); ++i)
+    if (mod->source) guard(attr_source(mod->source, PyRef::steal(PyUnicode_FromString(h)).get()), GuardLeaf::kLen, nullptr, 0);
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(g_torch.global_hook_dicts); ++i) {
     if (PyDict_GET_SIZE(PyTuple_GET_ITEM(g_torch.global_hook_dicts, i)) > 0) unsupported("global nn.Module hooks are registered");
+    guard(global_hook_source(i), GuardLeaf::kLen, nullptr, 0);
+  }
   PyRef fwd = PyRef::steal(PyObject_GetAttrString(m, "forward"));
   if (!fwd) unsupported("module without forward: " + err_text());
   if (PyMethod_Check(fwd.get()) && PyMethod_GET_SELF(fwd.get()) == m && PyFunction_Check(PyMethod_GET_FUNCTION(fwd.get()))) {

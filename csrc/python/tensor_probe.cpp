@@ -40,7 +40,8 @@ bool probe_matches(PyObject* o, const TensorFacts& f) {
   if (Py_TYPE(o) != f.type) return false;
   const at::Tensor& t = THPVariable_Unpack(o);
   if (t.key_set().raw_repr() != f.dispatch_keys || static_cast<int>(t.scalar_type()) != f.dtype ||
-      t.device().index() != f.device_index || t.requires_grad() != f.requires_grad)
+      static_cast<int>(t.device().type()) != f.device_type || t.device().index() != f.device_index ||
+      t.requires_grad() != f.requires_grad)
     return false;
   auto sz = t.sizes();
   if (sz.size() != f.sizes.size()) return false;
@@ -89,6 +90,7 @@ std::string probe_mismatch(PyObject* o, const TensorFacts& f) {
   if (g.type != f.type) os << "type mismatch: expected " << f.type->tp_name << ", actual " << g.type->tp_name;
   else if (g.dispatch_keys != f.dispatch_keys) os << "dispatch key set mismatch";
   else if (g.dtype != f.dtype) os << "dtype mismatch: expected " << dtype_short(f.dtype) << ", actual " << dtype_short(g.dtype);
+  else if (g.device_type != f.device_type) os << "device type mismatch";
   else if (g.device_index != f.device_index) os << "device index mismatch: expected " << f.device_index << ", actual " << g.device_index;
   else if (g.requires_grad != f.requires_grad) os << "requires_grad mismatch: expected " << f.requires_grad << ", actual " << g.requires_grad;
   else if (g.sizes.size() != f.sizes.size()) os << "rank mismatch: expected " << f.sizes.size() << ", actual " << g.sizes.size();

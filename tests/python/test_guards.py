@@ -165,3 +165,33 @@ def test_guard_count_for_module():
     rec = kiln.stats()["graph_records"][0]
     assert rec["inputs"] == 5  # x + 2 weights + 2 biases
     assert "check_tensor(L['self']._modules['0']._parameters['weight']" in rec["guards"] or "weight" in rec["guards"]
+
+
+def test_hook_registered_after_compile_is_honoured():
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    c = kiln.compile(m)
+    x = torch.randn(2, 4)
+    assert_same(c(x), m(x))
+    calls = []
+    h = m[0].register_forward_hook(lambda mod, inp, out: calls.append(1) or out * 0)
+    try:
+        out = c(x)  # the cached graph inlined Linear.forward without hooks: guards must fail
+        assert calls == [1] and torch.equal(out, torch.zeros(2, 4))
+    finally:
+        h.remove()
+    assert "_forward_hooks" in kiln.stats()["recompile_reasons"][0]
+    assert_same(c(x), m(x))
+
+
+def test_global_hook_registered_after_compile_is_honoured():
+    m = torch.nn.Linear(3, 3)
+    c = kiln.compile(lambda x: m(x) + 1)
+    x = torch.randn(2, 3)
+    c(x)
+    seen = []
+    h = torch.nn.modules.module.register_module_forward_hook(lambda mod, inp, out: seen.append(type(mod).__name__))
+    try:
+        c(x)
+    finally:
+        h.remove()
+    assert "Linear" in seen
