@@ -31,6 +31,12 @@ bool GuardLeaf::check(PyObject* v) const {
       if (n < 0) { PyErr_Clear(); return false; }
       return n == length;
     }
+    case kLacksKey: {
+      if (!PyDict_Check(v)) return false;
+      int r = PyDict_Contains(v, obj.get());
+      if (r < 0) { PyErr_Clear(); return false; }
+      return r == 0;
+    }
     case kDictKeys: {
       if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(obj.get())) return false;
       Py_ssize_t pos = 0, i = 0;
@@ -56,6 +62,7 @@ std::string GuardLeaf::describe(const std::string& e) const {
     case kTensor: return "check_tensor(" + e + ", " + std::string(tensor.type->tp_name) + ", " + probe_describe(tensor) + ")";
     case kLen: return "len(" + e + ") == " + std::to_string(length);
     case kDictKeys: return "list(" + e + ".keys()) == " + py_repr(obj.get());
+    case kLacksKey: return py_repr(obj.get()) + " not in " + e;
   }
   return "?";
 }
@@ -68,6 +75,7 @@ std::string GuardLeaf::why_failed(PyObject* v) const {
     case kId: return "expected the object " + py_repr(obj.get()).substr(0, 60) + ", got another: " + py_repr(v).substr(0, 60);
     case kLen: return "expected length " + std::to_string(length);
     case kDictKeys: return "expected keys " + py_repr(obj.get());
+    case kLacksKey: return py_repr(obj.get()) + " was added";
   }
   return "";
 }

@@ -15,8 +15,9 @@
 namespace kiln::frontend {
 
 struct GuardLeaf {
-  enum Kind { kType, kId, kEquals, kTensor, kLen, kDictKeys } kind;
-  PyRef obj;            // kType: the type; kId: the object; kEquals: the constant; kDictKeys: tuple of keys
+  enum Kind { kType, kId, kEquals, kTensor, kLen, kDictKeys, kLacksKey } kind;
+  PyRef obj;            // kType: the type; kId: the object; kEquals: the constant; kDictKeys: tuple
+                        // of keys; kLacksKey: the key a dict must not contain
   TensorFacts tensor;   // kTensor
   Py_ssize_t length = 0;
   bool check(PyObject* v) const;

@@ -97,6 +97,7 @@ class Interpreter {
   VarPtr wrap_unguarded(PyObject* o, const std::string& label);
   VarPtr tensor_input(PyObject* t, const SourcePtr& src);
   void guard(const SourcePtr& src, GuardLeaf::Kind kind, PyObject* obj = nullptr, Py_ssize_t len = 0);
+  void guard_class_attr(const SourcePtr& src, PyObject* found);
   PyObject* python_type_of(const VarPtr& v);
   bool truthy(const VarPtr& v);
   bool same_object(const VarPtr& a, const VarPtr& b, bool* known);

@@ -403,6 +403,13 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   unsupported("call to " + py_repr(f).substr(0, 80) + " is not supported");
 }
 
+// A class attribute read during capture: the same object (functions, classes) or an equal
+// constant must be found there next time.
+void Interpreter::guard_class_attr(const SourcePtr& src, PyObject* found) {
+  if (!found) return;
+  guard(src, is_constant_like(found) ? GuardLeaf::kEquals : GuardLeaf::kId, found);
+}
+
 // nn.Module's i-th global hook dict, fetched from torch.nn.modules.module's namespace.
 static SourcePtr global_hook_source(Py_ssize_t i) {
   static const char* names[] = {"_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
@@ -433,6 +440,12 @@ VarPtr Interpreter::call_module(const VarPtr& mod, std::vector<VarPtr> args, std
   }
   PyRef fwd = PyRef::steal(PyObject_GetAttrString(m, "forward"));
   if (!fwd) unsupported("module without forward: " + err_text());
+  if (mod->source) {  // the forward that was inlined: the class's, not replaced on the instance
+    PyRef fname = PyRef::steal(PyUnicode_FromString("forward"));
+    PyObject** dp = _PyObject_GetDictPtr(m);
+    if (dp && *dp && !PyDict_Contains(*dp, fname.get())) guard(instance_dict_source(mod->source), GuardLeaf::kLacksKey, fname.get());
+    guard_class_attr(type_lookup_source(mod->source, fname.get(), false), _PyType_Lookup(Py_TYPE(m), fname.get()));
+  }
   if (PyMethod_Check(fwd.get()) && PyMethod_GET_SELF(fwd.get()) == m && PyFunction_Check(PyMethod_GET_FUNCTION(fwd.get()))) {
     args.insert(args.begin(), mod);
     return inline_function(PyMethod_GET_FUNCTION(fwd.get()), nullptr, std::move(args), std::move(kwargs), nullptr);
@@ -946,9 +959,10 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
   PyObject* o = obj->obj.get();
   if (VarPtr stored = stored_attr(o, name)) return stored;
   const SourcePtr& src = obj->source;
-  if (PyType_Check(o)) {  // class attributes: resolved by Python, assumed stable
+  if (PyType_Check(o)) {  // class attributes: resolved by Python; guarded where found in the MRO
     PyRef v = PyRef::steal(PyObject_GetAttr(o, name));
     if (!v) unsupported("attribute " + n + ": " + err_text());
+    if (src) guard_class_attr(type_lookup_source(src, name, true), _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o), name));
     return wrap_unguarded(v.get(), n);
   }
   PyObject* descr = _PyType_Lookup(Py_TYPE(o), name);
@@ -971,6 +985,11 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
       return src ? wrap(v, attr_source(src, name)) : wrap_unguarded(v, n);
     }
     PyErr_Clear();
+  }
+  if (descr && src && !PyModule_Check(o)) {
+    // Found on the class: valid while the class still has it and the instance does not shadow it.
+    guard_class_attr(type_lookup_source(src, name, false), descr);
+    if (dp && *dp) guard(instance_dict_source(src), GuardLeaf::kLacksKey, name);
   }
   if (descr) {
     if (PyFunction_Check(descr)) {

@@ -64,6 +64,11 @@ PyObject* Source::fetch(const FrameView& f) const {
       if (PyTuple_Check(p)) return index < PyTuple_GET_SIZE(p) ? PyTuple_GET_ITEM(p, index) : nullptr;
       return nullptr;
     case kDictItem: return PyDict_Check(p) ? dict_get(p, key.get()) : nullptr;
+    case kTypeLookup: {
+      PyTypeObject* t = index == 1 ? (PyType_Check(p) ? reinterpret_cast<PyTypeObject*>(p) : nullptr) : Py_TYPE(p);
+      return t ? _PyType_Lookup(t, key.get()) : nullptr;
+    }
+    case kInstanceDict: return instance_dict(p);
     default: return nullptr;
   }
 }
@@ -79,6 +84,8 @@ std::string Source::placeholder_hint() const {
       case kInstanceAttr: case kModuleMember: case kDictItem: part = py_str(s->key.get()); break;
       case kItem: part = std::to_string(s->index); break;
       case kConstant: part = "const"; break;
+      case kTypeLookup: part = "cls_" + py_str(s->key.get()); break;
+      case kInstanceDict: part = "dict"; break;
       case kFrameFunc: part = "fn"; break;
     }
     out = out.empty() ? part : part + "_" + out;
@@ -149,6 +156,20 @@ SourcePtr dict_item_source(SourcePtr parent, PyObject* key) {
   auto s = make(Source::kDictItem, parent);
   s->key = PyRef::borrow(key);
   s->text = parent->repr() + "[" + py_repr(key) + "]";
+  return s;
+}
+
+SourcePtr type_lookup_source(SourcePtr parent, PyObject* name, bool parent_is_type) {
+  auto s = make(Source::kTypeLookup, parent);
+  s->key = PyRef::borrow(name);
+  s->index = parent_is_type ? 1 : 0;
+  s->text = (parent_is_type ? parent->repr() : "type(" + parent->repr() + ")") + ".__mro__lookup(" + py_repr(name) + ")";
+  return s;
+}
+
+SourcePtr instance_dict_source(SourcePtr parent) {
+  auto s = make(Source::kInstanceDict, parent);
+  s->text = parent->repr() + ".__dict__";
   return s;
 }
 

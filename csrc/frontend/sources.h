@@ -31,6 +31,9 @@ struct Source {
     kItem,          // parent[index] for an exact list or tuple
     kDictItem,      // parent[key] for an exact dict
     kConstant,      // a fixed object held by the source itself (no re-fetch)
+    kTypeLookup,    // the class attribute `key` as attribute lookup finds it on type(parent)
+                    // (index 0) or on parent itself when parent is a class (index 1)
+    kInstanceDict,  // parent.__dict__ itself
   };
   Kind kind;
   SourcePtr parent;
@@ -57,6 +60,8 @@ SourcePtr module_member_source(SourcePtr parent, const std::string& member, PyOb
 SourcePtr item_source(SourcePtr parent, int index);
 SourcePtr dict_item_source(SourcePtr parent, PyObject* key);
 SourcePtr constant_source(PyObject* obj, const std::string& label);
+SourcePtr type_lookup_source(SourcePtr parent, PyObject* name, bool parent_is_type);
+SourcePtr instance_dict_source(SourcePtr parent);
 
 std::string py_repr(PyObject* o);
 std::string py_str(PyObject* o);

@@ -195,3 +195,44 @@ def test_global_hook_registered_after_compile_is_honoured():
     finally:
         h.remove()
     assert "Linear" in seen
+
+
+class Scaled(torch.nn.Module):
+    factor = 2.0
+
+    def helper(self, x):
+        return x * self.factor
+
+    def forward(self, x):
+        return self.helper(x) + 1
+
+
+def test_class_attribute_and_method_changes_are_seen():
+    m = Scaled()
+    c = kiln.compile(m)
+    x = torch.randn(3)
+    assert_same(c(x), x * 2 + 1)
+    Scaled.factor = 5.0
+    try:
+        assert_same(c(x), x * 5 + 1)
+        old = Scaled.helper
+        Scaled.helper = lambda self, x: x - 1
+        try:
+            assert_same(c(x), x - 1 + 1)
+        finally:
+            Scaled.helper = old
+    finally:
+        Scaled.factor = 2.0
+    assert_same(c(x), x * 2 + 1)
+
+
+def test_instance_shadowing_and_forward_replacement_are_seen():
+    inner = Scaled()
+    outer = torch.nn.Sequential(inner)
+    c = kiln.compile(outer)
+    x = torch.randn(3)
+    assert_same(c(x), x * 2 + 1)
+    inner.factor = 10.0  # an instance attribute now shadows the class attribute
+    assert_same(c(x), x * 10 + 1)
+    inner.forward = lambda x: x * 0  # what accelerate-style wrappers do
+    assert_same(c(x), x * 0)
