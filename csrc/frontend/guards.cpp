@@ -101,20 +101,23 @@ void GuardTree::add(const SourcePtr& src, GuardLeaf leaf) {
 
 namespace kiln::frontend {
 
-static bool check_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, const FrameView& f) {
+// Each node's value is computed once, from its parent's value, and shared by its leaves and
+// children.
+static bool check_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, PyObject* parent_value,
+                           const FrameView& f) {
   for (const auto& c : children) {
-    PyObject* v = c->source->fetch(f);
+    PyObject* v = parent_value ? c->source->step(parent_value) : c->source->root(f);
     if (!v) return false;
     for (const auto& l : c->leaves)
       if (!l.check(v)) return false;
-    if (!check_children(c->children, f)) return false;
+    if (!c->children.empty() && !check_children(c->children, v, f)) return false;
   }
   return true;
 }
 
 bool GuardTree::check(const FrameView& f) const {
   if (has_global_ && !(probe_global_state() == global_)) return false;
-  return check_children(root_->children, f);
+  return check_children(root_->children, nullptr, f);
 }
 
 static std::string fail_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, const FrameView& f) {

@@ -32,16 +32,23 @@ static PyObject* dict_get(PyObject* d, PyObject* key) {
   return v;
 }
 
-PyObject* Source::fetch(const FrameView& f) const {
+PyObject* Source::root(const FrameView& f) const {
   switch (kind) {
     case kLocal: return f.locals[index];
     case kFrameFunc: return f.func;
     case kConstant: return obj.get();
     case kGlobal: return dict_get(obj.get(), key.get());
-    default: break;
+    default: return nullptr;
   }
+}
+
+PyObject* Source::fetch(const FrameView& f) const {
+  if (!parent) return root(f);
   PyObject* p = parent->fetch(f);
-  if (!p) return nullptr;
+  return p ? step(p) : nullptr;
+}
+
+PyObject* Source::step(PyObject* p) const {
   switch (kind) {
     case kClosureCell: {
       if (!PyFunction_Check(p)) return nullptr;
@@ -56,7 +63,7 @@ PyObject* Source::fetch(const FrameView& f) const {
     case kModuleMember: {
       PyObject* d = instance_dict(p);
       if (!d) return nullptr;
-      PyObject* m = PyDict_GetItemString(d, member.c_str());
+      PyObject* m = dict_get(d, member_key.get());
       return (m && PyDict_Check(m)) ? dict_get(m, key.get()) : nullptr;
     }
     case kItem:
@@ -140,6 +147,7 @@ SourcePtr attr_source(SourcePtr parent, PyObject* name) {
 SourcePtr module_member_source(SourcePtr parent, const std::string& member, PyObject* name) {
   auto s = make(Source::kModuleMember, parent);
   s->member = member;
+  s->member_key = PyRef::steal(PyUnicode_InternFromString(member.c_str()));
   s->key = PyRef::borrow(name);
   s->text = parent->repr() + "." + member + "[" + py_repr(name) + "]";
   return s;

@@ -41,11 +41,16 @@ struct Source {
   PyRef key;          // attribute/global name or dict key
   PyRef obj;          // kGlobal: the dict; kConstant: the object
   std::string member; // kModuleMember: "_parameters", "_buffers" or "_modules"
+  PyRef member_key;   // ... as an interned Python string
   std::string name;   // kLocal: the argument's name
   std::string text;   // cached repr()
 
   // Borrowed reference to the value in `frame`, or nullptr (no exception set) if absent.
   PyObject* fetch(const FrameView& frame) const;
+  // The last step alone: from the parent's value (sources with a parent), or from the frame
+  // (sources without one). The guard tree walks a path once this way.
+  PyObject* step(PyObject* parent_value) const;
+  PyObject* root(const FrameView& frame) const;
   const std::string& repr() const { return text; }
   // A short identifier-friendly name for graph placeholders, e.g. "l_self_fc_weight".
   std::string placeholder_hint() const;
