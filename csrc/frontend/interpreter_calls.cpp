@@ -414,7 +414,8 @@ void Interpreter::guard_class_attr(const SourcePtr& src, PyObject* found) {
 static SourcePtr global_hook_source(Py_ssize_t i) {
   static const char* names[] = {"_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                                 "_global_backward_pre_hooks", "_global_forward_hooks_always_called"};
-  static std::vector<SourcePtr> sources;
+  // Never destroyed: it holds Python references and must outlive interpreter finalisation.
+  static auto& sources = *new std::vector<SourcePtr>();
   if (sources.empty()) {
     PyRef mod = PyRef::steal(PyImport_ImportModule("torch.nn.modules.module"));
     for (const char* n : names) {

@@ -128,3 +128,25 @@ def test_third_party_site_packages_frames_are_offered():
     assert decision is False
     torch_file = torch.__file__
     assert next(skip for prefix, skip in rules if torch_file.startswith(prefix)) is True
+
+
+def test_clean_interpreter_exit_after_compiling(tmp_path):
+    # kiln keeps Python references in process-lifetime caches; none may be released after the
+    # interpreter is finalised (that crashed at exit on 3.12 once).
+    import os
+    import subprocess
+    script = tmp_path / "exit_check.py"
+    script.write_text(
+        "import torch, kiln\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())\n"
+        "c = kiln.compile(m)\n"
+        "c(torch.randn(2, 4)); c(torch.randn(2, 4))\n"
+        "class K:\n"
+        "    def f(self, x):\n"
+        "        return super().__init__(), x\n"
+        "kiln.compile(lambda x: K().f(x)[1] * 2)(torch.randn(2))\n"
+        "print('done')\n")
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert "done" in r.stdout
