@@ -1,6 +1,9 @@
 // Internal to the interpreter: decoded code objects and the per-call interpreter frame.
 #pragma once
+#include <functional>
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "frontend/interpreter.h"
@@ -30,5 +33,21 @@ struct Interpreter::Frame {
 
 
 const DecodedCode& decoded_code(PyCodeObject* code);
+
+// Shared helpers of the interpreter's translation units.
+std::string take_python_error();  // the pending Python error as "Type: message", cleared
+OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<graph::Arg>& outs,
+                             std::unordered_map<int, int>& out_index, const std::function<void(const std::string&)>& fail);
+std::string qualified_name(PyObject* fn);
+PyObject* op_fn(const char* name);       // operator.<name>, borrowed
+PyObject* builtin(const char* name);     // builtins.<name>, borrowed
+PyObject* sequence_iter();               // collections.abc.Sequence.__iter__
+PyObject* islice_fn();                   // itertools.islice
+std::string module_of(PyObject* fn);
+bool starts_with(const std::string& s, const char* prefix);
+bool is_torch_op(PyObject* fn);
+PyObject* torch_query_answer(PyObject* fn);
+bool is_module_instance(PyObject* o);
+bool dict_nonempty(PyObject* owner, const char* attr_name);
 
 }  // namespace kiln::frontend

@@ -1,0 +1,281 @@
+// Recording tensor operations into the captured graph: fake arguments, the result's device, shape
+// propagation on meta tensors, in-place operations, and grad-mode changes.
+#include <cstring>
+#include <unordered_set>
+
+#include "frontend/interpreter.h"
+#include "frontend/interpreter_frame.h"
+#include "frontend/tensor_probe.h"
+#include "frontend/torch_types.h"
+
+namespace kiln::frontend {
+
+// ---------------------------------------------------------------- graph recording
+
+int Interpreter::handle(PyObject* o) {
+  auto it = handles_.find(o);
+  if (it != handles_.end()) return it->second;
+  int h = static_cast<int>(cap_.objects.size());
+  cap_.objects.push_back(PyRef::borrow(o));
+  handles_[o] = h;
+  return h;
+}
+
+std::string qualified_name(PyObject* fn) {
+  PyRef mod = PyRef::steal(PyObject_GetAttrString(fn, "__module__"));
+  if (!mod) PyErr_Clear();
+  PyRef qn = PyRef::steal(PyObject_GetAttrString(fn, "__qualname__"));
+  if (!qn) { PyErr_Clear(); qn = PyRef::steal(PyObject_GetAttrString(fn, "__name__")); }
+  if (!qn) { PyErr_Clear(); return py_repr(fn); }
+  std::string m = (mod && PyUnicode_Check(mod.get())) ? py_str(mod.get()) : "";
+  if (m == "torch._C._VariableFunctions" || m == "torch._C") m = "torch";
+  std::string q = py_str(qn.get());
+  if (q.rfind("_VariableFunctionsClass.", 0) == 0) return "torch." + q.substr(24);
+  if (m == "torch._C._nn") m = "torch._C._nn";
+  if (m == "_operator") m = "operator";
+  return m.empty() ? py_str(qn.get()) : m + "." + py_str(qn.get());
+}
+
+graph::Arg Interpreter::to_arg(const VarPtr& v) {
+  switch (v->kind) {
+    case VarKind::kTensor: return graph::Arg::of_node(v->node);
+    case VarKind::kConst: return graph::Arg::of_const(handle(v->obj.get()), py_repr(v->obj.get()));
+    case VarKind::kTuple:
+    case VarKind::kList: {
+      std::vector<graph::Arg> items;
+      for (const auto& it : v->items) items.push_back(to_arg(it));
+      return graph::Arg::of_seq(v->kind == VarKind::kTuple ? graph::Arg::kTuple : graph::Arg::kList, std::move(items));
+    }
+    case VarKind::kObject:
+      if (PyType_Check(v->obj.get()) || PyCallable_Check(v->obj.get()) || PyModule_Check(v->obj.get()))
+        return graph::Arg::of_const(handle(v->obj.get()), qualified_name(v->obj.get()));
+      return graph::Arg::of_const(handle(v->obj.get()), py_repr(v->obj.get()));
+    default: unsupported(std::string("cannot pass a ") + kind_name(v->kind) + " to a tensor operation");
+  }
+}
+
+PyRef Interpreter::to_fake(const VarPtr& v) {
+  switch (v->kind) {
+    case VarKind::kTensor: return v->fake;
+    case VarKind::kConst:
+    case VarKind::kObject: return v->obj;
+    case VarKind::kTuple:
+    case VarKind::kList: {
+      PyRef out = PyRef::steal(v->kind == VarKind::kTuple ? PyTuple_New(v->items.size()) : PyList_New(v->items.size()));
+      for (size_t i = 0; i < v->items.size(); ++i) {
+        PyRef it = to_fake(v->items[i]);
+        if (v->kind == VarKind::kTuple) PyTuple_SET_ITEM(out.get(), i, it.release());
+        else PyList_SET_ITEM(out.get(), i, it.release());
+      }
+      return out;
+    }
+    default: unsupported(std::string("cannot pass a ") + kind_name(v->kind) + " to a tensor operation");
+  }
+}
+
+static bool is_device_like(PyObject* o) {
+  if (reinterpret_cast<PyObject*>(Py_TYPE(o)) == g_torch.device_type) return true;
+  if (!PyUnicode_Check(o)) return false;
+  const char* s = PyUnicode_AsUTF8(o);
+  if (!s) { PyErr_Clear(); return false; }
+  static const char* prefixes[] = {"cpu", "cuda", "meta", "mps", "xpu", "hpu", "privateuseone"};
+  for (const char* p : prefixes)
+    if (std::strncmp(s, p, std::strlen(p)) == 0) return true;
+  return false;
+}
+
+static PyRef to_device_object(PyObject* o) {
+  if (reinterpret_cast<PyObject*>(Py_TYPE(o)) == g_torch.device_type) return PyRef::borrow(o);
+  return PyRef::steal(PyObject_CallOneArg(g_torch.device_type, o));
+}
+
+static void collect_tensor_devices(const VarPtr& v, std::vector<PyObject*>& out) {
+  if (v->is_tensor()) out.push_back(v->device.get());
+  else if (v->kind == VarKind::kTuple || v->kind == VarKind::kList)
+    for (const auto& it : v->items) collect_tensor_devices(it, out);
+}
+
+// operator.iadd and friends (`x += y`): they mutate a tensor left operand.
+static bool is_inplace_operator(const std::string& qualname) {
+  static const std::unordered_set<std::string> names = {
+      "operator.iadd", "operator.iand", "operator.ifloordiv", "operator.ilshift", "operator.imatmul", "operator.imul",
+      "operator.imod", "operator.ior", "operator.ipow", "operator.irshift", "operator.isub", "operator.itruediv", "operator.ixor"};
+  return names.count(qualname) > 0;
+}
+
+static bool is_inplace_method(const std::string& m) {
+  return m.size() > 1 && m.back() == '_' && !(m.size() > 2 && m[m.size() - 2] == '_');
+}
+
+VarPtr Interpreter::wrap_result(PyObject* fake, int node, PyObject* device) {
+  if (probe_is_tensor(fake)) {
+    auto v = std::make_shared<Var>(VarKind::kTensor);
+    v->fake = PyRef::borrow(fake);
+    v->node = node;
+    v->device = PyRef::borrow(device);
+    return v;
+  }
+  if (PyTuple_Check(fake) || PyList_Check(fake)) {
+    bool any_tensor = false;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fake); ++i)
+      any_tensor |= probe_is_tensor(PySequence_Fast_GET_ITEM(fake, i));
+    if (any_tensor) {
+      auto v = make_seq(PyList_Check(fake) ? VarKind::kList : VarKind::kTuple, {});
+      if (PyTuple_Check(fake) && !PyTuple_CheckExact(fake)) v->obj = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(fake)));
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fake); ++i) {
+        PyObject* item = PySequence_Fast_GET_ITEM(fake, i);
+        PyRef idx = PyRef::steal(PyLong_FromSsize_t(i));
+        int n = -1;
+        if (probe_is_tensor(item)) {
+          n = cap_.graph->add_call(graph::Op::kCallFunction, "operator.getitem",
+                                   handle(PyDict_GetItemString(PyModule_GetDict(g_torch.operator_mod), "getitem")),
+                                   {graph::Arg::of_node(node), graph::Arg::of_const(handle(idx.get()), std::to_string(i))}, {},
+                                   probe_describe_tensor(item), where());
+          cap_.removable.push_back(true);
+        } else if (!is_constant_like(item)) {
+          unsupported("operator returned a sequence holding " + std::string(Py_TYPE(item)->tp_name));
+        }
+        v->items.push_back(n >= 0 ? wrap_result(item, n, device) : make_const(item));
+      }
+      return v;
+    }
+  }
+  if (is_constant_like(fake)) return make_const(fake);
+  unsupported(std::string("operator returned an unsupported value of type ") + Py_TYPE(fake)->tp_name);
+}
+
+VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string& method, const std::vector<VarPtr>& args,
+                              const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  // Device of the result: an explicit device argument, else the first non-CPU tensor input,
+  // else the first tensor input, else the default device (factories).
+  PyRef device;
+  bool rewrite_devices = method == "to" || method == "type" || method == "new_tensor";
+  std::vector<PyObject*> devs;
+  for (const auto& a : args) collect_tensor_devices(a, devs);
+  for (const auto& kv : kwargs) collect_tensor_devices(kv.second, devs);
+
+  PyRef fargs = PyRef::steal(PyTuple_New(args.size()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyRef f = to_fake(args[i]);
+    if (rewrite_devices && i > 0 && is_device_like(f.get())) {
+      device = to_device_object(f.get());
+      if (!device) unsupported("bad device argument: " + take_python_error());
+      f = PyRef::borrow(g_torch.meta_device);
+    }
+    if (rewrite_devices && i > 0 && probe_is_tensor(f.get())) device = args[i]->device;
+    PyTuple_SET_ITEM(fargs.get(), i, f.release());
+  }
+  PyRef fkw;
+  for (const auto& kv : kwargs) {
+    if (!fkw) fkw = PyRef::steal(PyDict_New());
+    PyRef f = to_fake(kv.second);
+    if (kv.first == "device" && f.get() != Py_None) {
+      device = to_device_object(f.get());
+      if (!device) unsupported("bad device argument: " + take_python_error());
+      f = PyRef::borrow(g_torch.meta_device);
+    }
+    PyDict_SetItemString(fkw.get(), kv.first.c_str(), f.get());
+  }
+  if (method == "cuda" || method == "cpu") {
+    // The meta result is the input's metadata; only the device changes.
+    PyRef dev = PyRef::steal(method == "cpu" ? PyObject_CallFunction(g_torch.device_type, "s", "cpu")
+                                             : PyObject_CallFunction(g_torch.device_type, "s", "cuda"));
+    device = dev;
+  }
+  if (!device) {
+    for (PyObject* d : devs) {
+      PyRef s = PyRef::steal(PyObject_GetAttrString(d, "type"));
+      if (s && PyUnicode_Check(s.get()) && std::strcmp(PyUnicode_AsUTF8(s.get()), "cpu") != 0) { device = PyRef::borrow(d); break; }
+      PyErr_Clear();
+    }
+    if (!device && !devs.empty()) device = PyRef::borrow(devs[0]);
+  }
+  bool factory = devs.empty();
+  if (factory && !device) {
+    if (!default_device_) default_device_ = PyRef::steal(PyObject_CallNoArgs(g_torch.get_default_device));
+    if (!default_device_) unsupported("torch.get_default_device failed: " + take_python_error());
+    device = default_device_;
+  }
+  if (factory && op == graph::Op::kCallFunction && !(fkw && PyDict_GetItemString(fkw.get(), "device"))) {
+    if (!fkw) fkw = PyRef::steal(PyDict_New());
+    PyDict_SetItemString(fkw.get(), "device", g_torch.meta_device);
+  }
+
+  const bool is_setitem = target && target == PyDict_GetItemString(PyModule_GetDict(g_torch.operator_mod), "setitem");
+  const bool inplace = !args.empty() && args[0]->is_tensor() &&
+                       (is_inplace_method(method) || is_setitem ||
+                        (op == graph::Op::kCallFunction && target && is_inplace_operator(qualified_name(target))));
+  if (inplace) {
+    // Mutate a private copy of the metadata: meta tensors may be shared through the memo.
+    PyRef copy = PyRef::steal(probe_make_meta(args[0]->fake.get()));
+    PyTuple_SetItem(fargs.get(), 0, copy.release());
+  }
+  PyRef result;
+  if (method == "cuda" || method == "cpu") {
+    result = to_fake(args[0]);
+  } else {
+    result = PyRef::steal(meta_.run(target, op == graph::Op::kCallMethod ? method : "", fargs.get(), fkw.get(),
+                                    opts_.memoize_meta && !inplace));
+    if (!result && factory && fkw && PyErr_ExceptionMatches(PyExc_TypeError)) {
+      // The callable takes no `device`: run it as is (it makes no tensors from nothing).
+      PyErr_Clear();
+      PyDict_DelItemString(fkw.get(), "device");
+      result = PyRef::steal(meta_.run(target, op == graph::Op::kCallMethod ? method : "", fargs.get(), fkw.get(), false));
+    }
+  }
+  std::string name = op == graph::Op::kCallMethod ? method : qualified_name(target);
+  if (!result) unsupported("shape propagation failed for " + name + ": " + take_python_error());
+  if (probe_is_tensor(result.get())) {
+    // Results that are real tensors (a callable that ignored `device`) become meta too.
+    PyRef dev = PyRef::steal(probe_device(result.get()));
+    PyRef t = PyRef::steal(PyObject_GetAttrString(dev.get(), "type"));
+    if (t && std::strcmp(PyUnicode_AsUTF8(t.get()), "meta") != 0) {
+      if (!device) device = dev;
+      result = PyRef::steal(probe_make_meta(result.get()));
+    }
+    PyErr_Clear();
+  }
+  if (inplace) {
+    std::vector<graph::Arg> gargs;
+    for (const auto& a : args) gargs.push_back(to_arg(a));
+    std::vector<std::pair<std::string, graph::Arg>> gkw;
+    for (const auto& kv : kwargs) gkw.emplace_back(kv.first, to_arg(kv.second));
+    cap_.graph->add_call(op, name, op == graph::Op::kCallFunction ? handle(target) : -1, std::move(gargs), std::move(gkw),
+                         probe_describe_tensor(PyTuple_GET_ITEM(fargs.get(), 0)), where());
+    cap_.removable.push_back(false);
+    if (is_setitem) return make_const(Py_None);
+    // The mutated tensor keeps its identity; only its metadata may change (e.g. unsqueeze_).
+    args[0]->fake = PyRef::borrow(PyTuple_GET_ITEM(fargs.get(), 0));
+    return args[0];
+  }
+  // Values that hold no tensor (sizes, flags, dtypes) are metadata: constants, no node.
+  bool has_tensor = probe_is_tensor(result.get());
+  if (!has_tensor && (PyTuple_Check(result.get()) || PyList_Check(result.get())))
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(result.get()); ++i)
+      has_tensor |= probe_is_tensor(PySequence_Fast_GET_ITEM(result.get(), i));
+  if (!has_tensor) {
+    if (!is_constant_like(result.get()))
+      unsupported(name + " returned a non-tensor value of type " + Py_TYPE(result.get())->tp_name);
+    return make_const(result.get());
+  }
+  std::vector<graph::Arg> gargs;
+  for (const auto& a : args) gargs.push_back(to_arg(a));
+  std::vector<std::pair<std::string, graph::Arg>> gkw;
+  for (const auto& kv : kwargs) gkw.emplace_back(kv.first, to_arg(kv.second));
+  std::string meta = probe_is_tensor(result.get()) ? probe_describe_tensor(result.get()) : "";
+  int node = cap_.graph->add_call(op, name, op == graph::Op::kCallFunction ? handle(target) : -1, std::move(gargs),
+                                  std::move(gkw), meta, where());
+  cap_.removable.push_back(false);
+  return wrap_result(result.get(), node, device.get());
+}
+
+VarPtr Interpreter::record_grad_mode(bool enabled) {
+  PyObject* flag = enabled ? Py_True : Py_False;
+  cap_.graph->add_call(graph::Op::kCallFunction, "torch._C._set_grad_enabled", handle(g_torch.set_grad_enabled_fn),
+                       {graph::Arg::of_const(handle(flag), enabled ? "True" : "False")}, {}, "", where());
+  cap_.removable.push_back(false);
+  probe_set_grad_enabled(enabled);
+  return make_const(Py_None);
+}
+
+}  // namespace kiln::frontend

@@ -1,0 +1,166 @@
+// Python operators on symbolic values: arithmetic, comparisons, subscripts and `in`; on tensors
+// they record operator.* calls into the graph, on constants they fold.
+#include <algorithm>
+#include <cstring>
+#include <unordered_set>
+
+#include "frontend/interpreter.h"
+#include "frontend/interpreter_frame.h"
+#include "frontend/tensor_probe.h"
+#include "frontend/torch_types.h"
+
+namespace kiln::frontend {
+
+// ---------------------------------------------------------------- operators
+
+static const char* nb_to_operator(const std::string& nb) {
+  static const std::unordered_map<std::string, const char*> m = {
+      {"NB_ADD", "add"}, {"NB_AND", "and_"}, {"NB_FLOOR_DIVIDE", "floordiv"}, {"NB_LSHIFT", "lshift"},
+      {"NB_MATRIX_MULTIPLY", "matmul"}, {"NB_MULTIPLY", "mul"}, {"NB_REMAINDER", "mod"}, {"NB_OR", "or_"},
+      {"NB_POWER", "pow"}, {"NB_RSHIFT", "rshift"}, {"NB_SUBTRACT", "sub"}, {"NB_TRUE_DIVIDE", "truediv"},
+      {"NB_XOR", "xor"}, {"NB_INPLACE_ADD", "iadd"}, {"NB_INPLACE_AND", "iand"}, {"NB_INPLACE_FLOOR_DIVIDE", "ifloordiv"},
+      {"NB_INPLACE_LSHIFT", "ilshift"}, {"NB_INPLACE_MATRIX_MULTIPLY", "imatmul"}, {"NB_INPLACE_MULTIPLY", "imul"},
+      {"NB_INPLACE_REMAINDER", "imod"}, {"NB_INPLACE_OR", "ior"}, {"NB_INPLACE_POWER", "ipow"}, {"NB_INPLACE_RSHIFT", "irshift"},
+      {"NB_INPLACE_SUBTRACT", "isub"}, {"NB_INPLACE_TRUE_DIVIDE", "itruediv"}, {"NB_INPLACE_XOR", "ixor"}};
+  auto it = m.find(nb);
+  return it == m.end() ? nullptr : it->second;
+}
+
+VarPtr Interpreter::binary(const char* nb_name, const VarPtr& a, const VarPtr& b) {
+  const char* opn = nb_to_operator(nb_name);
+  if (!opn) unsupported(std::string("binary operator ") + nb_name);
+  bool inplace = opn[0] == 'i';
+  PyObject* fn = op_fn(opn);
+  if (a->is_tensor() || b->is_tensor()) {
+    if (inplace && !a->is_tensor()) fn = op_fn(opn + 1);  // `n += t` rebinds n to a new tensor
+    return record_op(graph::Op::kCallFunction, fn, "", {a, b}, {});
+  }
+  bool a_seq = a->kind == VarKind::kTuple || a->kind == VarKind::kList;
+  bool b_seq = b->kind == VarKind::kTuple || b->kind == VarKind::kList;
+  std::string base = inplace ? opn + 1 : opn;
+  if (a_seq && (b_seq || b->is_const()) && base == "add") {
+    std::vector<VarPtr> items = a->items;
+    auto more = unpack(b);
+    items.insert(items.end(), more.begin(), more.end());
+    if (inplace && a->kind == VarKind::kList) {
+      if (a->source) unsupported("in-place change of an input list");
+      a->items = items;
+      return a;
+    }
+    return make_seq(a->kind, items);
+  }
+  if (b_seq && a->is_const() && base == "add" && PyTuple_Check(a->obj.get())) {
+    std::vector<VarPtr> items = unpack(a);
+    items.insert(items.end(), b->items.begin(), b->items.end());
+    return make_seq(b->kind, items);
+  }
+  if (a_seq && b->is_const() && base == "mul" && PyLong_Check(b->obj.get())) {
+    std::vector<VarPtr> items;
+    long times = PyLong_AsLong(b->obj.get());
+    for (long i = 0; i < times; ++i) items.insert(items.end(), a->items.begin(), a->items.end());
+    return make_seq(a->kind, items);
+  }
+  return fold(fn, {a, b}, {});
+}
+
+VarPtr Interpreter::compare(int op, const VarPtr& a, const VarPtr& b) {
+  static const char* names[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+  if (op < 0 || op > 5) unsupported("comparison operator " + std::to_string(op));
+  PyObject* fn = op_fn(names[op]);
+  if (a->is_tensor() || b->is_tensor()) return record_op(graph::Op::kCallFunction, fn, "", {a, b}, {});
+  PyRef pa = as_python(a), pb = as_python(b);
+  if (!pa || !pb) {
+    if (op == 2 || op == 3) {  // == / != on values kiln tracks by identity
+      bool known;
+      bool same = same_object(a, b, &known);
+      if (known && same) return make_const(op == 2 ? Py_True : Py_False);
+    }
+    unsupported("comparison of a " + std::string(kind_name(a->kind)) + " and a " + kind_name(b->kind));
+  }
+  PyRef r = PyRef::steal(PyObject_RichCompare(pa.get(), pb.get(), op));
+  if (!r) unsupported("comparison raised " + take_python_error());
+  if (probe_is_tensor(r.get())) unsupported("comparison produced a tensor");
+  return is_constant_like(r.get()) ? make_const(r.get()) : make_object(r.get(), nullptr);
+}
+
+VarPtr Interpreter::unary(PyObject* fn, const VarPtr& v) {
+  if (v->is_tensor()) return record_op(graph::Op::kCallFunction, fn, "", {v}, {});
+  return fold(fn, {v}, {});
+}
+
+VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
+  if (obj->is_tensor()) return record_op(graph::Op::kCallFunction, op_fn("getitem"), "", {obj, idx}, {});
+  if (obj->kind == VarKind::kTuple || obj->kind == VarKind::kList) {
+    if (!idx->is_const()) unsupported("indexing a " + std::string(kind_name(obj->kind)) + " with a non-constant");
+    PyObject* i = idx->obj.get();
+    Py_ssize_t n = static_cast<Py_ssize_t>(obj->items.size());
+    if (PyLong_Check(i)) {
+      Py_ssize_t k = PyLong_AsSsize_t(i);
+      if (k < 0) k += n;
+      if (k < 0 || k >= n) unsupported("IndexError: index out of range");
+      return obj->items[k];
+    }
+    if (PySlice_Check(i)) {
+      Py_ssize_t start, stop, step, len;
+      if (PySlice_GetIndicesEx(i, n, &start, &stop, &step, &len) < 0) unsupported(take_python_error());
+      std::vector<VarPtr> out;
+      for (Py_ssize_t k = 0, p = start; k < len; ++k, p += step) out.push_back(obj->items[p]);
+      return make_seq(obj->kind == VarKind::kTuple ? VarKind::kTuple : VarKind::kList, out);
+    }
+    unsupported("index of type " + std::string(Py_TYPE(i)->tp_name));
+  }
+  if (obj->kind == VarKind::kDict) {
+    auto m = std::make_shared<Var>(VarKind::kContainerMethod);
+    m->self = obj;
+    m->name = "__getitem__";
+    std::vector<VarPtr> args{idx};
+    std::vector<std::pair<std::string, VarPtr>> kw;
+    return call_container_method(m, args, kw);
+  }
+  if (obj->kind == VarKind::kObject || obj->kind == VarKind::kNewObject) {
+    PyTypeObject* t = obj->kind == VarKind::kObject ? Py_TYPE(obj->obj.get()) : reinterpret_cast<PyTypeObject*>(obj->obj.get());
+    PyObject* gi = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString("__getitem__")).get());
+    if (gi && PyFunction_Check(gi)) return inline_function(gi, nullptr, {obj, idx}, {}, nullptr);
+    if (obj->kind == VarKind::kNewObject && obj->self) return subscript(obj->self, idx);
+  }
+  if (obj->is_const() || obj->kind == VarKind::kObject) return fold(op_fn("getitem"), {obj, idx}, {});
+  unsupported(std::string("indexing a ") + kind_name(obj->kind));
+}
+
+VarPtr Interpreter::contains(const VarPtr& item, const VarPtr& container) {
+  if (container->is_tensor() || item->is_tensor()) unsupported("`in` with a tensor depends on its data");
+  if (container->kind == VarKind::kNewObject) {
+    PyObject* c = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(container->obj.get()), PyRef::steal(PyUnicode_FromString("__contains__")).get());
+    if (c && PyFunction_Check(c)) return inline_function(c, nullptr, {container, item}, {}, nullptr);
+    if (container->self) return contains(item, container->self);
+    unsupported("`in` on a new object");
+  }
+  if (container->kind == VarKind::kDict) {
+    if (!item->is_const()) unsupported("`in` of a non-constant key");
+    for (auto& k : container->keys) {
+      int r = PyObject_RichCompareBool(k.get(), item->obj.get(), Py_EQ);
+      if (r < 0) PyErr_Clear();
+      if (r == 1) return make_const(Py_True);
+    }
+    return make_const(Py_False);
+  }
+  if (container->kind == VarKind::kTuple || container->kind == VarKind::kList) {
+    for (auto& it : container->items) {
+      bool eq;
+      if (it->is_const() && item->is_const()) {
+        int r = PyObject_RichCompareBool(it->obj.get(), item->obj.get(), Py_EQ);
+        if (r < 0) PyErr_Clear();
+        eq = r == 1;
+      } else {
+        bool known;
+        eq = same_object(it, item, &known);
+        if (!known) unsupported("`in` over values kiln cannot compare");
+      }
+      if (eq) return make_const(Py_True);
+    }
+    return make_const(Py_False);
+  }
+  return fold(op_fn("contains"), {container, item}, {});
+}
+
+}  // namespace kiln::frontend
