@@ -55,22 +55,9 @@ graph::Arg Interpreter::to_arg(const VarPtr& v) {
 }
 
 PyRef Interpreter::to_fake(const VarPtr& v) {
-  switch (v->kind) {
-    case VarKind::kTensor: return v->fake;
-    case VarKind::kConst:
-    case VarKind::kObject: return v->obj;
-    case VarKind::kTuple:
-    case VarKind::kList: {
-      PyRef out = PyRef::steal(v->kind == VarKind::kTuple ? PyTuple_New(v->items.size()) : PyList_New(v->items.size()));
-      for (size_t i = 0; i < v->items.size(); ++i) {
-        PyRef it = to_fake(v->items[i]);
-        if (v->kind == VarKind::kTuple) PyTuple_SET_ITEM(out.get(), i, it.release());
-        else PyList_SET_ITEM(out.get(), i, it.release());
-      }
-      return out;
-    }
-    default: unsupported(std::string("cannot pass a ") + kind_name(v->kind) + " to a tensor operation");
-  }
+  PyRef r = as_python(v, /*fake_tensors=*/true);
+  if (!r) unsupported(std::string("cannot pass a ") + kind_name(v->kind) + " to a tensor operation");
+  return r;
 }
 
 static bool is_device_like(PyObject* o) {

@@ -104,7 +104,9 @@ class Interpreter {
   std::vector<VarPtr> unpack(const VarPtr& v);
   VarPtr make_iterator(const VarPtr& v);
   std::vector<VarPtr> iterate_sequence(const VarPtr& v);
-  PyRef as_python(const VarPtr& v);         // for constants/objects only
+  // The real Python value of a constant, object or container of them (null if there is none);
+  // with fake_tensors, tensors become their meta tensors (arguments for shape propagation).
+  PyRef as_python(const VarPtr& v, bool fake_tensors = false);
   bool all_const(const std::vector<VarPtr>& vs);
 
   // --- graph recording

@@ -84,15 +84,16 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
   return v;
 }
 
-PyRef Interpreter::as_python(const VarPtr& v) {
+PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
   switch (v->kind) {
+    case VarKind::kTensor: return fake_tensors ? v->fake : PyRef();
     case VarKind::kConst:
     case VarKind::kObject: return v->obj;
     case VarKind::kTuple:
     case VarKind::kList: {
       PyRef out = PyRef::steal(v->kind == VarKind::kTuple ? PyTuple_New(v->items.size()) : PyList_New(v->items.size()));
       for (size_t i = 0; i < v->items.size(); ++i) {
-        PyRef it = as_python(v->items[i]);
+        PyRef it = as_python(v->items[i], fake_tensors);
         if (!it) return PyRef();
         if (v->kind == VarKind::kTuple) PyTuple_SET_ITEM(out.get(), i, it.release());
         else PyList_SET_ITEM(out.get(), i, it.release());
@@ -102,7 +103,7 @@ PyRef Interpreter::as_python(const VarPtr& v) {
     case VarKind::kDict: {
       PyRef out = PyRef::steal(PyDict_New());
       for (size_t i = 0; i < v->items.size(); ++i) {
-        PyRef it = as_python(v->items[i]);
+        PyRef it = as_python(v->items[i], fake_tensors);
         if (!it) return PyRef();
         PyDict_SetItem(out.get(), v->keys[i].get(), it.get());
       }
