@@ -35,7 +35,7 @@ int opcode_number(int major, int minor, const std::string& name) {
 }
 
 Bytecode::Bytecode(const uint8_t* code, size_t size, int major, int minor)
-    : table_(table_for(major, minor)), minor_(minor) {
+    : table_(table_for(major, minor)) {
   if (!table_) throw std::invalid_argument("unsupported Python version " + std::to_string(major) + "." + std::to_string(minor));
   if (size % 2) throw std::invalid_argument("bytecode length is odd");
   const int ext = opcode_number(major, minor, "EXTENDED_ARG");

@@ -35,13 +35,11 @@ class Bytecode {
   int index_of_offset(int byte_offset) const;
   // Name of a BINARY_OP sub-operation (e.g. "NB_ADD"), or "" if out of range.
   const char* binary_op_name(int arg) const;
-  int minor() const { return minor_; }
   // A listing like `dis` prints, one instruction a line (used by tests and debug dumps).
   std::string to_string() const;
 
  private:
   const OpcodeTable* table_;
-  int minor_;
   std::vector<Instruction> instrs_;
   std::vector<int> offset_to_index_;
 };

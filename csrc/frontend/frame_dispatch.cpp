@@ -295,13 +295,16 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   rec.inputs = static_cast<int>(cap.inputs.size());
   rec.guard_count = cap.guards->num_leaves();
   rec.inlined = cap.inlined_functions;
+  rec.meta_hits = interp.meta().hits();
+  rec.meta_misses = interp.meta().misses();
   rec.capture_s = cs;
   rec.backend_s = bs;
   S.graph_records.push_back(rec);
   log(kLogGraphCode, "captured graph for " + label + ":\n" + rec.code);
   log(kLogGuards, "guards for " + label + ":\n" + rec.guards);
   log(kLogPerf, "compile of " + label + ": capture " + std::to_string(cs * 1e3) + " ms, backend " + std::to_string(bs * 1e3) +
-                    " ms, " + std::to_string(rec.ops) + " ops");
+                    " ms, " + std::to_string(rec.ops) + " ops, shape propagation memo " + std::to_string(rec.meta_hits) + " hits / " +
+                    std::to_string(rec.meta_misses) + " misses");
   return entry;
 }
 

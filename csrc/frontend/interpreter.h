@@ -81,6 +81,7 @@ class Interpreter {
   // Throws Unsupported. After a throw, capture().guards still holds the guards gathered so far.
   void run();
   Capture& capture() { return cap_; }
+  const MetaExecutor& meta() const { return meta_; }
 
   struct Frame;
 

@@ -55,7 +55,6 @@ class Graph {
   const std::vector<Node>& nodes() const { return nodes_; }
   const Node& node(int id) const { return nodes_.at(id); }
   int num_placeholders() const { return num_placeholders_; }
-  bool has_output() const { return !nodes_.empty() && nodes_.back().op == Op::kOutput; }
   const Node& output() const { return nodes_.back(); }
   // Number of call nodes (the graph's "size").
   int num_calls() const;

@@ -37,7 +37,8 @@ static py::dict stats_dict() {
     py::dict r;
     r["function"] = g.function; r["where"] = g.where; r["code"] = g.code; r["guards"] = g.guards;
     r["backend"] = g.backend; r["ops"] = g.ops; r["inputs"] = g.inputs; r["guard_count"] = g.guard_count;
-    r["inlined_functions"] = g.inlined; r["capture_s"] = g.capture_s; r["backend_s"] = g.backend_s;
+    r["inlined_functions"] = g.inlined;
+    r["meta_hits"] = g.meta_hits; r["meta_misses"] = g.meta_misses; r["capture_s"] = g.capture_s; r["backend_s"] = g.backend_s;
     graphs.append(r);
   }
   d["graph_records"] = graphs;
