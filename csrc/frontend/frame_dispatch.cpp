@@ -234,28 +234,21 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   std::string label = function_label(frame->code);
   try {
     interp.run();
-  } catch (const Unsupported& u) {
-    if (PyErr_Occurred()) PyErr_Clear();
-    entry->guards = interp.capture().guards;
-    entry->reason = u.what();
-    S.graph_breaks++;
-    S.breaks.push_back({label, u.where, u.what(), u.stack});
-    log(kLogGraphBreaks, "graph break in " + label + " at " + u.where + ": " + u.what() + " -- this frame runs eagerly\n" + u.stack);
-    if (ctx->fullgraph) {
-      PyErr_Format(g_unsupported_error, "kiln cannot capture %s in one graph (fullgraph=True): %s at %s\ninlined calls:\n%s",
-                   label.c_str(), u.what(), u.where.c_str(), u.stack.c_str());
-      return nullptr;
-    }
-    return entry;
   } catch (const std::exception& e) {
+    // Unsupported: a construct kiln does not capture; anything else: a bug in kiln. Either way
+    // the frame runs eagerly (or fullgraph raises), with the reason recorded.
     if (PyErr_Occurred()) PyErr_Clear();
+    const auto* u = dynamic_cast<const Unsupported*>(&e);
+    std::string where = u ? u->where : "", stack = u ? u->stack : "";
     entry->guards = interp.capture().guards;
-    entry->reason = std::string("internal error in kiln's frontend: ") + e.what();
+    entry->reason = u ? e.what() : std::string("internal error in kiln's frontend: ") + e.what();
     S.graph_breaks++;
-    S.breaks.push_back({label, "", entry->reason, ""});
-    log(kLogGraphBreaks, "graph break in " + label + ": " + entry->reason);
+    S.breaks.push_back({label, where, entry->reason, stack});
+    std::string at = where.empty() ? "" : " at " + where;
+    log(kLogGraphBreaks, "graph break in " + label + at + ": " + entry->reason + " -- this frame runs eagerly\n" + stack);
     if (ctx->fullgraph) {
-      PyErr_Format(g_unsupported_error, "kiln cannot capture %s: %s", label.c_str(), entry->reason.c_str());
+      PyErr_Format(g_unsupported_error, "kiln cannot capture %s in one graph (fullgraph=True): %s%s\ninlined calls:\n%s",
+                   label.c_str(), entry->reason.c_str(), at.c_str(), stack.c_str());
       return nullptr;
     }
     return entry;
