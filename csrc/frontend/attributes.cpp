@@ -63,10 +63,7 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
       [[fallthrough]];
     case VarKind::kList:
     case VarKind::kDict: {
-      auto m = std::make_shared<Var>(VarKind::kContainerMethod);
-      m->self = obj;
-      m->name = n;
-      return m;
+      return make_container_method(obj, n);
     }
     case VarKind::kConst: {
       PyRef v = PyRef::steal(PyObject_GetAttr(obj->obj.get(), name));
@@ -172,7 +169,7 @@ VarPtr Interpreter::super_attr(const VarPtr& sup, PyObject* name) {
     }
     break;  // a C-level attribute: resolved on the real object below
   }
-  if (inst->kind == VarKind::kNewObject) return new_object_method(inst, py_str(name));
+  if (inst->kind == VarKind::kNewObject) return make_container_method(inst, py_str(name));
   if (inst->kind != VarKind::kObject) unsupported("super()." + py_str(name) + " on a " + kind_name(inst->kind));
   PyRef real_super = PyRef::steal(PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&PySuper_Type), sup->obj.get(), inst->obj.get(), nullptr));
   PyRef v = real_super ? PyRef::steal(PyObject_GetAttr(real_super.get(), name)) : PyRef();

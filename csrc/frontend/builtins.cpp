@@ -220,21 +220,13 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
       return new_object_attr(self, args[0]->obj.get());
     }
     if (name == "__init__" && (args.empty() || self->self) && kwargs.empty()) {
-      if (!args.empty()) {  // dict.__init__(self, mapping)
-        auto upd = std::make_shared<Var>(VarKind::kContainerMethod);
-        upd->self = self->self;
-        upd->name = "update";
-        return call_container_method(upd, args, kwargs);
-      }
+      if (!args.empty()) return call_container(self->self, "update", args);  // dict.__init__(self, mapping)
       return make_const(Py_None);
     }
     if (self->self) {  // dict contents
-      auto dm = std::make_shared<Var>(VarKind::kContainerMethod);
-      dm->self = self->self;
-      dm->name = name == "__delitem__" ? "pop" : name == "__len__" ? "__len__" : name;
       if (name == "__len__") return make_const(PyRef::steal(PyLong_FromSize_t(self->self->items.size())).get());
       if (name == "__iter__") return make_iterator(self->self);
-      return call_container_method(dm, args, kwargs);
+      return call_container_method(make_container_method(self->self, name == "__delitem__" ? "pop" : name), args, kwargs);
     }
     unsupported(std::string(reinterpret_cast<PyTypeObject*>(self->obj.get())->tp_name) + "." + name + " on a new object");
   }
@@ -289,21 +281,10 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
       mutate();
       for (auto& a : args) {
         if (a->kind != VarKind::kDict) unsupported("dict.update with a non-dict");
-        for (size_t i = 0; i < a->keys.size(); ++i) {
-          std::vector<VarPtr> kv{make_const(a->keys[i].get()), a->items[i]};
-          auto setm = std::make_shared<Var>(VarKind::kContainerMethod);
-          setm->self = self; setm->name = "__setitem__";
-          std::vector<std::pair<std::string, VarPtr>> none;
-          call_container_method(setm, kv, none);
-        }
+        for (size_t i = 0; i < a->keys.size(); ++i) call_container(self, "__setitem__", {make_const(a->keys[i].get()), a->items[i]});
       }
-      for (auto& [k, v] : kwargs) {
-        std::vector<VarPtr> kv{make_const(PyRef::steal(PyUnicode_FromString(k.c_str())).get()), v};
-        auto setm = std::make_shared<Var>(VarKind::kContainerMethod);
-        setm->self = self; setm->name = "__setitem__";
-        std::vector<std::pair<std::string, VarPtr>> none;
-        call_container_method(setm, kv, none);
-      }
+      for (auto& [k, v] : kwargs)
+        call_container(self, "__setitem__", {make_const(PyRef::steal(PyUnicode_FromString(k.c_str())).get()), v});
       return make_const(Py_None);
     }
     if (name == "copy") { auto d = std::make_shared<Var>(VarKind::kDict); d->keys = self->keys; d->items = self->items; return d; }

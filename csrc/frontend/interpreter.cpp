@@ -392,26 +392,14 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
       VarPtr val = pop(), key = pop();
       VarPtr d = st.at(st.size() - in.arg);
       if (!key->is_const()) unsupported("dict key is not a constant");
-      std::vector<VarPtr> args{key, val};
-      std::vector<std::pair<std::string, VarPtr>> kw;
-      auto m = std::make_shared<Var>(VarKind::kContainerMethod);
-      m->self = d;
-      m->name = "__setitem__";
-      call_container_method(m, args, kw);
+      call_container(d, "__setitem__", {key, val});
       return;
     }
     case OP_DICT_UPDATE: case OP_DICT_MERGE: {
       VarPtr other = pop();
       VarPtr d = st.at(st.size() - in.arg);
       if (other->kind != VarKind::kDict) unsupported("** of a non-dict");
-      for (size_t i = 0; i < other->keys.size(); ++i) {
-        std::vector<VarPtr> args{make_const(other->keys[i].get()), other->items[i]};
-        std::vector<std::pair<std::string, VarPtr>> kw;
-        auto m = std::make_shared<Var>(VarKind::kContainerMethod);
-        m->self = d;
-        m->name = "__setitem__";
-        call_container_method(m, args, kw);
-      }
+      for (size_t i = 0; i < other->keys.size(); ++i) call_container(d, "__setitem__", {make_const(other->keys[i].get()), other->items[i]});
       return;
     }
     case OP_LIST_TO_TUPLE: push(make_seq(VarKind::kTuple, pop()->items)); return;
@@ -478,12 +466,7 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         return;
       }
       if (obj->kind == VarKind::kDict) {
-        std::vector<VarPtr> args{idx, val};
-        std::vector<std::pair<std::string, VarPtr>> kw;
-        auto m = std::make_shared<Var>(VarKind::kContainerMethod);
-        m->self = obj;
-        m->name = "__setitem__";
-        call_container_method(m, args, kw);
+        call_container(obj, "__setitem__", {idx, val});
         return;
       }
       unsupported(std::string("item assignment on a ") + kind_name(obj->kind));

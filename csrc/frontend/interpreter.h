@@ -132,7 +132,8 @@ class Interpreter {
   VarPtr construct(PyObject* cls, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
   VarPtr new_object_attr(const VarPtr& obj, PyObject* name);
   void set_new_object_attr(const VarPtr& obj, PyObject* name, const VarPtr& value);
-  VarPtr new_object_method(const VarPtr& obj, const std::string& name);
+  // Calls a builtin method of a symbolic list, tuple, dict or new object: self.<name>(*args).
+  VarPtr call_container(const VarPtr& self, const std::string& name, std::vector<VarPtr> args);
   VarPtr binary(const char* nb_name, const VarPtr& a, const VarPtr& b);
   VarPtr compare(int op, const VarPtr& a, const VarPtr& b);
   VarPtr subscript(const VarPtr& obj, const VarPtr& idx);

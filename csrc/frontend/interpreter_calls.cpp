@@ -226,8 +226,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     PyRef nm = PyRef::steal(PyObject_GetAttrString(f, "__name__"));
     VarPtr self = args[0];
     args.erase(args.begin());
-    VarPtr m = new_object_method(self, py_str(nm.get()));
-    return call_container_method(m, args, kwargs);
+    return call_container_method(make_container_method(self, py_str(nm.get())), args, kwargs);
   }
   if (PyObject* answer = torch_query_answer(f)) return answer == Py_Ellipsis ? fold(f, args, kwargs) : make_const(answer);
   if (is_module_instance(f)) return call_module(fn, std::move(args), std::move(kwargs));

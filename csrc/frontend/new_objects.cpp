@@ -98,7 +98,7 @@ VarPtr Interpreter::new_object_attr(const VarPtr& obj, PyObject* name) {
     return m;
   }
   if (Py_IS_TYPE(attr, &PyMethodDescr_Type) || Py_IS_TYPE(attr, &PyWrapperDescr_Type) || Py_IS_TYPE(attr, &PyClassMethodDescr_Type))
-    return new_object_method(obj, n);  // a builtin method of object/dict: interpreted on the symbolic state
+    return make_container_method(obj, n);  // a builtin method of object/dict: interpreted on the symbolic state
   if (Py_TYPE(attr)->tp_descr_get) unsupported("descriptor " + n + " on a new object");
   return wrap_unguarded(attr, n);  // a plain class attribute
 }
@@ -110,11 +110,9 @@ void Interpreter::set_new_object_attr(const VarPtr& obj, PyObject* name, const V
   obj->items.push_back(value);
 }
 
-VarPtr Interpreter::new_object_method(const VarPtr& obj, const std::string& name) {
-  auto m = std::make_shared<Var>(VarKind::kContainerMethod);
-  m->self = obj;
-  m->name = name;
-  return m;
+VarPtr Interpreter::call_container(const VarPtr& self, const std::string& name, std::vector<VarPtr> args) {
+  std::vector<std::pair<std::string, VarPtr>> no_kwargs;
+  return call_container_method(make_container_method(self, name), args, no_kwargs);
 }
 
 }  // namespace kiln::frontend

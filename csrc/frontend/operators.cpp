@@ -110,12 +110,7 @@ VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
     unsupported("index of type " + std::string(Py_TYPE(i)->tp_name));
   }
   if (obj->kind == VarKind::kDict) {
-    auto m = std::make_shared<Var>(VarKind::kContainerMethod);
-    m->self = obj;
-    m->name = "__getitem__";
-    std::vector<VarPtr> args{idx};
-    std::vector<std::pair<std::string, VarPtr>> kw;
-    return call_container_method(m, args, kw);
+    return call_container(obj, "__getitem__", {idx});
   }
   if (obj->kind == VarKind::kObject || obj->kind == VarKind::kNewObject) {
     PyTypeObject* t = obj->kind == VarKind::kObject ? Py_TYPE(obj->obj.get()) : reinterpret_cast<PyTypeObject*>(obj->obj.get());

@@ -95,6 +95,13 @@ VarPtr make_seq(VarKind k, std::vector<VarPtr> items) {
   return v;
 }
 
+VarPtr make_container_method(VarPtr self, std::string name) {
+  auto m = std::make_shared<Var>(VarKind::kContainerMethod);
+  m->self = std::move(self);
+  m->name = std::move(name);
+  return m;
+}
+
 const char* kind_name(VarKind k) {
   switch (k) {
     case VarKind::kTensor: return "tensor";

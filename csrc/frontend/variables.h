@@ -65,6 +65,7 @@ VarPtr make_const(PyObject* o);            // borrows o
 VarPtr make_object(PyObject* o, SourcePtr src);
 VarPtr make_null();
 VarPtr make_seq(VarKind k, std::vector<VarPtr> items);
+VarPtr make_container_method(VarPtr self, std::string name);  // self.<name>, interpreted
 
 // True for immutable values kiln specialises on and bakes into graphs.
 bool is_constant_like(PyObject* o);
