@@ -14,6 +14,12 @@ struct CacheEntry {
   int context_id = -1;
   std::shared_ptr<GuardTree> guards;
   std::vector<SourcePtr> inputs;
+  // How a hit gathers the inputs: every source on their paths once, parents first
+  // (fetch_parent[i] is an earlier index, or -1 for a source read from the frame), and the
+  // plan index of each input.
+  std::vector<SourcePtr> fetch_plan;
+  std::vector<int> fetch_parent;
+  std::vector<int> input_slots;
   PyRef compiled;          // callable(*inputs) -> sequence of outputs; null: run the frame eagerly
   OutputTemplate output;
   std::vector<SideEffect> side_effects;

@@ -4,6 +4,8 @@
 #include <structmember.h>
 
 #include <chrono>
+#include <functional>
+#include <unordered_map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -221,6 +223,20 @@ static PyObject* example_inputs_list(const Capture& cap) {
   return l;
 }
 
+// Lays out the fetch plan of an entry (see CacheEntry::fetch_plan).
+static void plan_input_fetches(CacheEntry& e) {
+  std::unordered_map<const Source*, int> index;
+  std::function<int(const SourcePtr&)> place = [&](const SourcePtr& s) -> int {
+    auto it = index.find(s.get());
+    if (it != index.end()) return it->second;
+    int parent = s->parent ? place(s->parent) : -1;
+    e.fetch_plan.push_back(s);
+    e.fetch_parent.push_back(parent);
+    return index[s.get()] = static_cast<int>(e.fetch_plan.size()) - 1;
+  };
+  for (const auto& in : e.inputs) e.input_slots.push_back(place(in));
+}
+
 // Builds the cache entry for a frame: capture, then hand the graph to the backend.
 static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const kiln_frame* frame, CodeState* st) {
   auto entry = std::make_shared<CacheEntry>();
@@ -257,6 +273,7 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   Capture& cap = interp.capture();
   entry->guards = cap.guards;
   entry->inputs = cap.inputs;
+  plan_input_fetches(*entry);
   entry->output = cap.output;
   entry->side_effects = cap.side_effects;
   PyObject* compiled = nullptr;
@@ -302,13 +319,18 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
 }
 
 static PyObject* run_entry(const CacheEntry& e, const FrameView& fv) {
-  const size_t n = e.inputs.size();
-  PyObject* small[32];
+  const size_t n = e.inputs.size(), nplan = e.fetch_plan.size();
+  PyObject* small[64];
   std::vector<PyObject*> big;
-  PyObject** argv = small;
-  if (n > 32) { big.resize(n); argv = big.data(); }
+  PyObject** vals = small;
+  if (nplan + n > 64) { big.resize(nplan + n); vals = big.data(); }
+  PyObject** argv = vals + nplan;
+  for (size_t i = 0; i < nplan; ++i) {
+    int p = e.fetch_parent[i];
+    vals[i] = p < 0 ? e.fetch_plan[i]->root(fv) : (vals[p] ? e.fetch_plan[i]->step(vals[p]) : nullptr);
+  }
   for (size_t i = 0; i < n; ++i) {
-    argv[i] = e.inputs[i]->fetch(fv);
+    argv[i] = vals[e.input_slots[i]];
     if (!argv[i]) {
       PyErr_Format(PyExc_RuntimeError, "kiln: input %s vanished after guards passed", e.inputs[i]->repr().c_str());
       return nullptr;
