@@ -10,7 +10,6 @@ import functools
 import os
 import sys
 import sysconfig
-import warnings
 
 import torch
 
