@@ -107,7 +107,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="kiln", mode=N
         _note("dynamic=True: symbolic shapes are not implemented yet; kiln specialises on shapes and recompiles")
     if mode in ("reduce-overhead", "max-autotune"):
         _note(f"mode={mode!r}: CUDA graphs are not implemented yet; running as mode='default'")
-    if name in ("kiln", "aot_eager"):
+    if name == "aot_eager":
         _note(f"backend={name!r} {_backends.describe(name)}")
     if not callable(model):
         raise TypeError(f"kiln.compile expects a callable or nn.Module, got {type(model).__name__}")
@@ -134,12 +134,17 @@ def reset() -> None:
     """Forget every compiled entry and counter."""
     _C.reset()
     _notes.clear()
+    from . import _codegen
+    _codegen.GRAPHS.clear()
 
 
 def stats() -> dict:
     s = _C.stats()
     s["notes"] = list(_notes)
     s["kiln_backend"] = _backends.describe("kiln")
+    from . import _codegen
+    s["codegen"] = [{"status": g.status, "kernels": g.num_kernels, "externs": g.num_externs, "timings": dict(g.timings)}
+                    for g in _codegen.GRAPHS]
     return s
 
 

@@ -2,8 +2,8 @@
 -> callable, exactly torch.compile's custom-backend contract.
 
 Built-in names: "eager" runs the captured graph op by op from C++ (kiln._C.EagerGraph);
-"aot_eager" and "kiln" route to it until kiln's autograd layer and code generator land, and
-kiln.stats() says so.
+"kiln" is the code generator (kiln._codegen); "aot_eager" routes to "eager" until kiln's
+autograd layer lands, and kiln.stats() says so.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from . import _fx
 _BUILTIN = {
     "eager": "captured graph run op by op from C++",
     "aot_eager": "routes to 'eager' (kiln's autograd layer is not implemented yet)",
-    "kiln": "routes to 'eager' (kiln's code generator is not implemented yet)",
+    "kiln": "kiln's code generator: ATen tracing, fusion, generated C++ kernels (training graphs run eagerly)",
 }
 _CUSTOM: dict[str, Callable] = {}
 
@@ -39,6 +39,9 @@ def resolve(backend) -> tuple[object, str]:
         return backend, getattr(backend, "__name__", type(backend).__name__)
     if not isinstance(backend, str):
         raise TypeError(f"kiln.compile: backend must be a name or a callable, got {type(backend).__name__}")
+    if backend == "kiln":
+        from . import _codegen
+        return _codegen.compile_fx, backend
     if backend in _BUILTIN:
         return None, backend
     if backend in _CUSTOM:
@@ -60,6 +63,6 @@ def fx_compile(backend, rows, example_inputs, name):
 
 
 def dynamo_backend(gm, example_inputs):
-    """kiln as a backend for PyTorch's own Dynamo: torch.compile(m, backend=kiln.backend).
-    Until kiln's code generator lands this runs the fx graph as given."""
-    return gm.forward
+    """kiln as a backend for PyTorch's own Dynamo: torch.compile(m, backend=kiln.backend)."""
+    from . import _codegen
+    return _codegen.compile_fx(gm, example_inputs)

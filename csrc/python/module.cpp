@@ -13,6 +13,7 @@
 #include "frontend/torch_types.h"
 
 namespace py = pybind11;
+namespace kiln::python { void bind_codegen(py::module_& m); }
 using namespace kiln::frontend;
 
 static py::dict stats_dict() {
@@ -78,6 +79,7 @@ PYBIND11_MODULE(_C, m) {
     Bytecode bc(reinterpret_cast<const uint8_t*>(s.data()), s.size(), major, minor);
     return bc.to_string();
   });
+  kiln::python::bind_codegen(m);
   m.attr("LOG_GRAPH_BREAKS") = static_cast<unsigned>(kLogGraphBreaks);
   m.attr("LOG_RECOMPILES") = static_cast<unsigned>(kLogRecompiles);
   m.attr("LOG_GUARDS") = static_cast<unsigned>(kLogGuards);

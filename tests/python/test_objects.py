@@ -152,7 +152,7 @@ def test_gpt2_one_graph_inference():
         assert type(out) is type(ref) and list(out.keys()) == list(ref.keys())
         assert_same(out.last_hidden_state, ref.last_hidden_state, rtol=1e-4, atol=1e-5)
         for a, b in zip(out.past_key_values.layers, ref.past_key_values.layers):
-            assert_same(a.keys, b.keys) and assert_same(a.values, b.values)
+            assert_same(a.keys, b.keys, rtol=1e-4, atol=1e-5) and assert_same(a.values, b.values, rtol=1e-4, atol=1e-5)
         assert out.past_key_values.get_seq_length() == 12
     s = kiln.stats()
     assert s["graphs"] == 1 and s["graph_breaks"] == 0 and s["cache_hits"] == 1

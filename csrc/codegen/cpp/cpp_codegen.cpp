@@ -1,0 +1,308 @@
+// Renders kernels to C++; see cpp_codegen.h.
+#include "codegen/cpp/cpp_codegen.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "support/str_builder.h"
+
+namespace kiln::codegen {
+using namespace ir;
+using support::StrBuilder;
+
+std::string prefix_header() {
+  static const char* text =
+#include "kiln_prefix.inc"
+      ;
+  return text;
+}
+
+std::string compile_flags() { return "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -std=c++17 -shared -fPIC -w"; }
+
+namespace {
+
+// Temporaries hold bf16 values as float.
+const char* temp_type(DType t) { return t == DType::kBFloat16 ? "float" : dtype_ctype(t); }
+
+std::string literal(double v, DType t) {
+  char buf[64];
+  if (t == DType::kBool) return v != 0 ? "true" : "false";
+  if (!is_floating(t)) {
+    std::snprintf(buf, sizeof buf, "int64_t(%lld)", static_cast<long long>(v));
+    return std::string("static_cast<") + temp_type(t) + ">(" + buf + ")";
+  }
+  if (std::isnan(v)) return std::string("static_cast<") + temp_type(t) + ">(NAN)";
+  if (std::isinf(v)) return std::string(v > 0 ? "" : "-") + "static_cast<" + temp_type(t) + ">(INFINITY)";
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return std::string("static_cast<") + temp_type(t) + ">(" + buf + ")";
+}
+
+const std::map<std::string, std::string> kInfix = {
+    {"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"div", "/"}, {"eq", "=="}, {"ne", "!="}, {"lt", "<"}, {"le", "<="},
+    {"gt", ">"}, {"ge", ">="}, {"and", "&&"}, {"or", "||"}, {"bitand", "&"}, {"bitor", "|"}, {"bitxor", "^"}};
+const std::map<std::string, std::string> kCall2 = {
+    {"max", "kiln::maxnan"}, {"min", "kiln::minnan"}, {"fmax", "kiln::fmaxv"}, {"fmin", "kiln::fminv"},
+    {"pow", "kiln::powv"}, {"floordiv", "kiln::floordiv"}, {"truncdiv", "kiln::truncdiv"},
+    {"remainder", "kiln::remainder"}, {"fmod", "kiln::fmodv"}, {"atan2", "std::atan2"},
+    {"clamp_lo", "kiln::clamp_lo"}, {"clamp_hi", "kiln::clamp_hi"}};
+const std::map<std::string, std::string> kCall1 = {
+    {"exp", "kiln::exp"}, {"tanh", "kiln::tanh"}, {"sigmoid", "kiln::sigmoid"}, {"gelu", "kiln::gelu"},
+    {"gelu_tanh", "kiln::gelu_tanh"}, {"relu", "kiln::relu"}, {"sign", "kiln::sign"}, {"log", "std::log"},
+    {"log2", "std::log2"}, {"log10", "std::log10"}, {"log1p", "std::log1p"}, {"expm1", "std::expm1"},
+    {"exp2", "std::exp2"}, {"sqrt", "std::sqrt"}, {"sin", "std::sin"}, {"cos", "std::cos"}, {"tan", "std::tan"},
+    {"asin", "std::asin"}, {"acos", "std::acos"}, {"atan", "std::atan"}, {"sinh", "std::sinh"},
+    {"cosh", "std::cosh"}, {"erf", "std::erf"}, {"erfc", "std::erfc"}, {"floor", "std::floor"},
+    {"ceil", "std::ceil"}, {"trunc", "std::trunc"}, {"round", "std::nearbyint"}, {"round_bf16", "kiln::round_bf16"}};
+
+// Emits statements computing an expression; identical nodes (by identity) are computed once.
+class ExprEmitter {
+ public:
+  ExprEmitter(const Program& p, StrBuilder& out, std::string indent) : p_(p), out_(out), indent_(std::move(indent)) {}
+  std::string emit(const ExprPtr& e) {
+    auto it = memo_.find(e.get());
+    if (it != memo_.end()) return it->second;
+    std::string v = "t" + std::to_string(next_++);
+    std::string rhs = render(e);
+    out_ << indent_ << "const " << temp_type(e->dtype) << " " << v << " = " << rhs << ";\n";
+    memo_[e.get()] = v;
+    return v;
+  }
+
+ private:
+  std::string render(const ExprPtr& e) {
+    const DType t = e->dtype;
+    switch (e->kind) {
+      case Expr::kConst: return literal(e->value, t);
+      case Expr::kIndexValue: return std::string("static_cast<") + temp_type(t) + ">(" + e->index.to_string() + ")";
+      case Expr::kLocal: return "r" + std::to_string(e->local) + "_" + std::to_string(e->local_part);
+      case Expr::kLoad: {
+        std::string idx = e->index.to_string();
+        for (const auto& ind : e->indirect) {
+          std::string v = emit(ind.value);
+          idx += " + " + std::to_string(ind.stride) + " * kiln::checked_index(static_cast<int64_t>(" + v + "), " + std::to_string(ind.bound) + ")";
+        }
+        std::string a = "b" + std::to_string(e->buffer) + "[" + idx + "]";
+        if (p_.buffers[e->buffer].dtype == DType::kBFloat16) return "kiln::to_float(" + a + ")";
+        return a;
+      }
+      case Expr::kCast: {
+        std::string a = emit(e->args[0]);
+        if (t == DType::kBool) return "(" + a + " != 0)";
+        if (t == DType::kBFloat16) return "static_cast<float>(" + a + ")";
+        return std::string("static_cast<") + temp_type(t) + ">(" + a + ")";
+      }
+      case Expr::kWhere: {
+        std::string c = emit(e->args[0]), a = emit(e->args[1]), b = emit(e->args[2]);
+        return "(" + c + " ? " + a + " : " + b + ")";
+      }
+      case Expr::kUnary: {
+        std::string a = emit(e->args[0]);
+        const std::string& op = e->op;
+        const char* at = temp_type(e->args[0]->dtype);
+        if (op == "neg") return "(-" + a + ")";
+        if (op == "abs") return "(" + a + " < 0 ? -" + a + " : " + a + ")";
+        if (op == "not") return "(!" + a + ")";
+        if (op == "bitnot") return e->args[0]->dtype == DType::kBool ? "(!" + a + ")" : "(~" + a + ")";
+        if (op == "isnan") return "(" + a + " != " + a + ")";
+        if (op == "isinf") return "(std::isinf(" + a + "))";
+        if (op == "rsqrt") return "(" + std::string(at) + "(1) / std::sqrt(" + a + "))";
+        if (op == "reciprocal") return "(" + std::string(at) + "(1) / " + a + ")";
+        if (op == "square") return "(" + a + " * " + a + ")";
+        if (op == "identity") return a;
+        if (op == "silu") return "(" + a + " * kiln::sigmoid(" + a + "))";
+        if (op == "hardsigmoid") return "(kiln::clamp_hi(kiln::clamp_lo(" + a + " / " + at + "(6) + " + at + "(0.5), " + at + "(0)), " + at + "(1)))";
+        if (op == "hardswish") return "(" + a + " * kiln::clamp_hi(kiln::clamp_lo(" + a + " + " + at + "(3), " + at + "(0)), " + at + "(6)) / " + at + "(6))";
+        if (op == "mish") return "(" + a + " * kiln::tanh(std::log1p(kiln::exp(" + a + "))))";
+        auto it = kCall1.find(op);
+        if (it != kCall1.end()) return it->second + "(" + a + ")";
+        return "/* unknown unary " + op + " */ " + a;
+      }
+      case Expr::kBinary: {
+        std::string a = emit(e->args[0]), b = emit(e->args[1]);
+        auto it = kInfix.find(e->op);
+        if (it != kInfix.end()) return "(" + a + " " + it->second + " " + b + ")";
+        if (e->op == "xor") return "((" + a + " != 0) != (" + b + " != 0))";
+        auto jt = kCall2.find(e->op);
+        if (jt != kCall2.end()) return jt->second + "(" + a + ", " + b + ")";
+        return "/* unknown binary " + e->op + " */ " + a;
+      }
+    }
+    return "0";
+  }
+  const Program& p_;
+  StrBuilder& out_;
+  std::string indent_;
+  std::map<const Expr*, std::string> memo_;
+  int next_ = 0;
+};
+
+void collect_buffers(const ExprPtr& e, std::set<int>& out) {
+  if (e->kind == Expr::kLoad) out.insert(e->buffer);
+  for (const auto& a : e->args) collect_buffers(a, out);
+  for (const auto& i : e->indirect) collect_buffers(i.value, out);
+}
+
+std::string store(const Program& p, int buf, const std::string& index, const std::string& v) {
+  if (p.buffers[buf].dtype == DType::kBFloat16) return "b" + std::to_string(buf) + "[" + index + "] = kiln::to_bf16(" + v + ");";
+  return "b" + std::to_string(buf) + "[" + index + "] = " + v + ";";
+}
+
+std::string init_value(const std::string& red, DType t) {
+  if (red == "sum" || red == "any") return literal(0, t);
+  if (red == "prod" || red == "all") return literal(1, t);
+  if (red == "max") return is_floating(t) ? literal(-INFINITY, t) : std::string("std::numeric_limits<") + temp_type(t) + ">::lowest()";
+  if (red == "min") return is_floating(t) ? literal(INFINITY, t) : std::string("std::numeric_limits<") + temp_type(t) + ">::max()";
+  return literal(0, t);
+}
+
+std::string combine(const std::string& red, const std::string& a, const std::string& b) {
+  if (red == "sum") return a + " + " + b;
+  if (red == "prod") return a + " * " + b;
+  if (red == "max") return "kiln::maxnan(" + a + ", " + b + ")";
+  if (red == "min") return "kiln::minnan(" + a + ", " + b + ")";
+  if (red == "any") return "(" + a + " || " + b + ")";
+  return "(" + a + " && " + b + ")";  // all
+}
+
+void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b, const std::string& ind, bool parallel_inner) {
+  const int n_outer = static_cast<int>(k.outer_sizes.size());
+  const int n_inner = static_cast<int>(s.inner_sizes.size());
+  std::string in = ind;
+  if (s.kind == Stage::kPointwise) {
+    b << ind << "{\n";
+    for (int j = 0; j < n_inner; ++j) {
+      int v = n_outer + j;
+      if (j == n_inner - 1) b << in << (parallel_inner ? "#pragma omp parallel for simd if(" + std::to_string(s.inner_sizes[j]) + " > 16384)\n" : "#pragma omp simd\n");
+      b << in << "for (int64_t x" << v << " = 0; x" << v << " < " << s.inner_sizes[j] << "; ++x" << v << ") {\n";
+      in += "  ";
+    }
+    ExprEmitter em(p, b, in + "  ");
+    std::string v = em.emit(s.value);
+    b << in << "  " << store(p, s.out_buffer, s.out_index.to_string(), v) << "\n";
+    for (int j = 0; j < n_inner; ++j) {
+      in.resize(in.size() - 2);
+      b << in << "}\n";
+    }
+    b << ind << "}\n";
+    return;
+  }
+  // Reduction.
+  const char* T = temp_type(s.acc_dtype);
+  const std::string r = "r" + std::to_string(s.local);
+  const bool welford = s.reduce == "welford";
+  int64_t last = n_inner ? s.inner_sizes.back() : 1;
+  const int lv = n_outer + n_inner - 1;  // innermost variable
+  if (welford) {
+    b << ind << T << " " << r << "_0, " << r << "_1;\n" << ind << "{\n";
+    b << ind << "  " << T << " mean[16] = {0}, m2[16] = {0}; " << T << " cnt = 0, tn = 0, tmean = 0, tm2 = 0;\n";
+  } else {
+    b << ind << T << " " << r << "_0;\n" << ind << "{\n";
+    b << ind << "  " << T << " lanes[16];\n" << ind << "  for (int l = 0; l < 16; ++l) lanes[l] = " << init_value(s.reduce, s.acc_dtype) << ";\n";
+  }
+  in = ind + "  ";
+  for (int j = 0; j + 1 < n_inner; ++j) {
+    int v = n_outer + j;
+    b << in << "for (int64_t x" << v << " = 0; x" << v << " < " << s.inner_sizes[j] << "; ++x" << v << ") {\n";
+    in += "  ";
+  }
+  if (n_inner == 0) {
+    ExprEmitter em(p, b, in);
+    std::string v = em.emit(s.value);
+    if (welford) b << in << "tn = 1; tmean = " << v << "; tm2 = 0;\n";
+    else b << in << "lanes[0] = " << v << ";\n";
+  } else {
+    b << in << "int64_t base = 0;\n";
+    b << in << "for (; base + 16 <= " << last << "; base += 16) {\n";
+    if (welford) b << in << "  cnt += 1; const " << T << " inv = " << T << "(1) / cnt;\n";
+    b << in << "  #pragma omp simd\n" << in << "  for (int64_t l = 0; l < 16; ++l) {\n";
+    b << in << "    const int64_t x" << lv << " = base + l;\n";
+    {
+      ExprEmitter em(p, b, in + "    ");
+      std::string v = em.emit(s.value);
+      if (welford) b << in << "    kiln::welford_add(mean[l], m2[l], " << v << ", inv);\n";
+      else b << in << "    lanes[l] = " << combine(s.reduce, "lanes[l]", v) << ";\n";
+    }
+    b << in << "  }\n" << in << "}\n";
+    b << in << "for (; base < " << last << "; ++base) {\n" << in << "  const int64_t x" << lv << " = base;\n";
+    {
+      ExprEmitter em(p, b, in + "  ");
+      std::string v = em.emit(s.value);
+      if (welford) b << in << "  tn += 1; kiln::welford_add(tmean, tm2, " << v << ", " << T << "(1) / tn);\n";
+      else b << in << "  lanes[0] = " << combine(s.reduce, "lanes[0]", v) << ";\n";
+    }
+    b << in << "}\n";
+  }
+  for (int j = 0; j + 1 < n_inner; ++j) {
+    in.resize(in.size() - 2);
+    b << in << "}\n";
+  }
+  if (welford) {
+    b << ind << "  " << T << " n = 0, mu = 0, q = 0;\n";
+    b << ind << "  for (int l = 0; l < 16; ++l) kiln::welford_merge(n, mu, q, cnt, mean[l], m2[l]);\n";
+    b << ind << "  kiln::welford_merge(n, mu, q, tn, tmean, tm2);\n";
+    b << ind << "  " << r << "_0 = mu; " << r << "_1 = q;\n";
+  } else {
+    b << ind << "  " << T << " acc = lanes[0];\n";
+    b << ind << "  for (int l = 1; l < 16; ++l) acc = " << combine(s.reduce, "acc", "lanes[l]") << ";\n";
+    b << ind << "  " << r << "_0 = acc;\n";
+  }
+  b << ind << "}\n";
+  for (size_t part = 0; part < s.store_buffers.size(); ++part)
+    if (s.store_buffers[part] >= 0)
+      b << ind << store(p, s.store_buffers[part], s.store_index[part].to_string(), r + "_" + std::to_string(part)) << "\n";
+}
+
+void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
+  b << "// " << k.name << ": ";
+  for (size_t i = 0; i < k.fused.size(); ++i) b << (i ? ", " : "") << k.fused[i];
+  b << "\nextern \"C\" void " << k.name << "(void** bufs) {\n";
+  std::set<int> used, written;
+  for (const Stage& s : k.stages) {
+    collect_buffers(s.value, used);
+    if (s.kind == Stage::kPointwise) written.insert(s.out_buffer);
+    for (int sb : s.store_buffers)
+      if (sb >= 0) written.insert(sb);
+  }
+  for (int w : written) used.insert(w);
+  for (int u : used) {
+    const char* ct = dtype_ctype(p.buffers[u].dtype);
+    b << "  " << (written.count(u) ? "" : "const ") << ct << "* __restrict b" << u << " = static_cast<" << (written.count(u) ? "" : "const ") << ct << "*>(bufs[" << u << "]);\n";
+  }
+  const int n_outer = static_cast<int>(k.outer_sizes.size());
+  int64_t outer_numel = 1, work = 1;
+  for (int64_t s : k.outer_sizes) outer_numel *= s;
+  for (const Stage& s : k.stages) {
+    int64_t w = 1;
+    for (int64_t x : s.inner_sizes) w *= x;
+    work = std::max(work, w);
+  }
+  work *= outer_numel;
+  bool parallel_inner = n_outer == 0 || (outer_numel == 1);
+  std::string ind = "  ";
+  if (!parallel_inner && outer_numel > 0) {
+    b << "  #pragma omp parallel for" << (n_outer > 1 ? " collapse(" + std::to_string(n_outer) + ")" : std::string()) << " if(" << work << " > 16384)\n";
+  }
+  for (int j = 0; j < n_outer; ++j) {
+    b << ind << "for (int64_t x" << j << " = 0; x" << j << " < " << k.outer_sizes[j] << "; ++x" << j << ") {\n";
+    ind += "  ";
+  }
+  for (const Stage& s : k.stages) emit_stage(p, k, s, b, ind, parallel_inner && s.kind == Stage::kPointwise && k.stages.size() == 1);
+  for (int j = 0; j < n_outer; ++j) {
+    ind.resize(ind.size() - 2);
+    b << ind << "}\n";
+  }
+  b << "}\n\n";
+}
+
+}  // namespace
+
+std::string generate_cpp(const Program& p) {
+  StrBuilder b;
+  b << prefix_header() << "#include <limits>\n\n";
+  for (const Kernel& k : p.kernels) emit_kernel(p, k, b);
+  return b.str();
+}
+
+}  // namespace kiln::codegen

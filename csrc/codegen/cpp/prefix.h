@@ -1,0 +1,142 @@
+// kiln's prefix header for generated CPU kernels (embedded into every generated source).
+// Small on purpose: standard headers only, no ATen, so a graph compiles in well under a second.
+// float exp/tanh/erf are written branch-free so loops that use them vectorize.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+namespace kiln {
+static int g_index_error = 0;
+struct bf16 { uint16_t bits; };
+static inline float to_float(bf16 v) { uint32_t u = static_cast<uint32_t>(v.bits) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+static inline bf16 to_bf16(float f) {
+  uint32_t u; std::memcpy(&u, &f, 4);
+  if (f != f) return bf16{0x7fc0};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return bf16{static_cast<uint16_t>(u >> 16)};
+}
+static inline float round_bf16(float f) { return to_float(to_bf16(f)); }
+static inline double round_bf16(double f) { return f; }
+static inline float exp(float x) {
+  float c = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);
+  float n = std::floor(c * 1.44269504088896341f + 0.5f);
+  float r = c - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t e = static_cast<int32_t>(n);
+  int32_t e1 = e >> 1, e2 = e - e1;
+  int32_t b1 = (e1 + 127) << 23, b2 = (e2 + 127) << 23;
+  float s1, s2;
+  std::memcpy(&s1, &b1, 4);
+  std::memcpy(&s2, &b2, 4);
+  float y = p * s1 * s2;
+  return x != x ? x : y;
+}
+static inline double exp(double x) { return std::exp(x); }
+static inline float tanh(float x) {
+  float x2 = x * x;
+  float p = 0.0014558343870513183f;  // odd Taylor series of tanh up to x^15
+  p = p * x2 - 0.0035921280365724811f;
+  p = p * x2 + 0.0088632355299021965f;
+  p = p * x2 - 0.021869488536155203f;
+  p = p * x2 + 0.053968253968253968f;
+  p = p * x2 - 0.13333333333333333f;
+  p = p * x2 + 0.33333333333333333f;
+  float small = x - x * x2 * p;
+  float big = 1.0f - 2.0f / (kiln::exp(2.0f * x) + 1.0f);
+  return (x < 0.55f && x > -0.55f) ? small : big;
+}
+static inline double tanh(double x) { return std::tanh(x); }
+static inline float erf_gelu(float x) {  // |error| < 1.5e-7 (Abramowitz & Stegun 7.1.26)
+  float a = x < 0 ? -x : x;
+  float t = 1.0f / (1.0f + 0.3275911f * a);
+  float y = 1.0f - (((((1.061405429f * t - 1.453152027f) * t) + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t * kiln::exp(-a * a);
+  return x < 0 ? -y : y;
+}
+static inline double erf_gelu(double x) { return std::erf(x); }
+template <class T> static inline T sigmoid(T x) { return T(1) / (T(1) + kiln::exp(-x)); }
+template <class T> static inline T gelu(T x) { return T(0.5) * x * (T(1) + erf_gelu(x * T(0.70710678118654752440))); }
+template <class T> static inline T gelu_tanh(T x) {
+  return T(0.5) * x * (T(1) + kiln::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
+}
+template <class T> static inline T maxnan(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+template <class T> static inline T minnan(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+template <class T> static inline T fmaxv(T a, T b) { return a != a ? b : (b != b ? a : (a > b ? a : b)); }
+template <class T> static inline T fminv(T a, T b) { return a != a ? b : (b != b ? a : (a < b ? a : b)); }
+template <class T> static inline T relu(T x) { return x < T(0) ? T(0) : x; }
+template <class T> static inline T clamp_lo(T x, T lo) { return x < lo ? lo : x; }
+template <class T> static inline T clamp_hi(T x, T hi) { return x > hi ? hi : x; }
+template <class T> static inline T sign(T x) { return T((T(0) < x) - (x < T(0))); }
+template <class T> static inline T floordiv(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    if (b == 0) { g_index_error = 2; return 0; }
+    T q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+  } else {
+    return std::floor(a / b);
+  }
+}
+template <class T> static inline T truncdiv(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    if (b == 0) { g_index_error = 2; return 0; }
+    return a / b;
+  } else {
+    return std::trunc(a / b);
+  }
+}
+template <class T> static inline T remainder(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    if (b == 0) { g_index_error = 2; return 0; }
+    T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  } else {
+    T r = std::fmod(a, b);
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  }
+}
+template <class T> static inline T fmodv(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    if (b == 0) { g_index_error = 2; return 0; }
+    return a % b;
+  } else {
+    return std::fmod(a, b);
+  }
+}
+template <class T> static inline T powv(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    if (b < 0) return a == 1 ? 1 : (a == -1 ? (b % 2 ? -1 : 1) : 0);
+    T r = 1;
+    while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
+    return r;
+  } else {
+    if (b == T(2)) return a * a;
+    if (b == T(0.5)) return std::sqrt(a);
+    return std::pow(a, b);
+  }
+}
+static inline int64_t checked_index(int64_t i, int64_t bound) {
+  if (i < 0) i += bound;
+  if (i < 0 || i >= bound) { g_index_error = 1; return 0; }
+  return i;
+}
+template <class T> static inline void welford_add(T& mean, T& m2, T x, T inv_n) {
+  T d = x - mean;
+  mean += d * inv_n;
+  m2 += d * (x - mean);
+}
+template <class T> static inline void welford_merge(T& n, T& mean, T& m2, T nb, T meanb, T m2b) {
+  if (nb == 0) return;
+  T nn = n + nb;
+  T d = meanb - mean;
+  mean += d * (nb / nn);
+  m2 += m2b + d * d * (n * nb / nn);
+  n = nn;
+}
+}  // namespace kiln
+extern "C" int kiln_take_error() { int e = kiln::g_index_error; kiln::g_index_error = 0; return e; }

@@ -1,0 +1,125 @@
+// Printing and small queries on the traced ATen graph.
+#include "ir/aten_graph.h"
+
+#include "support/str_builder.h"
+
+namespace kiln::ir {
+using support::StrBuilder;
+
+int64_t TensorMeta::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+bool TensorMeta::is_contiguous() const {
+  int64_t expected = 1;
+  for (int d = static_cast<int>(sizes.size()) - 1; d >= 0; --d) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+template <class T>
+static void join(StrBuilder& b, const std::vector<T>& v) {
+  for (size_t i = 0; i < v.size(); ++i) b << (i ? ", " : "") << v[i];
+}
+
+std::string TensorMeta::to_string() const {
+  StrBuilder b;
+  b << dtype_name(dtype) << "[";
+  join(b, sizes);
+  b << "]{";
+  join(b, strides);
+  b << "}";
+  if (storage_offset) b << "+" << storage_offset;
+  if (!cpu) b << "@device";
+  return b.str();
+}
+
+std::string AtenArg::to_string() const {
+  StrBuilder b;
+  switch (kind) {
+    case kNone: b << "None"; break;
+    case kTensor: b << "%" << value; break;
+    case kInt: b << i; break;
+    case kDouble: b << d; break;
+    case kBool: b << (i ? "True" : "False"); break;
+    case kString: b << "'" << s << "'"; break;
+    case kDType: b << dtype_name(static_cast<DType>(i)); break;
+    case kOther: b << s; break;
+    case kIntList: case kBoolList: b << "["; join(b, ints); b << "]"; break;
+    case kDoubleList: b << "["; join(b, doubles); b << "]"; break;
+    case kTensorList:
+      b << "[";
+      for (size_t k = 0; k < values.size(); ++k) {
+        b << (k ? ", " : "");
+        if (values[k] < 0) b << "None"; else b << "%" << values[k];
+      }
+      b << "]";
+      break;
+  }
+  return b.str();
+}
+
+const AtenArg* AtenNode::arg(const std::string& name) const {
+  for (const auto& a : args)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+int AtenGraph::add_value(AtenValue::Kind kind, int index, TensorMeta meta) {
+  AtenValue v;
+  v.kind = kind;
+  v.index = index;
+  v.meta = std::move(meta);
+  values.push_back(std::move(v));
+  return static_cast<int>(values.size()) - 1;
+}
+
+std::string AtenGraph::to_string() const {
+  StrBuilder b;
+  for (size_t v = 0; v < values.size(); ++v) {
+    if (values[v].kind == AtenValue::kInput) b << "%" << v << " = input " << values[v].index << " : " << values[v].meta.to_string() << "\n";
+    if (values[v].kind == AtenValue::kConstant) b << "%" << v << " = constant " << values[v].index << " : " << values[v].meta.to_string() << "\n";
+  }
+  for (const auto& n : nodes) {
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      b << (k ? ", " : "");
+      if (n.outputs[k] < 0) b << "_"; else b << "%" << n.outputs[k];
+    }
+    b << " = " << n.op << "(";
+    bool first = true;
+    for (const auto& a : n.args) {
+      b << (first ? "" : ", ");
+      first = false;
+      b << a.to_string();
+    }
+    b << ")";
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (n.outputs[k] >= 0) b << (k ? ", " : " : ") << values[n.outputs[k]].meta.to_string();
+    b << "\n";
+  }
+  b << "return ";
+  for (size_t k = 0; k < outputs.size(); ++k) b << (k ? ", " : "") << "%" << outputs[k];
+  b << "\n";
+  for (auto [input, value] : input_mutations) b << "mutates input " << input << " := %" << value << "\n";
+  return b.str();
+}
+
+std::vector<int> AtenGraph::use_counts() const {
+  std::vector<int> uses(values.size(), 0);
+  for (const auto& n : nodes)
+    for (const auto& a : n.args) {
+      if (a.kind == AtenArg::kTensor) ++uses[a.value];
+      for (int v : a.values)
+        if (v >= 0) ++uses[v];
+    }
+  for (int v : outputs) ++uses[v];
+  for (auto [input, value] : input_mutations) ++uses[value];
+  return uses;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,328 @@
+// The lowering driver: values, realization, reductions, extern calls; see lowerer.h.
+#include "lowering/lowerer.h"
+
+#include <algorithm>
+#include <set>
+
+#include "schedule/placement.h"
+
+namespace kiln::lowering {
+using namespace ir;
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> st(sizes.size(), 1);
+  for (int d = static_cast<int>(sizes.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * std::max<int64_t>(sizes[d + 1], 1);
+  return st;
+}
+
+// Strides are usable for a kernel-written buffer when they describe a dense, non-overlapping
+// layout (a permutation of a contiguous one).
+static bool dense_layout(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  auto order = schedule::loop_order(sizes, strides);
+  int64_t expected = 1;
+  for (int i = static_cast<int>(order.size()) - 1; i >= 0; --i) {
+    int d = order[i];
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+Lowerer::Lowerer(const AtenGraph& g, LoweringOptions opts) : g_(g), opts_(opts) {}
+
+std::string Lowerer::node_label(int node) const {
+  const AtenNode& n = g_.nodes[node];
+  std::string s;
+  for (size_t i = 0; i < n.outputs.size(); ++i)
+    if (n.outputs[i] >= 0) s += (s.empty() ? "%" : ",%") + std::to_string(n.outputs[i]);
+  return s + "=" + n.op;
+}
+
+int Lowerer::new_buffer(Buffer::Kind kind, const TensorMeta& m, int index) {
+  Buffer b;
+  b.kind = kind;
+  b.index = index;
+  b.dtype = m.dtype;
+  b.sizes = m.sizes;
+  b.strides = m.strides;
+  if (kind == Buffer::kKernelOutput && !dense_layout(m.sizes, m.strides)) b.strides = contiguous_strides(m.sizes);
+  b.name = "buf" + std::to_string(prog_.buffers.size());
+  prog_.buffers.push_back(b);
+  producer_step_.push_back(-1);
+  return static_cast<int>(prog_.buffers.size()) - 1;
+}
+
+Loader Lowerer::broadcast(int value, const std::vector<int64_t>& sizes) {
+  const auto& src = meta(value).sizes;
+  const int off = static_cast<int>(sizes.size()) - static_cast<int>(src.size());
+  Lowerer* self = this;
+  return [self, value, off, src](const std::vector<Index>& idx, LoadCtx& ctx) {
+    std::vector<Index> j(src.size());
+    for (size_t d = 0; d < src.size(); ++d) j[d] = src[d] == 1 ? Index::of(0) : idx[d + off];
+    return self->value(value).loader(j, ctx);
+  };
+}
+
+Loader Lowerer::arg_loader(const AtenArg& a, const std::vector<int64_t>& sizes, DType dtype) {
+  if (a.kind == AtenArg::kTensor) {
+    Loader l = broadcast(a.value, sizes);
+    return [l, dtype](const std::vector<Index>& idx, LoadCtx& ctx) { return cast(l(idx, ctx), dtype); };
+  }
+  double v = a.kind == AtenArg::kDouble ? a.d : static_cast<double>(a.i);
+  return [v, dtype](const std::vector<Index>&, LoadCtx&) { return constant(v, dtype); };
+}
+
+void Lowerer::define(int out, Loader loader, int cost) {
+  TensorValue& v = values_.at(out);
+  v.loader = std::move(loader);
+  v.cost = cost;
+  v.buffer = -1;
+  v.realize = nullptr;
+}
+
+void Lowerer::store_region(int buffer, const std::vector<int64_t> sizes, const std::vector<int64_t> strides,
+                           int64_t offset, const Loader loader, const std::string what) {
+  auto order = schedule::loop_order(sizes, strides);
+  std::vector<int64_t> ordered;
+  for (int d : order) ordered.push_back(sizes[d]);
+  auto& pl = *placement_;
+  int kernel = pl.place(ordered, 1, [&](int k, int num_outer) {
+    LoadCtx ctx;
+    ctx.kernel = k;
+    ctx.num_outer = num_outer;
+    ctx.ranges = ordered;
+    std::vector<Index> idx(sizes.size());
+    for (size_t j = 0; j < order.size(); ++j) idx[order[j]] = Index::var(static_cast<int>(j));
+    ExprPtr e = loader(idx, ctx);
+    if (!ctx.ok) return false;
+    Stage s;
+    s.kind = Stage::kPointwise;
+    s.inner_sizes.assign(ordered.begin() + num_outer, ordered.end());
+    s.value = cast(e, prog_.buffers[buffer].dtype);
+    s.out_buffer = buffer;
+    Index out = Index::of(offset);
+    for (size_t d = 0; d < sizes.size(); ++d)
+      if (sizes[d] != 1) out = add(out, mul(idx[d], strides[d]));
+    s.out_index = out;
+    prog_.kernels[k].stages.push_back(std::move(s));
+    return true;
+  }, what, false);
+  producer_step_[buffer] = std::max(producer_step_[buffer], pl.step_of(kernel));
+}
+
+int Lowerer::realize_pointwise(int value) {
+  const TensorMeta& m = meta(value);
+  int buf = new_buffer(Buffer::kKernelOutput, m);
+  // Copies: lowering may add buffers (and move this vector) while the stage is built.
+  const std::vector<int64_t> sizes = prog_.buffers[buf].sizes, strides = prog_.buffers[buf].strides;
+  Loader loader = values_[value].loader;
+  store_region(buf, sizes, strides, 0, loader, node_label(node_));
+  return buf;
+}
+
+int Lowerer::ensure_buffer(int value) {
+  TensorValue& v = values_.at(value);
+  if (v.buffer >= 0) return v.buffer;
+  // A copy: realizing may redefine the value (an extern call sets its buffer).
+  std::function<int()> realize = v.realize;
+  int buf = realize ? realize() : realize_pointwise(value);
+  TensorValue& w = values_.at(value);
+  set_buffer_loader(value, buf);
+  return buf;
+}
+
+void Lowerer::set_buffer_loader(int value, int buf) {
+  TensorValue& w = values_.at(value);
+  w.buffer = buf;
+  // Reads it with its strides; only valid in kernels that run after its writer.
+  auto& pl = *placement_;
+  auto* steps = &producer_step_;
+  const Program* prog = &prog_;
+  w.loader = [buf, steps, prog, &pl](const std::vector<Index>& idx, LoadCtx& ctx) {
+    int ps = (*steps)[buf];
+    if (ps >= 0 && ctx.kernel >= 0 && ps >= pl.step_of(ctx.kernel)) ctx.ok = false;
+    const Buffer& bb = prog->buffers[buf];
+    return load(buf, bb.dtype, bb.element_index(idx));
+  };
+  w.cost = 1;
+}
+
+void Lowerer::reduction(const std::string& op, Loader input, const std::vector<int64_t>& in_sizes,
+                        std::vector<int64_t> dims, DType acc, const std::vector<ReductionOut>& outs,
+                        const std::string& fused_name) {
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  std::vector<int> kept;
+  for (int d = 0; d < static_cast<int>(in_sizes.size()); ++d)
+    if (!std::binary_search(dims.begin(), dims.end(), d)) kept.push_back(d);
+  std::vector<int64_t> loop_sizes;
+  for (int d : kept) loop_sizes.push_back(in_sizes[d]);
+  for (int64_t d : dims) loop_sizes.push_back(in_sizes[d]);
+  const int num_outer = static_cast<int>(kept.size());
+  auto& pl = *placement_;
+  int stage_index = -1, local = -1;
+  int kernel = pl.place(loop_sizes, static_cast<int>(dims.size()), [&](int k, int n_outer) {
+    if (n_outer != num_outer) return false;
+    LoadCtx ctx;
+    ctx.kernel = k;
+    ctx.num_outer = num_outer;
+    ctx.ranges = loop_sizes;
+    std::vector<Index> idx(in_sizes.size());
+    for (int j = 0; j < num_outer; ++j) idx[kept[j]] = Index::var(j);
+    for (size_t j = 0; j < dims.size(); ++j) idx[dims[j]] = Index::var(num_outer + static_cast<int>(j));
+    ExprPtr e = input(idx, ctx);
+    if (!ctx.ok) return false;
+    Kernel& K = prog_.kernels[k];
+    Stage s;
+    s.kind = Stage::kReduction;
+    s.reduce = op;
+    s.inner_sizes.assign(loop_sizes.begin() + num_outer, loop_sizes.end());
+    s.value = cast(e, acc);
+    s.acc_dtype = acc;
+    s.local = K.num_locals++;
+    int parts = op == "welford" || op == "argmax" || op == "argmin" ? 2 : 1;
+    s.store_buffers.assign(parts, -1);
+    s.store_index.assign(parts, Index::of(0));
+    local = s.local;
+    K.stages.push_back(std::move(s));
+    stage_index = static_cast<int>(K.stages.size()) - 1;
+    return true;
+  }, fused_name, true);
+
+  for (const ReductionOut& o : outs) {
+    const TensorMeta& m = meta(o.value);
+    // Output dims that are kept dims, matched in order (keepdim outputs have extra 1s).
+    std::vector<int> out_kept(m.sizes.size(), -1);
+    if (m.sizes.size() == kept.size()) {
+      for (size_t d = 0; d < kept.size(); ++d) out_kept[d] = static_cast<int>(d);
+    } else if (m.sizes.size() == in_sizes.size()) {  // keepdim
+      int j = 0;
+      for (size_t d = 0; d < m.sizes.size(); ++d)
+        if (!std::binary_search(dims.begin(), dims.end(), static_cast<int64_t>(d))) out_kept[d] = j++;
+    }
+    auto finish = o.finish;
+    int part = o.part, value_id = o.value;
+    Lowerer* self = this;
+    DType out_dtype = m.dtype;
+    values_[value_id].cost = 2;
+    values_[value_id].buffer = -1;
+    values_[value_id].loader = [=, &pl](const std::vector<Index>& idx, LoadCtx& ctx) -> ExprPtr {
+      bool same_row = ctx.kernel == kernel;
+      for (size_t d = 0; d < idx.size() && same_row; ++d) {
+        if (out_kept[d] < 0) continue;
+        if (idx[d].as_var() != out_kept[d]) same_row = false;
+      }
+      if (same_row) {
+        auto e = std::make_shared<Expr>();
+        e->kind = Expr::kLocal;
+        e->dtype = part == 1 && (op == "argmax" || op == "argmin") ? DType::kInt64 : acc;
+        e->local = local;
+        e->local_part = part;
+        return cast(finish ? finish(e, ctx) : e, out_dtype);
+      }
+      // Read from the stored result: make the stage store this part.
+      if (self->prog_.kernels[kernel].stages[stage_index].store_buffers[part] < 0) {
+        // Stored raw (before `finish`), in the accumulation type, over the kept dims.
+        TensorMeta raw;
+        raw.dtype = part == 1 && (op == "argmax" || op == "argmin") ? DType::kInt64 : acc;
+        for (int d : kept) raw.sizes.push_back(in_sizes[d]);
+        raw.strides = contiguous_strides(raw.sizes);
+        int nb = self->new_buffer(Buffer::kKernelOutput, raw);
+        self->producer_step_[nb] = pl.step_of(kernel);
+        Stage& st = self->prog_.kernels[kernel].stages[stage_index];
+        st.store_buffers[part] = nb;
+        Index si = Index::of(0);
+        for (int j = 0; j < num_outer; ++j) si = add(si, mul(Index::var(j), raw.strides[j]));
+        st.store_index[part] = si;
+      }
+      Stage& st3 = self->prog_.kernels[kernel].stages[stage_index];
+      int nb = st3.store_buffers[part];
+      if (ctx.kernel >= 0 && self->producer_step_[nb] >= pl.step_of(ctx.kernel)) ctx.ok = false;
+      const Buffer& bb = self->prog_.buffers[nb];
+      std::vector<Index> kidx;
+      for (size_t d = 0; d < idx.size(); ++d)
+        if (out_kept[d] >= 0) kidx.push_back(idx[d]);
+      ExprPtr e = load(nb, bb.dtype, bb.element_index(kidx));
+      return cast(finish ? finish(e, ctx) : e, out_dtype);
+    };
+  }
+}
+
+void Lowerer::extern_call(int node) {
+  const AtenNode& n = g_.nodes[node];
+  Step s;
+  s.kind = Step::kExtern;
+  s.node = node;
+  for (const AtenArg& a : n.args) {
+    if (a.kind == AtenArg::kTensor) s.args.push_back(ensure_buffer(a.value));
+    if (a.kind == AtenArg::kTensorList)
+      for (int v : a.values) s.args.push_back(v >= 0 ? ensure_buffer(v) : -1);
+  }
+  prog_.steps.push_back(s);
+  const int step = static_cast<int>(prog_.steps.size()) - 1;
+  for (int v : n.outputs) {
+    int buf = -1;
+    if (v >= 0) {
+      buf = new_buffer(Buffer::kExternOutput, meta(v));
+      prog_.buffers[buf].strides = meta(v).strides;  // exactly what ATen returns
+      producer_step_[buf] = step;
+      values_[v].buffer = -1;
+      values_[v].realize = [buf] { return buf; };
+      values_[v].buffer = buf;
+      set_buffer_loader(v, buf);
+    }
+    prog_.steps[step].outputs.push_back(buf);
+  }
+}
+
+bool Lowerer::lower_node(int node) {
+  const AtenNode& n = g_.nodes[node];
+  for (int v : n.outputs) {
+    if (v < 0) continue;
+    const TensorMeta& m = meta(v);
+    if (!is_supported(m.dtype) || m.dtype == DType::kFloat16 || !m.cpu) return false;
+  }
+  for (const AtenArg& a : n.args) {
+    auto bad = [&](int v) { return v >= 0 && (!is_supported(meta(v).dtype) || meta(v).dtype == DType::kFloat16 || !meta(v).cpu); };
+    if (a.kind == AtenArg::kTensor && bad(a.value)) return false;
+    for (int v : a.values)
+      if (bad(v)) return false;
+  }
+  if (n.nondeterministic) return false;
+  return lower_view(*this, n) || lower_cat(*this, n) || lower_pointwise(*this, n) || lower_reduction(*this, n);
+}
+
+Program Lowerer::run() {
+  values_.assign(g_.values.size(), TensorValue{});
+  uses_ = g_.use_counts();
+  placement_ = std::make_unique<schedule::Placement>(prog_);
+  placement_->fuse = opts_.fuse;
+  for (size_t v = 0; v < g_.values.size(); ++v) {
+    const AtenValue& av = g_.values[v];
+    values_[v].meta = av.meta;
+    if (av.kind == AtenValue::kInput || av.kind == AtenValue::kConstant) {
+      int buf = new_buffer(av.kind == AtenValue::kInput ? Buffer::kInput : Buffer::kConstant, av.meta, av.index);
+      prog_.buffers[buf].strides = av.meta.strides;
+      values_[v].realize = [buf] { return buf; };
+      ensure_buffer(static_cast<int>(v));
+    }
+  }
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    node_ = static_cast<int>(i);
+    if (!lower_node(node_)) extern_call(node_);
+    // Values read more than once and expensive to recompute are realized right away.
+    for (int v : g_.nodes[i].outputs)
+      if (v >= 0 && values_[v].buffer < 0 && values_[v].loader && uses_[v] > 1 && values_[v].cost > opts_.max_inline_cost)
+        ensure_buffer(v);
+  }
+  for (int v : g_.outputs) {
+    int buf = ensure_buffer(v);
+    // Graph outputs keep eager's layout: a kernel-written value in another layout is copied.
+    prog_.outputs.push_back(buf);
+  }
+  for (auto [input, v] : g_.input_mutations) prog_.input_mutations.push_back({input, ensure_buffer(v)});
+  return std::move(prog_);
+}
+
+}  // namespace kiln::lowering

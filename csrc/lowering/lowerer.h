@@ -1,0 +1,102 @@
+// Lowering: the functional ATen graph -> the loop IR (DESIGN §3, Inductor's lowering job).
+//
+// Each ATen value becomes a TensorValue: either realized in a buffer, or a loader that yields
+// any element as an expression, which consumers inline into their own loops (this is vertical
+// fusion). Values are realized when an extern call or the graph's outputs need them, when a
+// reduction's result is read outside its kernel, or when inlining them again would cost too
+// much. Where a realized stage goes (which kernel, in what loop order) is the scheduler's call
+// (schedule/placement.h). Operators without a rule become extern ATen calls, so lowering never
+// fails on coverage.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/aten_graph.h"
+#include "ir/loop_ir.h"
+#include "schedule/placement.h"
+
+namespace kiln::lowering {
+
+// Where an expression is being built: the kernel it will run in, the ranges of that kernel's
+// variables, and whether everything it read is available there.
+struct LoadCtx {
+  int kernel = -1;
+  int num_outer = 0;
+  ir::VarRanges ranges;
+  bool ok = true;
+};
+
+using Loader = std::function<ir::ExprPtr(const std::vector<ir::Index>&, LoadCtx&)>;
+
+struct TensorValue {
+  ir::TensorMeta meta;
+  Loader loader;
+  int buffer = -1;                        // realized here
+  std::function<int()> realize;           // how to realize it if not the default kernel stage
+  int cost = 0;                           // size of its inlined expression
+};
+
+struct LoweringOptions {
+  int max_inline_cost = 48;    // a value read more than once is realized above this cost
+  bool fuse = true;            // false: every value is realized in its own kernel (debugging)
+};
+
+class Lowerer {
+ public:
+  Lowerer(const ir::AtenGraph& g, LoweringOptions opts = {});
+  ir::Program run();
+
+  // --- used by the rule files --------------------------------------------------------------
+  const ir::AtenGraph& graph() const { return g_; }
+  TensorValue& value(int id) { return values_.at(id); }
+  const ir::TensorMeta& meta(int id) const { return g_.values.at(id).meta; }
+  // Loader of an argument broadcast to `sizes` (tensor or scalar), producing `dtype`.
+  Loader arg_loader(const ir::AtenArg& a, const std::vector<int64_t>& sizes, ir::DType dtype);
+  Loader broadcast(int value, const std::vector<int64_t>& sizes);
+  int ensure_buffer(int value);
+  // Defines `out` (a node output) as a lazy pointwise value.
+  void define(int out, Loader loader, int cost);
+  // Places a reduction of `input` over `dims` and defines the requested outputs from its parts.
+  struct ReductionOut { int value; int part; std::function<ir::ExprPtr(ir::ExprPtr, LoadCtx&)> finish; };
+  void reduction(const std::string& op, Loader input, const std::vector<int64_t>& input_sizes,
+                 std::vector<int64_t> dims, ir::DType acc, const std::vector<ReductionOut>& outs,
+                 const std::string& fused_name);
+  // Writes `loader` over `sizes` into `buffer` at element index base + sum(idx*strides).
+  // (Arguments by value: lowering may grow its tables while the stage is being built.)
+  void store_region(int buffer, const std::vector<int64_t> sizes, const std::vector<int64_t> strides,
+                    int64_t offset, const Loader loader, const std::string what);
+  void extern_call(int node);
+  int current_node() const { return node_; }
+  int new_buffer(ir::Buffer::Kind kind, const ir::TensorMeta& m, int index = -1);
+  const ir::Program& program() const { return prog_; }
+  std::string node_label(int node) const;
+
+ private:
+  friend class Placement;
+  bool lower_node(int node);
+  int realize_pointwise(int value);
+  void set_buffer_loader(int value, int buf);
+
+  const ir::AtenGraph& g_;
+  LoweringOptions opts_;
+  std::vector<TensorValue> values_;
+  std::vector<int> uses_;
+  ir::Program prog_;
+  std::vector<int> producer_step_;        // per buffer: step that writes it (-1: inputs, constants)
+  std::unique_ptr<schedule::Placement> placement_;
+  int node_ = -1;
+};
+
+// Rule tables, one per family of operators; each returns false when it does not apply.
+bool lower_pointwise(Lowerer& L, const ir::AtenNode& n);
+bool lower_reduction(Lowerer& L, const ir::AtenNode& n);
+bool lower_view(Lowerer& L, const ir::AtenNode& n);
+bool lower_cat(Lowerer& L, const ir::AtenNode& n);
+
+// Contiguous strides for sizes.
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
+
+}  // namespace kiln::lowering

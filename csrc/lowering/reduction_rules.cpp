@@ -1,0 +1,183 @@
+// Lowering rules for reductions and the normalisations built on them: sum, mean, amax/amin,
+// prod, any/all, var/std (Welford), softmax and log_softmax, layer norm, batch norm in
+// inference. Results are kernel locals; their epilogues inline into the same kernel.
+#include <cmath>
+
+#include "lowering/lowerer.h"
+
+namespace kiln::lowering {
+using namespace ir;
+
+namespace {
+
+std::vector<int64_t> norm_dims(const AtenArg* a, size_t rank) {
+  std::vector<int64_t> dims;
+  if (!a || a->kind == AtenArg::kNone || (a->kind == AtenArg::kIntList && a->ints.empty())) {
+    for (size_t d = 0; d < rank; ++d) dims.push_back(static_cast<int64_t>(d));
+    return dims;
+  }
+  std::vector<int64_t> raw = a->kind == AtenArg::kIntList ? a->ints : std::vector<int64_t>{a->i};
+  for (int64_t d : raw) dims.push_back(d < 0 ? d + static_cast<int64_t>(rank) : d);
+  return dims;
+}
+
+DType acc_type(DType in, const std::string& op) {
+  if (op == "any" || op == "all") return DType::kBool;
+  if (is_floating(in)) return in == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  if (op == "max" || op == "min") return in;
+  return DType::kInt64;
+}
+
+}  // namespace
+
+bool lower_reduction(Lowerer& L, const AtenNode& n) {
+  if (n.args.empty() || n.args[0].kind != AtenArg::kTensor) return false;
+  const int x = n.args[0].value;
+  const TensorMeta& xm = L.meta(x);
+  const auto& xs = xm.sizes;
+  const size_t rank = xs.size();
+  for (int64_t s : xs)
+    if (s == 0) return false;  // empty reductions: ATen knows the identities and errors
+  Loader X = L.broadcast(x, xs);
+  const std::string label = L.node_label(L.current_node());
+
+  static const std::map<std::string, std::string> kSimple = {
+      {"aten::sum.dim_IntList", "sum"}, {"aten::sum", "sum"}, {"aten::mean.dim", "mean"}, {"aten::mean", "mean"},
+      {"aten::amax", "max"}, {"aten::amin", "min"}, {"aten::prod.dim_int", "prod"}, {"aten::prod", "prod"},
+      {"aten::any.dim", "any"}, {"aten::any.dims", "any"}, {"aten::any", "any"}, {"aten::all.dim", "all"},
+      {"aten::all.dims", "all"}, {"aten::all", "all"}};
+  if (auto it = kSimple.find(n.op); it != kSimple.end() && n.outputs.size() == 1) {
+    std::string op = it->second;
+    const int out = n.outputs[0];
+    const DType od = L.meta(out).dtype;
+    auto dims = norm_dims(n.args.size() > 1 && n.args[1].kind != AtenArg::kBool && n.args[1].kind != AtenArg::kDType ? &n.args[1] : nullptr, rank);
+    int64_t count = 1;
+    for (int64_t d : dims) count *= xs[d];
+    DType acc = acc_type(is_floating(od) ? od : xm.dtype, op);
+    if (op == "mean") acc = od == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    std::string red = op == "mean" ? "sum" : op;
+    Lowerer::ReductionOut o{out, 0, nullptr};
+    if (op == "mean") o.finish = [count, acc](ExprPtr e, LoadCtx&) { return binary("div", e, constant(static_cast<double>(count), acc), acc); };
+    L.reduction(red, [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, dims, acc, {o}, label);
+    return true;
+  }
+  if ((n.op == "aten::var.correction" || n.op == "aten::std.correction" || n.op == "aten::var_mean.correction") && is_floating(xm.dtype)) {
+    auto dims = norm_dims(n.arg("dim"), rank);
+    int64_t count = 1;
+    for (int64_t d : dims) count *= xs[d];
+    double corr = 1;
+    if (const AtenArg* c = n.arg("correction"); c && c->kind != AtenArg::kNone) corr = c->kind == AtenArg::kDouble ? c->d : static_cast<double>(c->i);
+    DType acc = xm.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    double denom = std::max(0.0, static_cast<double>(count) - corr);
+    bool is_std = n.op == "aten::std.correction";
+    std::vector<Lowerer::ReductionOut> outs;
+    outs.push_back({n.outputs[0], 1, [=](ExprPtr m2, LoadCtx&) {
+      ExprPtr v = binary("div", m2, constant(denom, acc), acc);
+      return is_std ? unary("sqrt", v, acc) : v;
+    }});
+    if (n.outputs.size() == 2) outs.push_back({n.outputs[1], 0, nullptr});
+    L.reduction("welford", [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, dims, acc, outs, label);
+    return true;
+  }
+  if ((n.op == "aten::_softmax" || n.op == "aten::_log_softmax") && is_floating(xm.dtype) && rank > 0) {
+    int64_t dim = n.args[1].i < 0 ? n.args[1].i + static_cast<int64_t>(rank) : n.args[1].i;
+    const int out = n.outputs[0];
+    DType acc = xm.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    DType od = L.meta(out).dtype;
+    // Two reductions over `dim` in one kernel: the maximum, then the sum of exp(x - max);
+    // their results are defined as hidden values the epilogue reads.
+    int vmax = out;  // reuse the output's id for the max while building, then redefine it
+    TensorMeta keep = xm;
+    keep.sizes[dim] = 1;
+    // Scratch values live in the lowerer's table under the output's id: define them in order.
+    L.reduction("max", [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, {dim}, acc,
+                {{vmax, 0, nullptr}}, label);
+    Loader M = L.value(vmax).loader;
+    auto shifted = [X, M, acc](const std::vector<Index>& i, LoadCtx& c) {
+      std::vector<Index> mi = i;
+      return binary("sub", cast(X(i, c), acc), M(mi, c), acc);
+    };
+    auto dim_zero = [dim](std::vector<Index> i) { i[dim] = Index::of(0); return i; };
+    L.reduction("sum", [shifted, acc](const std::vector<Index>& i, LoadCtx& c) { return unary("exp", shifted(i, c), acc); }, xs, {dim}, acc,
+                {{out, 0, nullptr}}, label);
+    Loader Ssum = L.value(out).loader;
+    bool log = n.op == "aten::_log_softmax";
+    L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
+      ExprPtr s = Ssum(dim_zero(i), c);
+      std::vector<Index> mi = i;
+      mi[dim] = Index::of(0);
+      ExprPtr sh = binary("sub", cast(X(i, c), acc), M(mi, c), acc);
+      ExprPtr r = log ? binary("sub", sh, unary("log", s, acc), acc) : binary("div", unary("exp", sh, acc), s, acc);
+      return cast(r, od);
+    }, 8);
+    return true;
+  }
+  if (n.op == "aten::native_layer_norm" && is_floating(xm.dtype) && n.outputs.size() == 3) {
+    const AtenArg* ns = n.arg("normalized_shape");
+    if (!ns || ns->kind != AtenArg::kIntList) return false;
+    const size_t k = ns->ints.size();
+    std::vector<int64_t> dims;
+    int64_t count = 1;
+    for (size_t d = rank - k; d < rank; ++d) dims.push_back(static_cast<int64_t>(d)), count *= xs[d];
+    const AtenArg* w = n.arg("weight");
+    const AtenArg* b = n.arg("bias");
+    double eps = n.arg("eps") ? n.arg("eps")->d : 1e-5;
+    DType acc = xm.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    const int out = n.outputs[0], mean = n.outputs[1], rstd = n.outputs[2];
+    if (mean < 0 || rstd < 0 || out < 0) return false;
+    auto rstd_of = [=](ExprPtr m2, LoadCtx&) {
+      return unary("rsqrt", binary("add", binary("div", m2, constant(static_cast<double>(count), acc), acc), constant(eps, acc), acc), acc);
+    };
+    L.reduction("welford", [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, dims, acc,
+                {{mean, 0, nullptr}, {rstd, 1, rstd_of}}, label);
+    Loader Mean = L.value(mean).loader, Rstd = L.value(rstd).loader;
+    std::vector<int64_t> tail(xs.end() - k, xs.end());
+    Loader W = w && w->kind == AtenArg::kTensor ? L.broadcast(w->value, xs) : Loader();
+    Loader B = b && b->kind == AtenArg::kTensor ? L.broadcast(b->value, xs) : Loader();
+    DType od = L.meta(out).dtype;
+    L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
+      std::vector<Index> ri = i;
+      for (size_t d = rank - k; d < rank; ++d) ri[d] = Index::of(0);
+      ExprPtr e = binary("mul", binary("sub", cast(X(i, c), acc), Mean(ri, c), acc), Rstd(ri, c), acc);
+      if (W) e = binary("mul", e, cast(W(i, c), acc), acc);
+      if (B) e = binary("add", e, cast(B(i, c), acc), acc);
+      return cast(e, od);
+    }, 10);
+    return true;
+  }
+  if ((n.op == "aten::_native_batch_norm_legit_no_training" || (n.op == "aten::native_batch_norm" && n.arg("training") && n.arg("training")->i == 0)) &&
+      is_floating(xm.dtype) && rank >= 2) {
+    const AtenArg* w = n.arg("weight");
+    const AtenArg* b = n.arg("bias");
+    const AtenArg* rm = n.arg("running_mean");
+    const AtenArg* rv = n.arg("running_var");
+    if (!rm || !rv || rm->kind != AtenArg::kTensor || rv->kind != AtenArg::kTensor) return false;
+    double eps = n.arg("eps") ? n.arg("eps")->d : 1e-5;
+    DType acc = xm.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    auto chan = [&](const AtenArg* a) -> Loader {
+      if (!a || a->kind != AtenArg::kTensor) return Loader();
+      int v = a->value;
+      Lowerer* Lp = &L;
+      return [Lp, v](const std::vector<Index>& i, LoadCtx& c) { return Lp->value(v).loader({i[1]}, c); };
+    };
+    Loader W = chan(w), B = chan(b), RM = chan(rm), RV = chan(rv);
+    DType od = L.meta(n.outputs[0]).dtype;
+    L.define(n.outputs[0], [=](const std::vector<Index>& i, LoadCtx& c) {
+      ExprPtr inv = unary("rsqrt", binary("add", cast(RV(i, c), acc), constant(eps, acc), acc), acc);
+      ExprPtr e = binary("mul", binary("sub", cast(X(i, c), acc), cast(RM(i, c), acc), acc), inv, acc);
+      if (W) e = binary("mul", e, cast(W(i, c), acc), acc);
+      if (B) e = binary("add", e, cast(B(i, c), acc), acc);
+      return cast(e, od);
+    }, 10);
+    // The saved statistics are empty in inference; they are only ever allocated.
+    for (size_t o = 1; o < n.outputs.size(); ++o) {
+      if (n.outputs[o] < 0) continue;
+      if (L.meta(n.outputs[o]).numel() != 0) return false;
+      L.define(n.outputs[o], [acc](const std::vector<Index>&, LoadCtx&) { return constant(0, acc); }, 1);
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace kiln::lowering

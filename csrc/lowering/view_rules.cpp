@@ -1,0 +1,210 @@
+// Lowering rules for views and data movement: view/reshape, permute/transpose, expand, slice,
+// select, squeeze/unsqueeze, split, as_strided of a buffer, cat/stack, and indexing
+// (embedding, index_select, gather). A view's loader re-indexes its base; when an extern call
+// or the graph's outputs need the view itself, the ATen view op runs on the realized base so
+// aliasing matches eager.
+#include <algorithm>
+
+#include "lowering/lowerer.h"
+
+namespace kiln::lowering {
+using namespace ir;
+
+namespace {
+
+// Maps an index over `to` sizes onto `from` sizes with the same number of elements
+// (row-major flatten, then unflatten), simplified by the variables' ranges.
+std::vector<Index> reshape_index(const std::vector<Index>& idx, const std::vector<int64_t>& to,
+                                 const std::vector<int64_t>& from, const VarRanges& ranges) {
+  Index flat = Index::of(0);
+  auto st = contiguous_strides(to);
+  for (size_t d = 0; d < to.size(); ++d)
+    if (to[d] != 1) flat = add(flat, mul(idx[d], st[d]));
+  auto fs = contiguous_strides(from);
+  std::vector<Index> out(from.size());
+  for (size_t d = 0; d < from.size(); ++d) {
+    if (from[d] == 1) { out[d] = Index::of(0); continue; }
+    Index q = floordiv(flat, fs[d], ranges);
+    out[d] = d == 0 ? q : mod(q, from[d], ranges);
+  }
+  return out;
+}
+
+int64_t wrap(int64_t d, int64_t n) { return d < 0 ? d + n : d; }
+
+}  // namespace
+
+bool lower_view(Lowerer& L, const AtenNode& n) {
+  if (n.args.empty() || n.args[0].kind != AtenArg::kTensor) {
+    return false;
+  }
+  const int x = n.args[0].value;
+  const auto xs = L.meta(x).sizes;
+  const int64_t rank = static_cast<int64_t>(xs.size());
+  Lowerer* Lp = &L;
+  const int node = L.current_node();
+  // Realizing a view: run the ATen view op itself on the realized base.
+  auto as_view = [Lp, node, x](int out, Loader loader, int cost) {
+    Lp->define(out, std::move(loader), cost);
+    Lp->value(out).realize = [Lp, node, out, x]() {
+      Lp->ensure_buffer(x);
+      Lp->extern_call(node);
+      return Lp->value(out).buffer;
+    };
+  };
+  auto base = [Lp, x](const std::vector<Index>& i, LoadCtx& c) { return Lp->value(x).loader(i, c); };
+  const int cost = L.value(x).cost;
+  const std::string& op = n.op;
+
+  if (op == "aten::view" || op == "aten::_unsafe_view" || op == "aten::reshape" || op == "aten::alias" ||
+      op == "aten::view.dtype" || op == "aten::squeeze.dim" || op == "aten::squeeze.dims" || op == "aten::squeeze" ||
+      op == "aten::unsqueeze" || op == "aten::flatten.using_ints" || op == "aten::unflatten.int") {
+    if (op == "aten::view.dtype") return false;
+    const int out = n.outputs[0];
+    auto ys = L.meta(out).sizes;
+    as_view(out, [=](const std::vector<Index>& i, LoadCtx& c) { return base(reshape_index(i, ys, xs, c.ranges), c); }, cost);
+    if (op == "aten::_unsafe_view") L.value(out).realize = nullptr;  // not a view in ATen's sense
+    return true;
+  }
+  if (op == "aten::permute" || op == "aten::t" || op == "aten::transpose.int" || op == "aten::numpy_T") {
+    std::vector<int64_t> perm(rank);
+    for (int64_t d = 0; d < rank; ++d) perm[d] = d;
+    if (op == "aten::permute") {
+      for (int64_t d = 0; d < rank; ++d) perm[d] = wrap(n.args[1].ints[d], rank);
+    } else if (op == "aten::t" || op == "aten::numpy_T") {
+      std::reverse(perm.begin(), perm.end());
+    } else {
+      std::swap(perm[wrap(n.args[1].i, rank)], perm[wrap(n.args[2].i, rank)]);
+    }
+    as_view(n.outputs[0], [=](const std::vector<Index>& i, LoadCtx& c) {
+      std::vector<Index> j(rank);
+      for (int64_t d = 0; d < rank; ++d) j[perm[d]] = i[d];
+      return base(j, c);
+    }, cost);
+    return true;
+  }
+  if (op == "aten::expand") {
+    auto ys = L.meta(n.outputs[0]).sizes;
+    const size_t off = ys.size() - xs.size();
+    as_view(n.outputs[0], [=](const std::vector<Index>& i, LoadCtx& c) {
+      std::vector<Index> j(xs.size());
+      for (size_t d = 0; d < xs.size(); ++d) j[d] = xs[d] == 1 ? Index::of(0) : i[d + off];
+      return base(j, c);
+    }, cost);
+    return true;
+  }
+  if (op == "aten::slice.Tensor") {
+    int64_t dim = wrap(n.args[1].i, rank);
+    int64_t start = n.args[2].kind == AtenArg::kNone ? 0 : n.args[2].i;
+    int64_t step = n.args.size() > 4 && n.args[4].kind == AtenArg::kInt ? n.args[4].i : 1;
+    if (start < 0) start += xs[dim];
+    start = std::clamp<int64_t>(start, 0, xs[dim]);
+    as_view(n.outputs[0], [=](const std::vector<Index>& i, LoadCtx& c) {
+      std::vector<Index> j = i;
+      j[dim] = add(mul(i[dim], step), Index::of(start));
+      return base(j, c);
+    }, cost);
+    return true;
+  }
+  if (op == "aten::select.int") {
+    int64_t dim = wrap(n.args[1].i, rank);
+    int64_t index = wrap(n.args[2].i, xs[dim]);
+    as_view(n.outputs[0], [=](const std::vector<Index>& i, LoadCtx& c) {
+      std::vector<Index> j(i.begin(), i.end());
+      j.insert(j.begin() + dim, Index::of(index));
+      return base(j, c);
+    }, cost);
+    return true;
+  }
+  if ((op == "aten::split.Tensor" || op == "aten::split_with_sizes" || op == "aten::unbind.int") && n.list_output) {
+    int64_t dim = wrap(n.args.size() > 2 ? n.args[2].i : (op == "aten::unbind.int" ? n.args[1].i : 0), rank);
+    if (op == "aten::unbind.int") dim = wrap(n.args[1].i, rank);
+    int64_t offset = 0;
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      int out = n.outputs[k];
+      int64_t start = offset;
+      if (op == "aten::unbind.int") {
+        as_view(out, [=](const std::vector<Index>& i, LoadCtx& c) {
+          std::vector<Index> j(i.begin(), i.end());
+          j.insert(j.begin() + dim, Index::of(start));
+          return base(j, c);
+        }, cost);
+        offset += 1;
+      } else {
+        as_view(out, [=](const std::vector<Index>& i, LoadCtx& c) {
+          std::vector<Index> j = i;
+          j[dim] = add(i[dim], Index::of(start));
+          return base(j, c);
+        }, cost);
+        offset += L.meta(out).sizes[dim];
+      }
+    }
+    // All pieces come from one ATen call: realizing any realizes all.
+    for (int out : n.outputs) {
+      L.value(out).realize = [Lp, node, out, x]() {
+        Lp->ensure_buffer(x);
+        Lp->extern_call(node);
+        return Lp->value(out).buffer;
+      };
+    }
+    return true;
+  }
+  if (op == "aten::cat" && n.args[0].kind == AtenArg::kTensorList) {
+    return false;  // handled below (first argument is a list)
+  }
+  if (op == "aten::embedding" && n.args.size() >= 2 && n.args[1].kind == AtenArg::kTensor && rank == 2) {
+    const int idx_v = n.args[1].value;
+    const int64_t rows = xs[0];
+    const int out = n.outputs[0];
+    const size_t ir = L.meta(idx_v).sizes.size();
+    L.ensure_buffer(x);
+    L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
+      std::vector<Index> ii(i.begin(), i.begin() + ir);
+      ExprPtr row = cast(Lp->value(idx_v).loader(ii, c), DType::kInt64);
+      ExprPtr e = Lp->value(x).loader({Index::of(0), i[ir]}, c);  // a load of the weight buffer
+      auto ld = std::make_shared<Expr>(*e);
+      ld->indirect.push_back({row, Lp->meta(x).strides[0], rows});
+      return ExprPtr(ld);
+    }, 4);
+    return true;
+  }
+  return false;
+}
+
+// cat and stack: each input is stored into its slice of the output buffer.
+bool lower_cat(Lowerer& L, const AtenNode& n) {
+  if ((n.op != "aten::cat" && n.op != "aten::stack") || n.args.empty() || n.args[0].kind != AtenArg::kTensorList) return false;
+  const int out = n.outputs[0];
+  const TensorMeta& om = L.meta(out);
+  const int64_t rank = static_cast<int64_t>(om.sizes.size());
+  int64_t dim = n.args.size() > 1 ? n.args[1].i : 0;
+  if (dim < 0) dim += rank;
+  for (int v : n.args[0].values)
+    if (v < 0) return false;
+  Lowerer* Lp = &L;
+  const std::string label = L.node_label(L.current_node());
+  const bool stack = n.op == "aten::stack";
+  const int buf = L.new_buffer(Buffer::kKernelOutput, om);
+  const auto sizes = L.program().buffers[buf].sizes;
+  const auto strides = L.program().buffers[buf].strides;
+  int64_t offset = 0;
+  for (int v : n.args[0].values) {
+    auto vs = L.meta(v).sizes;
+    if (!stack && vs.size() == 1 && vs[0] == 0 && sizes.size() != 1) continue;  // legacy empty inputs
+    std::vector<int64_t> piece = sizes;
+    piece[dim] = stack ? 1 : vs[dim];
+    Loader l = [Lp, v, stack, dim](const std::vector<Index>& i, LoadCtx& c) {
+      if (!stack) return Lp->value(v).loader(i, c);
+      std::vector<Index> j = i;
+      j.erase(j.begin() + dim);
+      return Lp->value(v).loader(j, c);
+    };
+    L.store_region(buf, piece, strides, offset * strides[dim], l, label);
+    offset += piece[dim];
+  }
+  L.value(out).realize = [buf] { return buf; };
+  L.ensure_buffer(out);
+  return true;
+}
+
+}  // namespace kiln::lowering

@@ -1,0 +1,135 @@
+// The CompiledGraph runtime; see compiled_graph.h.
+#include "runtime/compiled_graph.h"
+
+#include <ATen/ATen.h>
+#include <dlfcn.h>
+
+#include <set>
+#include <stdexcept>
+
+namespace kiln::runtime {
+using namespace ir;
+
+CompiledGraph::CompiledGraph(bridge::TraceResult trace, Program program) : trace_(std::move(trace)), program_(std::move(program)) {
+  ops_.resize(trace_.graph.nodes.size());
+  for (const Step& s : program_.steps) {
+    if (s.kind != Step::kExtern) continue;
+    const std::string& name = trace_.graph.nodes[s.node].op;
+    auto dot = name.find('.');
+    ops_[s.node] = c10::Dispatcher::singleton().findSchemaOrThrow(name.substr(0, dot).c_str(), dot == std::string::npos ? "" : name.substr(dot + 1).c_str());
+  }
+  kernel_outputs_.resize(program_.kernels.size());
+  std::set<int> seen;
+  for (size_t k = 0; k < program_.kernels.size(); ++k)
+    for (const Stage& s : program_.kernels[k].stages) {
+      std::vector<int> outs = s.store_buffers;
+      if (s.kind == Stage::kPointwise) outs.push_back(s.out_buffer);
+      for (int b : outs)
+        if (b >= 0 && seen.insert(b).second) kernel_outputs_[k].push_back(b);
+    }
+}
+
+CompiledGraph::~CompiledGraph() {
+  // The library stays loaded: kernels may be cached elsewhere and unloading buys nothing.
+}
+
+size_t CompiledGraph::num_externs() const {
+  size_t n = 0;
+  for (const Step& s : program_.steps) n += s.kind == Step::kExtern;
+  return n;
+}
+
+bool CompiledGraph::load(const std::string& library, std::string* error) {
+  handle_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle_) {
+    *error = std::string("cannot load ") + library + ": " + dlerror();
+    return false;
+  }
+  for (const Kernel& k : program_.kernels) {
+    auto fn = reinterpret_cast<void (*)(void**)>(dlsym(handle_, k.name.c_str()));
+    if (!fn) {
+      *error = "kernel " + k.name + " missing from " + library;
+      return false;
+    }
+    kernels_.push_back(fn);
+  }
+  take_error_ = reinterpret_cast<int (*)()>(dlsym(handle_, "kiln_take_error"));
+  return take_error_ != nullptr;
+}
+
+std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs) {
+  const size_t nb = program_.buffers.size();
+  std::vector<at::Tensor> slots(nb);
+  std::vector<void*> ptrs(nb, nullptr);
+  for (size_t b = 0; b < nb; ++b) {
+    const Buffer& buf = program_.buffers[b];
+    if (buf.kind == Buffer::kInput) slots[b] = inputs.at(buf.index);
+    else if (buf.kind == Buffer::kConstant) slots[b] = trace_.constants.at(buf.index);
+    else continue;
+    ptrs[b] = slots[b].data_ptr();
+  }
+  for (size_t si = 0; si < program_.steps.size(); ++si) {
+    const Step& s = program_.steps[si];
+    if (s.kind == Step::kKernel) {
+      for (int b : kernel_outputs_[s.kernel]) {
+        if (slots[b].defined()) continue;
+        const Buffer& buf = program_.buffers[b];
+        slots[b] = at::empty_strided(buf.sizes, buf.strides, at::TensorOptions().dtype(static_cast<c10::ScalarType>(buf.dtype)));
+        ptrs[b] = slots[b].data_ptr();
+      }
+      kernels_[s.kernel](ptrs.data());
+      if (int e = take_error_()) {
+        if (e == 1) throw c10::IndexError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, "index out of range in self");
+        throw std::runtime_error("ZeroDivisionError");
+      }
+    } else {
+      const AtenNode& node = trace_.graph.nodes[s.node];
+      const auto& schema = ops_[s.node]->schema();
+      std::vector<c10::IValue> stack = trace_.node_args[s.node];
+      size_t k = 0;
+      for (size_t a = 0; a < node.args.size(); ++a) {
+        const AtenArg& arg = node.args[a];
+        if (arg.kind == AtenArg::kTensor) {
+          stack[a] = slots[s.args[k++]];
+        } else if (arg.kind == AtenArg::kTensorList) {
+          const auto& type = schema.arguments()[a].real_type();
+          bool optional_items = type->kind() == c10::TypeKind::ListType && type->containedType(0)->kind() == c10::TypeKind::OptionalType;
+          if (optional_items) {
+            c10::List<std::optional<at::Tensor>> l;
+            for (size_t i = 0; i < arg.values.size(); ++i) {
+              int b = s.args[k++];
+              l.push_back(b >= 0 ? std::optional<at::Tensor>(slots[b]) : std::nullopt);
+            }
+            stack[a] = l;
+          } else {
+            std::vector<at::Tensor> l;
+            for (size_t i = 0; i < arg.values.size(); ++i) l.push_back(slots[s.args[k++]]);
+            stack[a] = l;
+          }
+        }
+      }
+      ops_[s.node]->callBoxed(&stack);
+      if (node.list_output) {
+        auto l = stack.at(0).toTensorVector();
+        for (size_t o = 0; o < s.outputs.size() && o < l.size(); ++o)
+          if (s.outputs[o] >= 0) slots[s.outputs[o]] = l[o];
+      } else {
+        for (size_t o = 0; o < s.outputs.size() && o < stack.size(); ++o)
+          if (s.outputs[o] >= 0) slots[s.outputs[o]] = stack[o].toTensor();
+      }
+      for (int b : s.outputs)
+        if (b >= 0) ptrs[b] = slots[b].numel() ? slots[b].data_ptr() : nullptr;
+    }
+    if (si < program_.frees.size())
+      for (int b : program_.frees[si]) {
+        slots[b] = at::Tensor();
+        ptrs[b] = nullptr;
+      }
+  }
+  for (auto [input, b] : program_.input_mutations) inputs.at(input).copy_(slots[b]);
+  std::vector<at::Tensor> outs;
+  for (int b : program_.outputs) outs.push_back(slots[b]);
+  return outs;
+}
+
+}  // namespace kiln::runtime

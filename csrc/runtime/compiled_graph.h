@@ -1,0 +1,42 @@
+// CompiledGraph: runs a lowered program with no Python per kernel (DESIGN §3, Runtime).
+//
+// Holds the program, the traced graph's extern-call templates and constants, and the loaded
+// kernels. A call allocates kernel outputs through ATen, calls kernels with the buffer pointer
+// table, calls extern operators through the dispatcher (boxed), releases buffers after their
+// last reader, copies back mutated inputs, and returns the outputs. It checks nothing that the
+// guards already checked.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <string>
+#include <vector>
+
+#include "ir/loop_ir.h"
+#include "torch_bridge/tracer.h"
+
+namespace kiln::runtime {
+
+class CompiledGraph {
+ public:
+  CompiledGraph(bridge::TraceResult trace, ir::Program program);
+  ~CompiledGraph();
+  // Loads kernels from the library; returns false with `error` set on failure.
+  bool load(const std::string& library, std::string* error);
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs);
+  const ir::Program& program() const { return program_; }
+  const bridge::TraceResult& trace() const { return trace_; }
+  size_t num_kernels() const { return kernels_.size(); }
+  size_t num_externs() const;
+
+ private:
+  bridge::TraceResult trace_;
+  ir::Program program_;
+  void* handle_ = nullptr;
+  std::vector<void (*)(void**)> kernels_;
+  int (*take_error_)() = nullptr;
+  std::vector<std::optional<c10::OperatorHandle>> ops_;  // per ATen node (externs only)
+  std::vector<std::vector<int>> kernel_outputs_;          // per kernel: buffers it allocates
+};
+
+}  // namespace kiln::runtime

@@ -1,0 +1,228 @@
+// The dispatcher-level tracer; see tracer.h for the approach.
+#include "torch_bridge/tracer.h"
+
+#include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace kiln::bridge {
+
+static_assert(static_cast<int>(c10::ScalarType::Float) == static_cast<int>(ir::DType::kFloat32));
+static_assert(static_cast<int>(c10::ScalarType::BFloat16) == static_cast<int>(ir::DType::kBFloat16));
+static_assert(static_cast<int>(c10::ScalarType::Bool) == static_cast<int>(ir::DType::kBool));
+
+namespace {
+
+struct TraceState {
+  TraceResult result;
+  std::unordered_map<const c10::TensorImpl*, int> ids;  // real tensor -> value id
+  std::vector<at::Tensor> keep_alive;                   // so no TensorImpl address is reused
+};
+
+thread_local TraceState* t_state = nullptr;
+
+int value_of(TraceState& s, const at::Tensor& t) {
+  auto it = s.ids.find(t.unsafeGetTensorImpl());
+  if (it != s.ids.end()) return it->second;
+  // A tensor the graph did not produce and was not given: a constant it closes over.
+  int index = static_cast<int>(s.result.constants.size());
+  s.result.constants.push_back(t);
+  int v = s.result.graph.add_value(ir::AtenValue::kConstant, index, meta_of(t));
+  s.ids[t.unsafeGetTensorImpl()] = v;
+  return v;
+}
+
+[[noreturn]] void fail(const std::string& why) { throw std::runtime_error(why); }
+
+ir::AtenArg record_arg(TraceState& s, const c10::IValue& v, const c10::Argument& schema_arg) {
+  ir::AtenArg a;
+  a.name = schema_arg.name();
+  if (v.isNone()) {
+    a.kind = ir::AtenArg::kNone;
+  } else if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) { a.kind = ir::AtenArg::kNone; return a; }
+    a.kind = ir::AtenArg::kTensor;
+    a.value = value_of(s, t);
+  } else if (v.isBool()) {
+    a.kind = ir::AtenArg::kBool; a.i = v.toBool();
+  } else if (v.isInt()) {
+    auto kind = schema_arg.real_type()->kind();
+    bool is_dtype = kind == c10::TypeKind::ScalarTypeType ||
+                    (kind == c10::TypeKind::OptionalType && schema_arg.real_type()->containedType(0)->kind() == c10::TypeKind::ScalarTypeType);
+    a.kind = is_dtype ? ir::AtenArg::kDType : ir::AtenArg::kInt;
+    a.i = v.toInt();
+  } else if (v.isDouble()) {
+    a.kind = ir::AtenArg::kDouble; a.d = v.toDouble();
+  } else if (v.isString()) {
+    a.kind = ir::AtenArg::kString; a.s = v.toStringRef();
+  } else if (v.isIntList()) {
+    a.kind = ir::AtenArg::kIntList; a.ints = v.toIntVector();
+  } else if (v.isDoubleList()) {
+    a.kind = ir::AtenArg::kDoubleList; a.doubles = v.toDoubleVector();
+  } else if (v.isBoolList()) {
+    a.kind = ir::AtenArg::kBoolList;
+    for (bool b : v.toBoolList()) a.ints.push_back(b);
+  } else if (v.isTensorList()) {
+    a.kind = ir::AtenArg::kTensorList;
+    for (const at::Tensor& t : v.toTensorVector()) a.values.push_back(t.defined() ? value_of(s, t) : -1);
+  } else if (v.isList()) {
+    // List[Optional[Tensor]] (index.Tensor and friends).
+    a.kind = ir::AtenArg::kTensorList;
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isNone()) a.values.push_back(-1);
+      else if (e.isTensor()) a.values.push_back(e.toTensor().defined() ? value_of(s, e.toTensor()) : -1);
+      else fail("unsupported list argument '" + a.name + "'");
+    }
+  } else if (v.isDevice() || v.isGenerator() || v.isScalar()) {
+    if (v.isComplexDouble()) fail("complex scalar argument '" + a.name + "'");
+    a.kind = ir::AtenArg::kOther;
+    a.s = v.isDevice() ? v.toDevice().str() : v.isGenerator() ? "<generator>" : "<scalar>";
+  } else {
+    fail("unsupported argument '" + a.name + "' of type " + v.tagKind());
+  }
+  return a;
+}
+
+void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const auto below = ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Fake);
+  TraceState* s = t_state;
+  // Functionalization checks in-place ops on meta copies first: not part of the graph.
+  if (!s || ks.has_backend(c10::BackendComponent::MetaBit)) return op.redispatchBoxed(below, stack);
+  const c10::FunctionSchema& schema = op.schema();
+  std::string name = schema.name();
+  if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+  if (op.hasTag(at::Tag::data_dependent_output) || op.hasTag(at::Tag::dynamic_output_shape))
+    fail(name + " has a data-dependent result");
+  if (schema.is_mutable()) fail(name + " mutates its arguments after functionalization");
+
+  ir::AtenNode node;
+  node.op = name;
+  node.nondeterministic = op.hasTag(at::Tag::nondeterministic_seeded);
+  const size_t n_args = schema.arguments().size();
+  std::vector<c10::IValue> boxed;
+  boxed.reserve(n_args);
+  for (size_t i = 0; i < n_args; ++i) {
+    const c10::IValue& v = (*stack)[stack->size() - n_args + i];
+    node.args.push_back(record_arg(*s, v, schema.arguments()[i]));
+    // Tensors are filled in again at run time from the arguments' value ids.
+    const auto k = node.args.back().kind;
+    boxed.push_back(k == ir::AtenArg::kTensor || k == ir::AtenArg::kTensorList ? c10::IValue() : v);
+  }
+  {
+    // Whatever the kernel calls internally is an implementation detail, not part of the graph.
+    c10::impl::ExcludeDispatchKeyGuard inside(c10::DispatchKeySet({c10::DispatchKey::Fake, c10::DispatchKey::Functionalize}));
+    op.redispatchBoxed(below, stack);
+  }
+
+  const size_t n_rets = schema.returns().size();
+  for (size_t i = 0; i < n_rets; ++i) {
+    const c10::IValue& r = (*stack)[stack->size() - n_rets + i];
+    auto add_output = [&](const at::Tensor& t) {
+      if (!t.defined()) { node.outputs.push_back(-1); return; }
+      int id = s->result.graph.add_value(ir::AtenValue::kNodeOutput, static_cast<int>(s->result.graph.nodes.size()), meta_of(t));
+      s->ids[t.unsafeGetTensorImpl()] = id;  // a later result at a reused address wins
+      s->keep_alive.push_back(t);
+      node.outputs.push_back(id);
+    };
+    if (r.isTensor()) add_output(r.toTensor());
+    else if (r.isTensorList()) {
+      if (n_rets != 1) fail(name + " returns a tensor list among other results");
+      node.list_output = true;
+      for (const at::Tensor& t : r.toTensorVector()) add_output(t);
+    } else if (r.isNone()) node.outputs.push_back(-1);
+    else fail(name + " returns a non-tensor value (" + std::string(r.tagKind()) + ")");
+  }
+  s->result.graph.nodes.push_back(std::move(node));
+  s->result.node_args.push_back(std::move(boxed));
+}
+
+std::once_flag g_register_once;
+std::string g_unavailable;  // empty when the fallback is registered
+
+void register_fallback() {
+  try {
+    static auto* lib = new torch::Library(torch::Library::IMPL, "_", c10::DispatchKey::Fake, __FILE__, __LINE__);
+    lib->fallback(torch::CppFunction::makeFromBoxedFunction<&trace_fallback>());
+  } catch (const std::exception& e) {
+    g_unavailable = std::string("cannot register kiln's tracing fallback on the Fake dispatch key: ") + e.what();
+  }
+}
+
+}  // namespace
+
+bool tracer_available(std::string* why) {
+  std::call_once(g_register_once, register_fallback);
+  if (why) *why = g_unavailable;
+  return g_unavailable.empty();
+}
+
+ir::TensorMeta meta_of(const at::Tensor& t) {
+  ir::TensorMeta m;
+  m.dtype = ir::dtype_from_int(static_cast<int>(t.scalar_type()));
+  m.sizes = t.sizes().vec();
+  m.strides = t.strides().vec();
+  m.storage_offset = t.storage_offset();
+  m.cpu = t.device().is_cpu();
+  return m;
+}
+
+TraceResult trace(const std::vector<at::Tensor>& inputs, const GraphRunner& run) {
+  std::string why;
+  if (!tracer_available(&why)) fail(why);
+  if (t_state) fail("nested trace");
+  TraceState s;
+  std::vector<at::Tensor> functional;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    if (!t.defined()) fail("undefined input tensor");
+    if (t.layout() != c10::kStrided) fail("input " + std::to_string(i) + " is not a strided tensor");
+    if (t.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize})))
+      fail("input " + std::to_string(i) + " is a tensor subclass or functional tensor");
+    // Each distinct input tensor gets a value (the same tensor passed twice shares it).
+    auto it = s.ids.find(t.unsafeGetTensorImpl());
+    if (it == s.ids.end()) s.ids[t.unsafeGetTensorImpl()] = s.result.graph.add_value(ir::AtenValue::kInput, static_cast<int>(i), meta_of(t));
+    else s.result.graph.add_value(ir::AtenValue::kInput, static_cast<int>(i), meta_of(t));
+    functional.push_back(at::functionalization::impl::to_functional_tensor(t));
+  }
+  s.result.graph.num_inputs = static_cast<int>(inputs.size());
+
+  std::vector<at::Tensor> outs;
+  t_state = &s;
+  try {
+    at::functionalization::impl::FunctionalizationReapplyViewsGuard reapply(true);
+    c10::impl::IncludeDispatchKeyGuard include(c10::DispatchKeySet({c10::DispatchKey::Functionalize, c10::DispatchKey::Fake}));
+    outs = run(functional);
+    for (at::Tensor& o : outs) {
+      if (!o.defined()) fail("the graph returned an undefined tensor");
+      if (at::functionalization::impl::isFunctionalTensor(o)) {
+        at::functionalization::impl::sync(o);
+        o = at::functionalization::impl::from_functional_tensor(o);
+      }
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      at::functionalization::impl::sync(functional[i]);
+      at::Tensor now = at::functionalization::impl::from_functional_tensor(functional[i]);
+      if (now.unsafeGetTensorImpl() != inputs[i].unsafeGetTensorImpl())
+      {
+        s.result.graph.input_mutations.push_back({static_cast<int>(i), value_of(s, now)});
+        s.result.mutation_results.push_back(now);
+      }
+    }
+  } catch (...) {
+    t_state = nullptr;
+    throw;
+  }
+  t_state = nullptr;
+  for (const at::Tensor& o : outs) s.result.graph.outputs.push_back(value_of(s, o));
+  s.result.outputs = std::move(outs);
+  return std::move(s.result);
+}
+
+}  // namespace kiln::bridge

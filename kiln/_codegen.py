@@ -1,0 +1,33 @@
+"""Glue for kiln's code generator (backend="kiln" and kiln.backend under Dynamo).
+
+The work happens in C++ (kiln._C.CodegenGraph: tracer, lowering, scheduler, C++ codegen,
+compile and run). This file only wires options and logs to it.
+"""
+from __future__ import annotations
+
+from . import _C, _logging, _options
+
+# Compiled graphs of this process, for kiln.stats() and tests.
+GRAPHS: list = []
+
+
+def _report(g) -> None:
+    channels = _options.log_channels()
+    if "output_code" in channels:
+        if g.source:
+            _logging.emit("output_code", g.source)
+        elif g.compiled:
+            _logging.emit("output_code", "(kernels loaded from the cache; program:)\n" + g.program_text)
+        else:
+            _logging.emit("output_code", g.status)
+    if "perf" in channels:
+        t = dict(g.timings)
+        _logging.emit("perf", "codegen: " + ", ".join(f"{k}={v:.4f}s" if isinstance(v, float) else f"{k}={v}" for k, v in t.items())
+                      + f"; {g.num_kernels} kernels, {g.num_externs} extern calls; {g.status}")
+
+
+def compile_fx(gm, example_inputs):
+    """fx.GraphModule -> callable running kiln's generated code (traced and compiled on first call)."""
+    g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), _report, _options.get("fusion"))
+    GRAPHS.append(g)
+    return g
