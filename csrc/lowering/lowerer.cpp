@@ -127,7 +127,6 @@ int Lowerer::ensure_buffer(int value) {
   // A copy: realizing may redefine the value (an extern call sets its buffer).
   std::function<int()> realize = v.realize;
   int buf = realize ? realize() : realize_pointwise(value);
-  TensorValue& w = values_.at(value);
   set_buffer_loader(value, buf);
   return buf;
 }

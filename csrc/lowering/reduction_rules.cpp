@@ -86,10 +86,8 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     DType od = L.meta(out).dtype;
     // Two reductions over `dim` in one kernel: the maximum, then the sum of exp(x - max);
     // their results are defined as hidden values the epilogue reads.
-    int vmax = out;  // reuse the output's id for the max while building, then redefine it
-    TensorMeta keep = xm;
-    keep.sizes[dim] = 1;
-    // Scratch values live in the lowerer's table under the output's id: define them in order.
+    // The output's id holds the max, then the sum, while they are built; it is redefined last.
+    int vmax = out;
     L.reduction("max", [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, {dim}, acc,
                 {{vmax, 0, nullptr}}, label);
     Loader M = L.value(vmax).loader;

@@ -149,9 +149,6 @@ bool lower_view(Lowerer& L, const AtenNode& n) {
     }
     return true;
   }
-  if (op == "aten::cat" && n.args[0].kind == AtenArg::kTensorList) {
-    return false;  // handled below (first argument is a list)
-  }
   if (op == "aten::embedding" && n.args.size() >= 2 && n.args[1].kind == AtenArg::kTensor && rank == 2) {
     const int idx_v = n.args[1].value;
     const int64_t rows = xs[0];

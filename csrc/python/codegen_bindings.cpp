@@ -142,10 +142,7 @@ class CodegenGraph {
       auto t2 = std::chrono::steady_clock::now();
       bool generated = false;
       auto gen = [&]() { generated = true; source_ = codegen::generate_cpp(prog); return source_; };
-      runtime::CompileResult cr;
-      {
-        cr = runtime::compile_cached(runtime::cache_dir(cache_dir_), key, gen);
-      }
+      runtime::CompileResult cr = runtime::compile_cached(runtime::cache_dir(cache_dir_), key, gen);
       timings_["codegen_and_compile"] = since(t2);
       timings_["cache_hit"] = cr.cache_hit;
       if (cr.library.empty()) throw std::runtime_error(cr.error);
@@ -154,7 +151,6 @@ class CodegenGraph {
       std::string err;
       if (!g->load(cr.library, &err)) throw std::runtime_error(err);
       graph_ = g;
-      library_ = cr.library;
       state_ = kReady;
       status_ = "compiled";
     } catch (const std::exception& e) {
@@ -172,7 +168,7 @@ class CodegenGraph {
   bool fuse_ = true;
   State state_ = kNew;
   std::string status_ = "not compiled yet";
-  std::string trace_text_, source_, library_;
+  std::string trace_text_, source_;
   py::dict timings_;
   std::shared_ptr<runtime::CompiledGraph> graph_;
   bool single_ = false, as_list_ = false;

@@ -80,7 +80,7 @@ static bool verified(const std::string& lib) {
   return check == check_of(bytes);
 }
 
-CompileResult compile_cached_source(const std::string& dir, const std::string& key, const std::string*,
+CompileResult compile_cached_source(const std::string& dir, const std::string& key,
                                     std::string (*make_source)(const void*), const void* ctx) {
   auto t0 = std::chrono::steady_clock::now();
   CompileResult r;

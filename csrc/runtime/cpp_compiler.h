@@ -25,14 +25,14 @@ std::string cache_dir(const std::string& configured);
 // Returns the library for `key`, compiling `source_fn()` only when it is not cached.
 template <class SourceFn>
 CompileResult compile_cached(const std::string& dir, const std::string& key, SourceFn source_fn);
-CompileResult compile_cached_source(const std::string& dir, const std::string& key, const std::string* source,
+CompileResult compile_cached_source(const std::string& dir, const std::string& key,
                                     std::string (*make_source)(const void*), const void* ctx);
 // The C++ compiler to run: $CXX, else c++.
 std::string compiler_command();
 
 template <class SourceFn>
 CompileResult compile_cached(const std::string& dir, const std::string& key, SourceFn source_fn) {
-  return compile_cached_source(dir, key, nullptr, [](const void* c) { return (*static_cast<const SourceFn*>(c))(); }, &source_fn);
+  return compile_cached_source(dir, key, [](const void* c) { return (*static_cast<const SourceFn*>(c))(); }, &source_fn);
 }
 
 }  // namespace kiln::runtime

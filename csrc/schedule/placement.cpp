@@ -41,7 +41,7 @@ int Placement::place(const std::vector<int64_t>& sizes, int min_inner, const std
     for (auto it = open_.rbegin(); it != open_.rend(); ++it) {
       const auto& outer = p_.kernels[*it].outer_sizes;
       const int k = static_cast<int>(outer.size());
-      if (k > n - (exact_outer ? 0 : 0) || (exact_outer && k != n - min_inner)) continue;
+      if (k > n || (exact_outer && k != n - min_inner)) continue;
       if (!std::equal(outer.begin(), outer.end(), sizes.begin())) continue;
       if (build(*it, k)) {
         p_.kernels[*it].fused.push_back(label);

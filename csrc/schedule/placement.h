@@ -28,8 +28,6 @@ class Placement {
   int place(const std::vector<int64_t>& sizes, int min_inner, const std::function<bool(int, int)>& build,
             const std::string& label, bool exact_outer);
   int step_of(int kernel) const { return kernel_step_.at(kernel); }
-  // An extern or other step was appended: it runs after every open kernel.
-  void note_step() {}
   bool fuse = true;
 
  private:

@@ -186,9 +186,8 @@ TraceResult trace(const std::vector<at::Tensor>& inputs, const GraphRunner& run)
     if (t.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize})))
       fail("input " + std::to_string(i) + " is a tensor subclass or functional tensor");
     // Each distinct input tensor gets a value (the same tensor passed twice shares it).
-    auto it = s.ids.find(t.unsafeGetTensorImpl());
-    if (it == s.ids.end()) s.ids[t.unsafeGetTensorImpl()] = s.result.graph.add_value(ir::AtenValue::kInput, static_cast<int>(i), meta_of(t));
-    else s.result.graph.add_value(ir::AtenValue::kInput, static_cast<int>(i), meta_of(t));
+    int v = s.result.graph.add_value(ir::AtenValue::kInput, static_cast<int>(i), meta_of(t));
+    s.ids.emplace(t.unsafeGetTensorImpl(), v);
     functional.push_back(at::functionalization::impl::to_functional_tensor(t));
   }
   s.result.graph.num_inputs = static_cast<int>(inputs.size());
