@@ -28,6 +28,7 @@ def _report(g) -> None:
 
 def compile_fx(gm, example_inputs):
     """fx.GraphModule -> callable running kiln's generated code (traced and compiled on first call)."""
-    g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), _report, _options.get("fusion"))
+    g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), _report, _options.get("fusion"),
+                        _options.get("compile_background"), _options.get("compile_jobs"))
     GRAPHS.append(g)
     return g

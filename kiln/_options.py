@@ -36,6 +36,8 @@ _opt("recompile_limit", int, 8, "cache entries per code object and compiled call
 _opt("logs", str, "", "comma list of log channels: " + ",".join(LOG_CHANNELS), env="KILN_LOGS")
 _opt("memoize_shape_propagation", bool, True, "reuse meta-tensor results for repeated operator signatures", env="KILN_MEMOIZE_META")
 _opt("cache_dir", str, "", "where compiled kernels are cached (default: $XDG_CACHE_HOME/kiln or ~/.cache/kiln)", env="KILN_CACHE_DIR")
+_opt("compile_background", bool, False, "build each graph on a background thread; its calls run eagerly until the build is done", env="KILN_COMPILE_BACKGROUND")
+_opt("compile_jobs", int, 0, "C++ compiler processes at once, also the most translation units per graph (0: one per CPU)", env="KILN_COMPILE_JOBS")
 _opt("fusion", bool, True, "fuse elementwise work into consumers and reductions (off: one kernel per realized value)", env="KILN_FUSION")
 _opt("max_inline_depth", int, 48, "deepest chain of inlined calls before the frame runs eagerly", env="KILN_MAX_INLINE_DEPTH")
 

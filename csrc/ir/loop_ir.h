@@ -45,7 +45,7 @@ struct Expr {
   int local = -1;               // kLocal: reduction result id within the kernel
   int local_part = 0;           // kLocal: 0 = value (mean for welford), 1 = m2/index, ...
   // kLoad through tensor-valued indices (embedding, gather): element index += value * stride,
-  // where value must lie in [0, bound) (checked at run time; negative values wrap once).
+  // where value must lie in [0, bound) (checked at run time, as eager does).
   struct Indirect { ExprPtr value; int64_t stride; int64_t bound; };
   std::vector<Indirect> indirect;
 };

@@ -15,6 +15,23 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
   return st;
 }
 
+// Row-major flatten over `to`, unflatten over `from`.
+std::vector<Index> reshape_index(const std::vector<Index>& idx, const std::vector<int64_t>& to,
+                                 const std::vector<int64_t>& from, const VarRanges& ranges) {
+  Index flat = Index::of(0);
+  auto st = contiguous_strides(to);
+  for (size_t d = 0; d < to.size(); ++d)
+    if (to[d] != 1) flat = add(flat, mul(idx[d], st[d]));
+  auto fs = contiguous_strides(from);
+  std::vector<Index> out(from.size());
+  for (size_t d = 0; d < from.size(); ++d) {
+    if (from[d] == 1) { out[d] = Index::of(0); continue; }
+    Index q = floordiv(flat, fs[d], ranges);
+    out[d] = d == 0 ? q : mod(q, from[d], ranges);
+  }
+  return out;
+}
+
 // Strides are usable for a kernel-written buffer when they describe a dense, non-overlapping
 // layout (a permutation of a contiguous one).
 static bool dense_layout(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
@@ -75,14 +92,24 @@ Loader Lowerer::arg_loader(const AtenArg& a, const std::vector<int64_t>& sizes, 
 
 void Lowerer::define(int out, Loader loader, int cost) {
   TensorValue& v = values_.at(out);
-  v.loader = std::move(loader);
+  const int node = node_;
+  v.loader = [node, loader = std::move(loader)](const std::vector<Index>& idx, LoadCtx& ctx) {
+    ctx.nodes.insert(node);
+    return loader(idx, ctx);
+  };
   v.cost = cost;
   v.buffer = -1;
   v.realize = nullptr;
 }
 
+void Lowerer::note_fused(int kernel, const LoadCtx& ctx) {
+  if (kernel_nodes_.size() <= static_cast<size_t>(kernel)) kernel_nodes_.resize(kernel + 1);
+  kernel_nodes_[kernel].insert(ctx.nodes.begin(), ctx.nodes.end());
+  kernel_nodes_[kernel].insert(node_);
+}
+
 void Lowerer::store_region(int buffer, const std::vector<int64_t> sizes, const std::vector<int64_t> strides,
-                           int64_t offset, const Loader loader, const std::string what) {
+                           int64_t offset, const Loader loader) {
   auto order = schedule::loop_order(sizes, strides);
   std::vector<int64_t> ordered;
   for (int d : order) ordered.push_back(sizes[d]);
@@ -106,8 +133,9 @@ void Lowerer::store_region(int buffer, const std::vector<int64_t> sizes, const s
       if (sizes[d] != 1) out = add(out, mul(idx[d], strides[d]));
     s.out_index = out;
     prog_.kernels[k].stages.push_back(std::move(s));
+    note_fused(k, ctx);
     return true;
-  }, what, false);
+  }, false);
   producer_step_[buffer] = std::max(producer_step_[buffer], pl.step_of(kernel));
 }
 
@@ -117,7 +145,7 @@ int Lowerer::realize_pointwise(int value) {
   // Copies: lowering may add buffers (and move this vector) while the stage is built.
   const std::vector<int64_t> sizes = prog_.buffers[buf].sizes, strides = prog_.buffers[buf].strides;
   Loader loader = values_[value].loader;
-  store_region(buf, sizes, strides, 0, loader, node_label(node_));
+  store_region(buf, sizes, strides, 0, loader);
   return buf;
 }
 
@@ -148,8 +176,7 @@ void Lowerer::set_buffer_loader(int value, int buf) {
 }
 
 void Lowerer::reduction(const std::string& op, Loader input, const std::vector<int64_t>& in_sizes,
-                        std::vector<int64_t> dims, DType acc, const std::vector<ReductionOut>& outs,
-                        const std::string& fused_name) {
+                        std::vector<int64_t> dims, DType acc, const std::vector<ReductionOut>& outs) {
   std::sort(dims.begin(), dims.end());
   dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
   std::vector<int> kept;
@@ -186,8 +213,9 @@ void Lowerer::reduction(const std::string& op, Loader input, const std::vector<i
     local = s.local;
     K.stages.push_back(std::move(s));
     stage_index = static_cast<int>(K.stages.size()) - 1;
+    note_fused(k, ctx);
     return true;
-  }, fused_name, true);
+  }, true);
 
   for (const ReductionOut& o : outs) {
     const TensorMeta& m = meta(o.value);
@@ -248,6 +276,15 @@ void Lowerer::reduction(const std::string& op, Loader input, const std::vector<i
   }
 }
 
+ExprPtr Lowerer::indirect_load(int value, std::vector<Index> idx, int dim, ExprPtr position, LoadCtx& ctx) {
+  const int buf = values_.at(value).buffer;  // realized by the rule that reads it indirectly
+  idx[dim] = Index::of(0);
+  ExprPtr base = values_[value].loader(idx, ctx);
+  auto e = std::make_shared<Expr>(*base);
+  e->indirect.push_back({cast(position, DType::kInt64), prog_.buffers[buf].strides[dim], meta(value).sizes[dim]});
+  return e;
+}
+
 void Lowerer::extern_call(int node) {
   const AtenNode& n = g_.nodes[node];
   Step s;
@@ -289,7 +326,7 @@ bool Lowerer::lower_node(int node) {
       if (bad(v)) return false;
   }
   if (n.nondeterministic) return false;
-  return lower_view(*this, n) || lower_cat(*this, n) || lower_pointwise(*this, n) || lower_reduction(*this, n);
+  return lower_view(*this, n) || lower_cat(*this, n) || lower_indexing(*this, n) || lower_pointwise(*this, n) || lower_reduction(*this, n);
 }
 
 Program Lowerer::run() {
@@ -321,6 +358,9 @@ Program Lowerer::run() {
     prog_.outputs.push_back(buf);
   }
   for (auto [input, v] : g_.input_mutations) prog_.input_mutations.push_back({input, ensure_buffer(v)});
+  kernel_nodes_.resize(prog_.kernels.size());
+  for (size_t k = 0; k < prog_.kernels.size(); ++k)
+    for (int node : kernel_nodes_[k]) prog_.kernels[k].fused.push_back(node_label(node));
   return std::move(prog_);
 }
 

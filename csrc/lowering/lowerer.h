@@ -10,6 +10,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@ struct LoadCtx {
   int num_outer = 0;
   ir::VarRanges ranges;
   bool ok = true;
+  std::set<int> nodes;   // ATen nodes whose loaders were inlined (named in the kernel's comment)
 };
 
 using Loader = std::function<ir::ExprPtr(const std::vector<ir::Index>&, LoadCtx&)>;
@@ -62,13 +64,15 @@ class Lowerer {
   // Places a reduction of `input` over `dims` and defines the requested outputs from its parts.
   struct ReductionOut { int value; int part; std::function<ir::ExprPtr(ir::ExprPtr, LoadCtx&)> finish; };
   void reduction(const std::string& op, Loader input, const std::vector<int64_t>& input_sizes,
-                 std::vector<int64_t> dims, ir::DType acc, const std::vector<ReductionOut>& outs,
-                 const std::string& fused_name);
+                 std::vector<int64_t> dims, ir::DType acc, const std::vector<ReductionOut>& outs);
   // Writes `loader` over `sizes` into `buffer` at element index base + sum(idx*strides).
   // (Arguments by value: lowering may grow its tables while the stage is being built.)
   void store_region(int buffer, const std::vector<int64_t> sizes, const std::vector<int64_t> strides,
-                    int64_t offset, const Loader loader, const std::string what);
+                    int64_t offset, const Loader loader);
   void extern_call(int node);
+  // A load of `value` (realized into a buffer) at `idx`, where dimension `dim` is instead taken
+  // from the integer expression `position` (bounds-checked at run time).
+  ir::ExprPtr indirect_load(int value, std::vector<ir::Index> idx, int dim, ir::ExprPtr position, LoadCtx& ctx);
   int current_node() const { return node_; }
   int new_buffer(ir::Buffer::Kind kind, const ir::TensorMeta& m, int index = -1);
   const ir::Program& program() const { return prog_; }
@@ -79,6 +83,7 @@ class Lowerer {
   bool lower_node(int node);
   int realize_pointwise(int value);
   void set_buffer_loader(int value, int buf);
+  void note_fused(int kernel, const LoadCtx& ctx);
 
   const ir::AtenGraph& g_;
   LoweringOptions opts_;
@@ -87,6 +92,7 @@ class Lowerer {
   ir::Program prog_;
   std::vector<int> producer_step_;        // per buffer: step that writes it (-1: inputs, constants)
   std::unique_ptr<schedule::Placement> placement_;
+  std::vector<std::set<int>> kernel_nodes_;  // per kernel: the ATen nodes it computes
   int node_ = -1;
 };
 
@@ -95,7 +101,12 @@ bool lower_pointwise(Lowerer& L, const ir::AtenNode& n);
 bool lower_reduction(Lowerer& L, const ir::AtenNode& n);
 bool lower_view(Lowerer& L, const ir::AtenNode& n);
 bool lower_cat(Lowerer& L, const ir::AtenNode& n);
+bool lower_indexing(Lowerer& L, const ir::AtenNode& n);
 
+// Maps an index over `to` sizes onto `from` sizes with the same number of elements (row-major
+// flatten, then unflatten), simplified by the variables' ranges: the index algebra of reshape.
+std::vector<ir::Index> reshape_index(const std::vector<ir::Index>& idx, const std::vector<int64_t>& to,
+                                     const std::vector<int64_t>& from, const ir::VarRanges& ranges);
 // Contiguous strides for sizes.
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
 

@@ -1,6 +1,6 @@
 // Lowering rules for reductions and the normalisations built on them: sum, mean, amax/amin,
-// prod, any/all, var/std (Welford), softmax and log_softmax, layer norm, batch norm in
-// inference. Results are kernel locals; their epilogues inline into the same kernel.
+// prod, any/all, argmax/argmin, var/std (Welford), softmax and log_softmax, layer norm, group
+// norm, batch norm in inference. Results are kernel locals; their epilogues inline into the same kernel.
 #include <cmath>
 
 #include "lowering/lowerer.h"
@@ -39,7 +39,6 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
   for (int64_t s : xs)
     if (s == 0) return false;  // empty reductions: ATen knows the identities and errors
   Loader X = L.broadcast(x, xs);
-  const std::string label = L.node_label(L.current_node());
 
   static const std::map<std::string, std::string> kSimple = {
       {"aten::sum.dim_IntList", "sum"}, {"aten::sum", "sum"}, {"aten::mean.dim", "mean"}, {"aten::mean", "mean"},
@@ -58,7 +57,47 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     std::string red = op == "mean" ? "sum" : op;
     Lowerer::ReductionOut o{out, 0, nullptr};
     if (op == "mean") o.finish = [count, acc](ExprPtr e, LoadCtx&) { return binary("div", e, constant(static_cast<double>(count), acc), acc); };
-    L.reduction(red, [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, dims, acc, {o}, label);
+    L.reduction(red, [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, dims, acc, {o});
+    return true;
+  }
+  if ((n.op == "aten::argmax" || n.op == "aten::argmin") && n.outputs.size() == 1 && xm.dtype != DType::kBool) {
+    const AtenArg* d = n.arg("dim");
+    auto dims = norm_dims(d && d->kind == AtenArg::kInt ? d : nullptr, rank);
+    DType acc = is_floating(xm.dtype) ? (xm.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32) : xm.dtype;
+    L.reduction(n.op == "aten::argmax" ? "argmax" : "argmin", [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); },
+                xs, dims, acc, {{n.outputs[0], 1, nullptr}});
+    return true;
+  }
+  if (n.op == "aten::native_group_norm" && is_floating(xm.dtype) && n.outputs.size() == 3 && rank >= 2 && n.args.size() >= 8) {
+    const int64_t N = xs[0], C = xs[1], G = n.args[6].i;
+    const double eps = n.args[7].d;
+    if (G <= 0 || C % G != 0 || n.outputs[0] < 0 || n.outputs[1] < 0 || n.outputs[2] < 0) return false;
+    const int64_t K = xm.numel() / (N * G), CG = C / G;
+    DType acc = xm.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    // Statistics over each (sample, group): the input read as [N, G, C/G * spatial].
+    const std::vector<int64_t> grouped = {N, G, K};
+    Loader Xg = [X, grouped, xs, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(reshape_index(i, grouped, xs, c.ranges), c), acc); };
+    auto rstd_of = [=](ExprPtr m2, LoadCtx&) {
+      return unary("rsqrt", binary("add", binary("div", m2, constant(static_cast<double>(K), acc), acc), constant(eps, acc), acc), acc);
+    };
+    const int out = n.outputs[0], mean = n.outputs[1], rstd = n.outputs[2];
+    L.reduction("welford", Xg, grouped, {2}, acc, {{mean, 0, nullptr}, {rstd, 1, rstd_of}});
+    Loader Mean = L.value(mean).loader, Rstd = L.value(rstd).loader;
+    auto chan = [&](const AtenArg* a) -> Loader {
+      if (!a || a->kind != AtenArg::kTensor) return Loader();
+      int v = a->value;
+      Lowerer* Lp = &L;
+      return [Lp, v](const std::vector<Index>& i, LoadCtx& c) { return Lp->value(v).loader({i[1]}, c); };
+    };
+    Loader W = chan(&n.args[1]), B = chan(&n.args[2]);
+    DType od = L.meta(out).dtype;
+    L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
+      std::vector<Index> gi = {i[0], floordiv(i[1], CG, c.ranges)};
+      ExprPtr e = binary("mul", binary("sub", cast(X(i, c), acc), Mean(gi, c), acc), Rstd(gi, c), acc);
+      if (W) e = binary("mul", e, cast(W(i, c), acc), acc);
+      if (B) e = binary("add", e, cast(B(i, c), acc), acc);
+      return cast(e, od);
+    }, 10);
     return true;
   }
   if ((n.op == "aten::var.correction" || n.op == "aten::std.correction" || n.op == "aten::var_mean.correction") && is_floating(xm.dtype)) {
@@ -76,7 +115,7 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
       return is_std ? unary("sqrt", v, acc) : v;
     }});
     if (n.outputs.size() == 2) outs.push_back({n.outputs[1], 0, nullptr});
-    L.reduction("welford", [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, dims, acc, outs, label);
+    L.reduction("welford", [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, dims, acc, outs);
     return true;
   }
   if ((n.op == "aten::_softmax" || n.op == "aten::_log_softmax") && is_floating(xm.dtype) && rank > 0) {
@@ -89,7 +128,7 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     // The output's id holds the max, then the sum, while they are built; it is redefined last.
     int vmax = out;
     L.reduction("max", [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, {dim}, acc,
-                {{vmax, 0, nullptr}}, label);
+                {{vmax, 0, nullptr}});
     Loader M = L.value(vmax).loader;
     auto shifted = [X, M, acc](const std::vector<Index>& i, LoadCtx& c) {
       std::vector<Index> mi = i;
@@ -97,7 +136,7 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     };
     auto dim_zero = [dim](std::vector<Index> i) { i[dim] = Index::of(0); return i; };
     L.reduction("sum", [shifted, acc](const std::vector<Index>& i, LoadCtx& c) { return unary("exp", shifted(i, c), acc); }, xs, {dim}, acc,
-                {{out, 0, nullptr}}, label);
+                {{out, 0, nullptr}});
     Loader Ssum = L.value(out).loader;
     bool log = n.op == "aten::_log_softmax";
     L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
@@ -127,7 +166,7 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
       return unary("rsqrt", binary("add", binary("div", m2, constant(static_cast<double>(count), acc), acc), constant(eps, acc), acc), acc);
     };
     L.reduction("welford", [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, dims, acc,
-                {{mean, 0, nullptr}, {rstd, 1, rstd_of}}, label);
+                {{mean, 0, nullptr}, {rstd, 1, rstd_of}});
     Loader Mean = L.value(mean).loader, Rstd = L.value(rstd).loader;
     std::vector<int64_t> tail(xs.end() - k, xs.end());
     Loader W = w && w->kind == AtenArg::kTensor ? L.broadcast(w->value, xs) : Loader();

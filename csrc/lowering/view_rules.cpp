@@ -1,6 +1,5 @@
 // Lowering rules for views and data movement: view/reshape, permute/transpose, expand, slice,
-// select, squeeze/unsqueeze, split, as_strided of a buffer, cat/stack, and indexing
-// (embedding, index_select, gather). A view's loader re-indexes its base; when an extern call
+// select, squeeze/unsqueeze, split, cat/stack. A view's loader re-indexes its base; when an extern call
 // or the graph's outputs need the view itself, the ATen view op runs on the realized base so
 // aliasing matches eager.
 #include <algorithm>
@@ -11,24 +10,6 @@ namespace kiln::lowering {
 using namespace ir;
 
 namespace {
-
-// Maps an index over `to` sizes onto `from` sizes with the same number of elements
-// (row-major flatten, then unflatten), simplified by the variables' ranges.
-std::vector<Index> reshape_index(const std::vector<Index>& idx, const std::vector<int64_t>& to,
-                                 const std::vector<int64_t>& from, const VarRanges& ranges) {
-  Index flat = Index::of(0);
-  auto st = contiguous_strides(to);
-  for (size_t d = 0; d < to.size(); ++d)
-    if (to[d] != 1) flat = add(flat, mul(idx[d], st[d]));
-  auto fs = contiguous_strides(from);
-  std::vector<Index> out(from.size());
-  for (size_t d = 0; d < from.size(); ++d) {
-    if (from[d] == 1) { out[d] = Index::of(0); continue; }
-    Index q = floordiv(flat, fs[d], ranges);
-    out[d] = d == 0 ? q : mod(q, from[d], ranges);
-  }
-  return out;
-}
 
 int64_t wrap(int64_t d, int64_t n) { return d < 0 ? d + n : d; }
 
@@ -149,22 +130,6 @@ bool lower_view(Lowerer& L, const AtenNode& n) {
     }
     return true;
   }
-  if (op == "aten::embedding" && n.args.size() >= 2 && n.args[1].kind == AtenArg::kTensor && rank == 2) {
-    const int idx_v = n.args[1].value;
-    const int64_t rows = xs[0];
-    const int out = n.outputs[0];
-    const size_t ir = L.meta(idx_v).sizes.size();
-    L.ensure_buffer(x);
-    L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
-      std::vector<Index> ii(i.begin(), i.begin() + ir);
-      ExprPtr row = cast(Lp->value(idx_v).loader(ii, c), DType::kInt64);
-      ExprPtr e = Lp->value(x).loader({Index::of(0), i[ir]}, c);  // a load of the weight buffer
-      auto ld = std::make_shared<Expr>(*e);
-      ld->indirect.push_back({row, Lp->meta(x).strides[0], rows});
-      return ExprPtr(ld);
-    }, 4);
-    return true;
-  }
   return false;
 }
 
@@ -179,7 +144,6 @@ bool lower_cat(Lowerer& L, const AtenNode& n) {
   for (int v : n.args[0].values)
     if (v < 0) return false;
   Lowerer* Lp = &L;
-  const std::string label = L.node_label(L.current_node());
   const bool stack = n.op == "aten::stack";
   const int buf = L.new_buffer(Buffer::kKernelOutput, om);
   const auto sizes = L.program().buffers[buf].sizes;
@@ -196,7 +160,7 @@ bool lower_cat(Lowerer& L, const AtenNode& n) {
       j.erase(j.begin() + dim);
       return Lp->value(v).loader(j, c);
     };
-    L.store_region(buf, piece, strides, offset * strides[dim], l, label);
+    L.store_region(buf, piece, strides, offset * strides[dim], l);
     offset += piece[dim];
   }
   L.value(out).realize = [buf] { return buf; };

@@ -9,11 +9,8 @@
 #include <chrono>
 #include <memory>
 
-#include "codegen/cpp/cpp_codegen.h"
-#include "lowering/lowerer.h"
 #include "runtime/compiled_graph.h"
-#include "runtime/cpp_compiler.h"
-#include "schedule/memory_plan.h"
+#include "runtime/graph_build.h"
 #include "torch_bridge/tracer.h"
 
 namespace py = pybind11;
@@ -50,15 +47,29 @@ static double since(std::chrono::steady_clock::time_point t0) {
 }
 
 // The callable handed back for a graph. The first call (without autograd) traces the graph on
-// its real inputs, which also produces that call's results, then lowers, generates C++,
-// compiles (or loads from the cache) and keeps the CompiledGraph for later calls. Anything that
-// fails makes this graph run eagerly from then on, with the reason kept in `status`.
+// its real inputs, which also produces that call's results; then the graph is built (lowered,
+// generated, compiled or loaded from the cache) with the GIL released, or on a background thread
+// while calls keep running eagerly. Anything that fails makes this graph run eagerly from then
+// on, with the reason kept in `status`.
 class CodegenGraph {
  public:
-  CodegenGraph(py::object eager, std::string cache_dir, py::object on_compiled, bool fuse)
-      : eager_(std::move(eager)), cache_dir_(std::move(cache_dir)), on_compiled_(std::move(on_compiled)), fuse_(fuse) {}
+  CodegenGraph(py::object eager, std::string cache_dir, py::object on_compiled, bool fuse, bool background, int jobs)
+      : eager_(std::move(eager)), on_compiled_(std::move(on_compiled)), background_(background) {
+    opts_.cache_dir = std::move(cache_dir);
+    opts_.fuse = fuse;
+    opts_.jobs = jobs;
+  }
+  ~CodegenGraph() {
+    // The builder may release tensors whose Python objects need the GIL.
+    py::gil_scoped_release nogil;
+    pending_.reset();
+  }
 
   py::object call(py::args args) {
+    if (state_ == kCompiling) {
+      if (!pending_->done()) return eager_(*args);
+      wait();
+    }
     if (state_ == kEager) return eager_(*args);
     std::vector<at::Tensor> inputs;
     bool needs_grad = false;
@@ -71,13 +82,27 @@ class CodegenGraph {
     if (needs_grad && c10::GradMode::is_enabled()) return eager_(*args);
     if (state_ == kReady) {
       std::vector<at::Tensor> outs;
-      {
+      try {
         py::gil_scoped_release nogil;
         outs = graph_->run(inputs);
+      } catch (const runtime::KernelCheckFailed&) {
+        return eager_(*args);  // raises eager's own exception (IndexError, ...)
       }
       return pack(outs);
     }
     return first_call(inputs, args);
+  }
+
+  // Waits for a background build, if one is running, and takes its result.
+  void wait() {
+    if (state_ != kCompiling) return;
+    runtime::BuildResult r;
+    {
+      py::gil_scoped_release nogil;
+      r = pending_->take();
+      pending_.reset();
+    }
+    finish(std::move(r));
   }
 
   std::string status() const { return status_; }
@@ -90,7 +115,7 @@ class CodegenGraph {
   size_t num_externs() const { return graph_ ? graph_->num_externs() : 0; }
 
  private:
-  enum State { kNew, kReady, kEager };
+  enum State { kNew, kCompiling, kReady, kEager };
 
   py::object fall_back(const std::string& why, py::args args) {
     state_ = kEager;
@@ -103,6 +128,26 @@ class CodegenGraph {
     if (single_) return py::reinterpret_steal<py::object>(THPVariable_Wrap(outs.at(0)));
     py::tuple t = wrap_tensors(outs);
     return as_list_ ? py::object(py::list(t)) : py::object(t);
+  }
+
+  void finish(runtime::BuildResult r) {
+    double total = trace_s_;
+    for (const auto& [stage, secs] : r.timings) {
+      timings_[py::str(stage)] = secs;
+      total += secs;
+    }
+    timings_["total"] = total;
+    timings_["cache_hit"] = r.cache_hit;
+    source_ = std::move(r.source);
+    if (r.graph) {
+      graph_ = std::move(r.graph);
+      state_ = kReady;
+      status_ = "compiled";
+    } else {
+      state_ = kEager;
+      status_ = "eager: " + r.error;
+    }
+    if (!on_compiled_.is_none()) on_compiled_(this);
   }
 
   py::object first_call(const std::vector<at::Tensor>& inputs, py::args args) {
@@ -125,60 +170,48 @@ class CodegenGraph {
     } catch (const std::exception& e) {
       return fall_back(std::string("trace failed: ") + e.what(), args);
     }
-    timings_["trace"] = since(t0);
+    trace_s_ = since(t0);
+    timings_["trace"] = trace_s_;
     // The traced run is this call's result; apply its input mutations as eager would.
     std::vector<at::Tensor> results = tr.outputs;
     for (size_t k = 0; k < tr.graph.input_mutations.size(); ++k)
       inputs.at(tr.graph.input_mutations[k].first).copy_(tr.mutation_results[k]);
     trace_text_ = tr.graph.to_string();
-    try {
-      auto t1 = std::chrono::steady_clock::now();
-      lowering::LoweringOptions lo;
-      lo.fuse = fuse_;
-      ir::Program prog = lowering::Lowerer(tr.graph, lo).run();
-      schedule::plan_memory(prog);
-      timings_["lower"] = since(t1);
-      std::string key = runtime::hex(runtime::fnv1a(prog.to_string() + "\n" + codegen::compile_flags() + "\n" + runtime::compiler_command()));
-      auto t2 = std::chrono::steady_clock::now();
-      bool generated = false;
-      auto gen = [&]() { generated = true; source_ = codegen::generate_cpp(prog); return source_; };
-      runtime::CompileResult cr = runtime::compile_cached(runtime::cache_dir(cache_dir_), key, gen);
-      timings_["codegen_and_compile"] = since(t2);
-      timings_["cache_hit"] = cr.cache_hit;
-      if (cr.library.empty()) throw std::runtime_error(cr.error);
-      if (!generated) source_ = "";  // loaded from the cache: not regenerated
-      auto g = std::make_shared<runtime::CompiledGraph>(std::move(tr), std::move(prog));
-      std::string err;
-      if (!g->load(cr.library, &err)) throw std::runtime_error(err);
-      graph_ = g;
-      state_ = kReady;
-      status_ = "compiled";
-    } catch (const std::exception& e) {
-      state_ = kEager;
-      status_ = std::string("eager: ") + e.what();
+    if (background_) {
+      pending_ = std::make_unique<runtime::BackgroundBuild>(std::move(tr), opts_);
+      state_ = kCompiling;
+      status_ = "compiling";
+    } else {
+      runtime::BuildResult r;
+      {
+        py::gil_scoped_release nogil;
+        r = runtime::build_graph(std::move(tr), opts_);
+      }
+      finish(std::move(r));
     }
-    timings_["total"] = since(t0);
-    if (!on_compiled_.is_none()) on_compiled_(this);
     return pack(results);
   }
 
   py::object eager_;
-  std::string cache_dir_;
   py::object on_compiled_;
-  bool fuse_ = true;
+  runtime::BuildOptions opts_;
+  bool background_ = false;
   State state_ = kNew;
   std::string status_ = "not compiled yet";
   std::string trace_text_, source_;
+  double trace_s_ = 0;
   py::dict timings_;
+  std::unique_ptr<runtime::BackgroundBuild> pending_;
   std::shared_ptr<runtime::CompiledGraph> graph_;
   bool single_ = false, as_list_ = false;
 };
 
 void bind_codegen(py::module_& m) {
   py::class_<CodegenGraph>(m, "CodegenGraph")
-      .def(py::init<py::object, std::string, py::object, bool>(), py::arg("eager"), py::arg("cache_dir") = "",
-           py::arg("on_compiled") = py::none(), py::arg("fuse") = true)
+      .def(py::init<py::object, std::string, py::object, bool, bool, int>(), py::arg("eager"), py::arg("cache_dir") = "",
+           py::arg("on_compiled") = py::none(), py::arg("fuse") = true, py::arg("background") = false, py::arg("jobs") = 0)
       .def("__call__", &CodegenGraph::call)
+      .def("wait", &CodegenGraph::wait, "Wait for a background build to finish.")
       .def_property_readonly("status", &CodegenGraph::status)
       .def_property_readonly("compiled", &CodegenGraph::compiled)
       .def_property_readonly("graph_text", &CodegenGraph::graph_text)

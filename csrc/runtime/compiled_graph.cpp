@@ -78,10 +78,7 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs
         ptrs[b] = slots[b].data_ptr();
       }
       kernels_[s.kernel](ptrs.data());
-      if (int e = take_error_()) {
-        if (e == 1) throw c10::IndexError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, "index out of range in self");
-        throw std::runtime_error("ZeroDivisionError");
-      }
+      if (int e = take_error_()) throw KernelCheckFailed(e == 1 ? "index out of range" : "integer division by zero");
     } else {
       const AtenNode& node = trace_.graph.nodes[s.node];
       const auto& schema = ops_[s.node]->schema();

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,12 @@
 #include "torch_bridge/tracer.h"
 
 namespace kiln::runtime {
+
+// A kernel found an out-of-range index or an integer division by zero. The caller re-runs the
+// graph eagerly so the user sees exactly eager's exception (inputs are not mutated yet).
+struct KernelCheckFailed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 class CompiledGraph {
  public:

@@ -3,10 +3,12 @@
 //
 // <cache>/<key>.so sits next to <key>.so.check (its size and hash). A library whose check does
 // not match (truncated, corrupted, half-written) is removed and rebuilt. Writes go through a
-// temporary name and a rename, so concurrent processes never see a partial file.
+// temporary name and a rename, so concurrent processes and threads never see a partial file.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace kiln::runtime {
 
@@ -22,17 +24,14 @@ struct CompileResult {
 
 // The cache directory: KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
 std::string cache_dir(const std::string& configured);
-// Returns the library for `key`, compiling `source_fn()` only when it is not cached.
-template <class SourceFn>
-CompileResult compile_cached(const std::string& dir, const std::string& key, SourceFn source_fn);
-CompileResult compile_cached_source(const std::string& dir, const std::string& key,
-                                    std::string (*make_source)(const void*), const void* ctx);
+// Returns the library for `key`, generating its translation units with `make_sources()` and
+// compiling them only when it is not cached. Units compile concurrently (each an object file,
+// then one link); at most `jobs` compiler processes run at once in this process (0: one per CPU).
+CompileResult compile_cached(const std::string& dir, const std::string& key,
+                             const std::function<std::vector<std::string>()>& make_sources, int jobs = 0);
 // The C++ compiler to run: $CXX, else c++.
 std::string compiler_command();
-
-template <class SourceFn>
-CompileResult compile_cached(const std::string& dir, const std::string& key, SourceFn source_fn) {
-  return compile_cached_source(dir, key, [](const void* c) { return (*static_cast<const SourceFn*>(c))(); }, &source_fn);
-}
+// How many compiler processes `jobs` allows (0: the number of CPUs).
+int compile_jobs(int jobs);
 
 }  // namespace kiln::runtime

@@ -18,7 +18,7 @@ std::vector<int> loop_order(const std::vector<int64_t>& sizes, const std::vector
   return order;
 }
 
-int Placement::open_kernel(std::vector<int64_t> outer, const std::string& label) {
+int Placement::open_kernel(std::vector<int64_t> outer) {
   ir::Kernel k;
   k.name = "kernel" + std::to_string(p_.kernels.size());
   k.outer_sizes = std::move(outer);
@@ -34,8 +34,7 @@ int Placement::open_kernel(std::vector<int64_t> outer, const std::string& label)
   return id;
 }
 
-int Placement::place(const std::vector<int64_t>& sizes, int min_inner, const std::function<bool(int, int)>& build,
-                     const std::string& label, bool exact_outer) {
+int Placement::place(const std::vector<int64_t>& sizes, int min_inner, const std::function<bool(int, int)>& build, bool exact_outer) {
   const int n = static_cast<int>(sizes.size());
   if (fuse) {
     for (auto it = open_.rbegin(); it != open_.rend(); ++it) {
@@ -43,15 +42,11 @@ int Placement::place(const std::vector<int64_t>& sizes, int min_inner, const std
       const int k = static_cast<int>(outer.size());
       if (k > n || (exact_outer && k != n - min_inner)) continue;
       if (!std::equal(outer.begin(), outer.end(), sizes.begin())) continue;
-      if (build(*it, k)) {
-        p_.kernels[*it].fused.push_back(label);
-        return *it;
-      }
+      if (build(*it, k)) return *it;
     }
   }
   int k = std::max(0, n - min_inner);
-  int id = open_kernel(std::vector<int64_t>(sizes.begin(), sizes.begin() + k), label);
-  p_.kernels[id].fused.push_back(label);
+  int id = open_kernel(std::vector<int64_t>(sizes.begin(), sizes.begin() + k));
   build(id, k);
   return id;
 }

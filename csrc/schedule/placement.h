@@ -25,13 +25,12 @@ class Placement {
   // (already in loop order), calling build(kernel, num_outer) until one returns true; otherwise
   // opens a kernel with outer = sizes minus `keep_inner` trailing dims and calls build on it
   // (which must then succeed). Returns the kernel.
-  int place(const std::vector<int64_t>& sizes, int min_inner, const std::function<bool(int, int)>& build,
-            const std::string& label, bool exact_outer);
+  int place(const std::vector<int64_t>& sizes, int min_inner, const std::function<bool(int, int)>& build, bool exact_outer);
   int step_of(int kernel) const { return kernel_step_.at(kernel); }
   bool fuse = true;
 
  private:
-  int open_kernel(std::vector<int64_t> outer, const std::string& label);
+  int open_kernel(std::vector<int64_t> outer);
   ir::Program& p_;
   std::vector<int> open_;          // recent kernels, oldest first
   std::vector<int> kernel_step_;

@@ -216,3 +216,66 @@ def test_extern_ops_mixed():
     conv = torch.nn.Conv2d(3, 4, 3, padding=1)
     w, b = conv.weight.detach(), conv.bias.detach()
     check(lambda x: F.max_pool2d(F.relu(F.conv2d(x, w, b)), 2).flatten(1).softmax(-1), lambda: (torch.randn(2, 3, 8, 8),))
+
+
+def _no_externs(g):
+    assert g.num_externs == 0, g.program_text
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("dim", [None, 0, 1, -1])
+@pytest.mark.parametrize("which", [torch.argmax, torch.argmin])
+def test_argmax_argmin(dtype, dim, which):
+    # Small integer ranges make ties common: the first position must win, as in eager.
+    def inputs():
+        x = torch.randint(-3, 4, (5, 37)).to(dtype) if dtype != torch.bfloat16 else make((5, 37), dtype)
+        return (x,)
+    _no_externs(check(lambda x: which(x, dim=dim), inputs))
+    if dim is not None:
+        _no_externs(check(lambda x: which(x.t(), dim=dim, keepdim=True), inputs))
+
+
+def test_argmax_nan_wins():
+    x = torch.randn(4, 40)
+    x[1, 7] = float("nan")
+    x[1, 30] = float("nan")
+    x[2, 33] = float("nan")
+    g = _C.CodegenGraph(lambda x: (torch.argmax(x, 1), torch.argmin(x, 1)), "", None, True)
+    g(torch.randn(4, 40))
+    for a, b in zip(g(x), (torch.argmax(x, 1), torch.argmin(x, 1))):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,groups", [((2, 6, 5, 5), 3), ((3, 8, 7), 2), ((1, 4, 2, 1), 2), ((2, 6), 3)])
+def test_group_norm(dtype, shape, groups):
+    w, b = torch.randn(shape[1]).to(dtype), torch.randn(shape[1]).to(dtype)
+    g = check(lambda x: F.silu(F.group_norm(x, groups, w, b)), lambda: (make(shape, dtype),))
+    _no_externs(g)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
+def test_index_select_and_gather(layout):
+    src = lambda: make((6, 9), torch.float32, layout)
+    _no_externs(check(lambda x, i: torch.index_select(x, 0, i) * 2, lambda: (src(), torch.randint(0, 6, (4,)))))
+    _no_externs(check(lambda x, i: torch.index_select(x, 1, i).relu(), lambda: (src(), torch.randint(0, 9, (11,)))))
+    _no_externs(check(lambda x, i: torch.gather(x, 1, i) + 1, lambda: (src(), torch.randint(0, 9, (6, 3)))))
+    _no_externs(check(lambda x, i: torch.gather(x.exp(), 0, i), lambda: (src(), torch.randint(0, 6, (2, 9)))))
+
+
+@pytest.mark.parametrize("bad", [4, -1])
+def test_gather_out_of_range_raises_eagers_error(bad):
+    # The kernel detects it; the graph then runs eagerly, so the exception is eager's own.
+    g = _C.CodegenGraph(lambda x, i: torch.gather(x, 1, i), "", None, True)
+    g(torch.randn(3, 4), torch.randint(0, 4, (3, 2)))
+    assert g.status == "compiled"
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        g(torch.randn(3, 4), torch.tensor([[0, 1], [2, bad], [0, 0]]))
+
+
+def test_negative_embedding_index_raises():
+    w = torch.randn(10, 4)
+    g = _C.CodegenGraph(lambda i: F.embedding(i, w) * 2, "", None, True)
+    g(torch.randint(0, 10, (5,)))
+    with pytest.raises(IndexError):
+        g(torch.tensor([1, -1, 3]))

@@ -1,6 +1,7 @@
 // Renders kernels to C++; see cpp_codegen.h.
 #include "codegen/cpp/cpp_codegen.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -19,7 +20,7 @@ std::string prefix_header() {
   return text;
 }
 
-std::string compile_flags() { return "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -std=c++17 -shared -fPIC -w"; }
+std::string compile_flags() { return "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -std=c++17 -fPIC -fvisibility=hidden -w"; }
 
 namespace {
 
@@ -192,11 +193,26 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
   const char* T = temp_type(s.acc_dtype);
   const std::string r = "r" + std::to_string(s.local);
   const bool welford = s.reduce == "welford";
+  const bool arg = s.reduce == "argmax" || s.reduce == "argmin";
+  const std::string arg_update = std::string("kiln::arg_update<") + (s.reduce == "argmax" ? "true" : "false") + ">";
   int64_t last = n_inner ? s.inner_sizes.back() : 1;
   const int lv = n_outer + n_inner - 1;  // innermost variable
+  // Position within the reduced range (row-major over the inner variables), for argmax/argmin.
+  std::string position = "0";
+  for (int j = 0; j < n_inner; ++j)
+    position = j ? "(" + position + ") * " + std::to_string(s.inner_sizes[j]) + " + x" + std::to_string(n_outer + j) : "x" + std::to_string(n_outer);
+  // One accumulation into lane `l` ("lanes[l]", ...) of the value `v`.
+  auto accumulate = [&](const std::string& l, const std::string& v, const std::string& inv) -> std::string {
+    if (welford) return "kiln::welford_add(mean[" + l + "], m2[" + l + "], " + v + ", " + inv + ");";
+    if (arg) return arg_update + "(lanes[" + l + "], lidx[" + l + "], " + v + ", " + position + ");";
+    return "lanes[" + l + "] = " + combine(s.reduce, "lanes[" + l + "]", v) + ";";
+  };
   if (welford) {
     b << ind << T << " " << r << "_0, " << r << "_1;\n" << ind << "{\n";
     b << ind << "  " << T << " mean[16] = {0}, m2[16] = {0}; " << T << " cnt = 0, tn = 0, tmean = 0, tm2 = 0;\n";
+  } else if (arg) {
+    b << ind << T << " " << r << "_0; int64_t " << r << "_1;\n" << ind << "{\n";
+    b << ind << "  " << T << " lanes[16] = {}; int64_t lidx[16];\n" << ind << "  for (int l = 0; l < 16; ++l) lidx[l] = -1;\n";
   } else {
     b << ind << T << " " << r << "_0;\n" << ind << "{\n";
     b << ind << "  " << T << " lanes[16];\n" << ind << "  for (int l = 0; l < 16; ++l) lanes[l] = " << init_value(s.reduce, s.acc_dtype) << ";\n";
@@ -211,6 +227,7 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     ExprEmitter em(p, b, in);
     std::string v = em.emit(s.value);
     if (welford) b << in << "tn = 1; tmean = " << v << "; tm2 = 0;\n";
+    else if (arg) b << in << "lanes[0] = " << v << "; lidx[0] = 0;\n";
     else b << in << "lanes[0] = " << v << ";\n";
   } else {
     b << in << "int64_t base = 0;\n";
@@ -221,8 +238,7 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     {
       ExprEmitter em(p, b, in + "    ");
       std::string v = em.emit(s.value);
-      if (welford) b << in << "    kiln::welford_add(mean[l], m2[l], " << v << ", inv);\n";
-      else b << in << "    lanes[l] = " << combine(s.reduce, "lanes[l]", v) << ";\n";
+      b << in << "    " << accumulate("l", v, "inv") << "\n";
     }
     b << in << "  }\n" << in << "}\n";
     b << in << "for (; base < " << last << "; ++base) {\n" << in << "  const int64_t x" << lv << " = base;\n";
@@ -230,7 +246,7 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
       ExprEmitter em(p, b, in + "  ");
       std::string v = em.emit(s.value);
       if (welford) b << in << "  tn += 1; kiln::welford_add(tmean, tm2, " << v << ", " << T << "(1) / tn);\n";
-      else b << in << "  lanes[0] = " << combine(s.reduce, "lanes[0]", v) << ";\n";
+      else b << in << "  " << accumulate("0", v, "") << "\n";
     }
     b << in << "}\n";
   }
@@ -243,6 +259,10 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     b << ind << "  for (int l = 0; l < 16; ++l) kiln::welford_merge(n, mu, q, cnt, mean[l], m2[l]);\n";
     b << ind << "  kiln::welford_merge(n, mu, q, tn, tmean, tm2);\n";
     b << ind << "  " << r << "_0 = mu; " << r << "_1 = q;\n";
+  } else if (arg) {
+    b << ind << "  " << T << " acc = lanes[0]; int64_t at = lidx[0];\n";
+    b << ind << "  for (int l = 1; l < 16; ++l) if (lidx[l] >= 0) " << arg_update << "(acc, at, lanes[l], lidx[l]);\n";
+    b << ind << "  " << r << "_0 = acc; " << r << "_1 = at;\n";
   } else {
     b << ind << "  " << T << " acc = lanes[0];\n";
     b << ind << "  for (int l = 1; l < 16; ++l) acc = " << combine(s.reduce, "acc", "lanes[l]") << ";\n";
@@ -257,7 +277,7 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
 void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
   b << "// " << k.name << ": ";
   for (size_t i = 0; i < k.fused.size(); ++i) b << (i ? ", " : "") << k.fused[i];
-  b << "\nextern \"C\" void " << k.name << "(void** bufs) {\n";
+  b << "\nKILN_EXPORT void " << k.name << "(void** bufs) {\n";
   std::set<int> used, written;
   for (const Stage& s : k.stages) {
     collect_buffers(s.value, used);
@@ -298,11 +318,27 @@ void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
 
 }  // namespace
 
-std::string generate_cpp(const Program& p) {
-  StrBuilder b;
-  b << prefix_header() << "#include <limits>\n\n";
-  for (const Kernel& k : p.kernels) emit_kernel(p, k, b);
-  return b.str();
+std::vector<std::string> generate_cpp(const Program& p, int units) {
+  std::vector<std::string> kernels;
+  size_t total = 0;
+  for (const Kernel& k : p.kernels) {
+    StrBuilder b;
+    emit_kernel(p, k, b);
+    kernels.push_back(b.str());
+    total += kernels.back().size();
+  }
+  // Consecutive kernels, about equal amounts of source per unit.
+  units = std::max(1, std::min<int>(units, static_cast<int>(kernels.size())));
+  std::vector<std::string> out(units);
+  for (auto& u : out) u = prefix_header() + "#include <limits>\n\n";
+  out[0] += "KILN_EXPORT int kiln_take_error() { int e = kiln::g_index_error; kiln::g_index_error = 0; return e; }\n\n";
+  size_t done = 0;
+  for (const std::string& k : kernels) {
+    size_t u = std::min<size_t>(units - 1, done * units / std::max<size_t>(total, 1));
+    out[u] += k;
+    done += k.size();
+  }
+  return out;
 }
 
 }  // namespace kiln::codegen

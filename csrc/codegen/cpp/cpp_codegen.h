@@ -1,19 +1,23 @@
 // C++/OpenMP code generation for the loop IR (DESIGN §3, CPU codegen).
 //
-// One source file per graph: kiln's prefix header, then one `extern "C" void kernelN(void**)`
-// per kernel, taking the graph's buffer pointer table. Outer loops run under OpenMP; inner
+// A graph's kernels are split into up to `units` translation units that compile concurrently
+// and link into one library. Each unit is kiln's prefix header, then one
+// `extern "C" void kernelN(void**)` per kernel, taking the graph's buffer pointer table; the
+// first unit also defines `kiln_take_error`. Outer loops run under OpenMP; inner
 // pointwise loops carry `omp simd`; reductions along the innermost loop keep 16 independent
 // partial accumulators (Welford states for variance) so they vectorize, then fold them.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "ir/loop_ir.h"
 
 namespace kiln::codegen {
 
 std::string prefix_header();
-std::string generate_cpp(const ir::Program& p);
-// Flags passed to the system compiler (part of the cache key).
+// Sources of the graph's translation units (at most `units`, at least one).
+std::vector<std::string> generate_cpp(const ir::Program& p, int units = 1);
+// Flags passed to the system compiler (part of the cache key); add -c for an object file.
 std::string compile_flags();
 
 }  // namespace kiln::codegen

@@ -5,8 +5,11 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#define KILN_EXPORT extern "C" __attribute__((visibility("default")))
 namespace kiln {
-static int g_index_error = 0;
+// Set by a kernel that met an out-of-range index (1) or an integer division by zero (2); one
+// flag per library, shared by all of its translation units.
+inline int g_index_error = 0;
 struct bf16 { uint16_t bits; };
 static inline float to_float(bf16 v) { uint32_t u = static_cast<uint32_t>(v.bits) << 16; float f; std::memcpy(&f, &u, 4); return f; }
 static inline bf16 to_bf16(float f) {
@@ -121,9 +124,18 @@ template <class T> static inline T powv(T a, T b) {
   }
 }
 static inline int64_t checked_index(int64_t i, int64_t bound) {
-  if (i < 0) i += bound;
   if (i < 0 || i >= bound) { g_index_error = 1; return 0; }
   return i;
+}
+// argmax/argmin: (v, i) replaces the best (bv, bi) when it is better; NaN beats every number,
+// ties and NaNs keep the smallest position (eager's rule). bi < 0 marks "nothing seen yet".
+template <bool kMax, class T> static inline void arg_update(T& bv, int64_t& bi, T v, int64_t i) {
+  bool take;
+  if (bi < 0) take = true;
+  else if (bv != bv) take = v != v && i < bi;
+  else if (v != v) take = true;
+  else take = kMax ? (v > bv || (v == bv && i < bi)) : (v < bv || (v == bv && i < bi));
+  if (take) { bv = v; bi = i; }
 }
 template <class T> static inline void welford_add(T& mean, T& m2, T x, T inv_n) {
   T d = x - mean;
@@ -139,4 +151,3 @@ template <class T> static inline void welford_merge(T& n, T& mean, T& m2, T nb, 
   n = nn;
 }
 }  // namespace kiln
-extern "C" int kiln_take_error() { int e = kiln::g_index_error; kiln::g_index_error = 0; return e; }

@@ -1,0 +1,76 @@
+// The build pipeline of one graph; see graph_build.h.
+#include "runtime/graph_build.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "codegen/cpp/cpp_codegen.h"
+#include "lowering/lowerer.h"
+#include "runtime/cpp_compiler.h"
+#include "schedule/memory_plan.h"
+
+namespace kiln::runtime {
+
+namespace {
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+// Translation units for a program: one per ~24 kB of kernel source, at most one per job, so
+// small graphs pay for one compiler process and large ones use every core.
+int units_for(const std::vector<std::string>& one_unit_guess, int jobs) {
+  size_t bytes = one_unit_guess.empty() ? 0 : one_unit_guess[0].size();
+  return std::max(1, std::min(compile_jobs(jobs), static_cast<int>(bytes / 24000) + 1));
+}
+}  // namespace
+
+BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts) {
+  BuildResult r;
+  try {
+    auto t0 = std::chrono::steady_clock::now();
+    lowering::LoweringOptions lo;
+    lo.fuse = opts.fuse;
+    ir::Program prog = lowering::Lowerer(trace.graph, lo).run();
+    schedule::plan_memory(prog);
+    r.timings.push_back({"lower", since(t0)});
+    const std::string key = hex(fnv1a(prog.to_string() + "\n" + codegen::compile_flags() + "\n" + compiler_command()));
+    double codegen_s = 0;
+    CompileResult cr = compile_cached(cache_dir(opts.cache_dir), key, [&] {
+      auto t1 = std::chrono::steady_clock::now();
+      auto whole = codegen::generate_cpp(prog, 1);
+      int units = units_for(whole, opts.jobs);
+      auto sources = units == 1 ? whole : codegen::generate_cpp(prog, units);
+      for (const auto& s : sources) r.source += s;
+      codegen_s = since(t1);
+      return sources;
+    }, opts.jobs);
+    r.timings.push_back({"codegen", codegen_s});
+    r.timings.push_back({cr.cache_hit ? "load_cached" : "compile", cr.seconds - codegen_s});
+    r.cache_hit = cr.cache_hit;
+    if (cr.library.empty()) throw std::runtime_error(cr.error);
+    auto g = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+    std::string err;
+    if (!g->load(cr.library, &err)) throw std::runtime_error(err);
+    r.graph = std::move(g);
+  } catch (const std::exception& e) {
+    r.graph.reset();
+    r.error = e.what();
+  }
+  return r;
+}
+
+BackgroundBuild::BackgroundBuild(bridge::TraceResult trace, BuildOptions opts)
+    : thread_([this, t = std::move(trace), o = std::move(opts)]() mutable {
+        result_ = build_graph(std::move(t), o);
+        done_.store(true, std::memory_order_release);
+      }) {}
+
+BackgroundBuild::~BackgroundBuild() {
+  if (thread_.joinable()) thread_.join();
+}
+
+BuildResult BackgroundBuild::take() {
+  if (thread_.joinable()) thread_.join();
+  return std::move(result_);
+}
+
+}  // namespace kiln::runtime

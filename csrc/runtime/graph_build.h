@@ -1,0 +1,46 @@
+// Building a traced graph into a CompiledGraph: lower, plan memory, generate C++, compile (or
+// load from the cache) and load. Pure C++ (no Python), so it can run on a background thread
+// while the caller keeps running the graph eagerly (DESIGN §3; compile latency).
+#pragma once
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "runtime/compiled_graph.h"
+#include "torch_bridge/tracer.h"
+
+namespace kiln::runtime {
+
+struct BuildOptions {
+  std::string cache_dir;   // empty: the default (cpp_compiler.h)
+  bool fuse = true;
+  int jobs = 0;            // compiler processes at once (0: one per CPU)
+};
+
+struct BuildResult {
+  std::shared_ptr<CompiledGraph> graph;  // null on failure
+  std::string error;                     // why it failed
+  std::string source;                    // generated code (empty when loaded from the cache)
+  std::vector<std::pair<std::string, double>> timings;  // seconds per stage
+  bool cache_hit = false;
+};
+
+BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts);
+
+// build_graph on its own thread. The destructor waits for it.
+class BackgroundBuild {
+ public:
+  BackgroundBuild(bridge::TraceResult trace, BuildOptions opts);
+  ~BackgroundBuild();
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  BuildResult take();  // waits until done
+ private:
+  std::atomic<bool> done_{false};
+  BuildResult result_;
+  std::thread thread_;
+};
+
+}  // namespace kiln::runtime

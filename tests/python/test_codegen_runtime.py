@@ -1,0 +1,161 @@
+"""The code generator's runtime: the on-disk cache (hits, a new process, corrupted files), a
+missing compiler, background builds, graphs split into several translation units, and the
+output_code / perf logs."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kiln
+from kiln import _C
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def fn(x, w):
+    return F.layer_norm(F.gelu(x * w) + x, (x.shape[-1],))
+
+
+def inputs():
+    return torch.randn(8, 32), torch.randn(32)
+
+
+def build(cache, **kw):
+    g = _C.CodegenGraph(fn, str(cache), None, True, **kw)
+    first = g(*inputs())
+    return g, first
+
+
+def check_runs(g):
+    args = inputs()
+    torch.testing.assert_close(g(*args), fn(*args))
+
+
+def libraries(cache):
+    return sorted(p for p in os.listdir(cache) if p.endswith(".so"))
+
+
+def test_cache_hit_in_process_and_in_a_new_process(tmp_path):
+    g1, _ = build(tmp_path)
+    assert g1.status == "compiled" and g1.timings["cache_hit"] is False and g1.source
+    check_runs(g1)
+    g2, _ = build(tmp_path)
+    assert g2.status == "compiled" and g2.timings["cache_hit"] is True and g2.source == ""
+    check_runs(g2)
+    script = textwrap.dedent(f"""
+        import sys, torch; sys.path.insert(0, {ROOT!r})
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from test_codegen_runtime import fn, inputs
+        from kiln import _C
+        g = _C.CodegenGraph(fn, {str(tmp_path)!r}, None, True)
+        g(*inputs())
+        args = inputs()
+        torch.testing.assert_close(g(*args), fn(*args))
+        print(g.status, g.timings["cache_hit"])
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["compiled", "True"]
+    assert len(libraries(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "bad_check", "no_check"])
+def test_damaged_cache_entry_is_rebuilt(tmp_path, damage):
+    build(tmp_path)
+    (lib,) = libraries(tmp_path)
+    path = tmp_path / lib
+
+    def replace(data):  # a new file, as another process would leave it (this one has it mapped)
+        (tmp_path / "damaged").write_bytes(data)
+        os.replace(tmp_path / "damaged", path)
+    if damage == "truncate":
+        replace(path.read_bytes()[:1000])
+    elif damage == "garbage":
+        replace(b"\x7fELF not really" * 100)
+    elif damage == "bad_check":
+        (tmp_path / (lib + ".check")).write_text("12 0000000000000000\n")
+    else:
+        os.remove(tmp_path / (lib + ".check"))
+    g, first = build(tmp_path)
+    assert g.status == "compiled" and g.timings["cache_hit"] is False
+    check_runs(g)
+
+
+def test_missing_compiler_falls_back_to_eager_with_a_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    g, first = build(tmp_path / "cache")
+    assert g.status.startswith("eager: C++ compiler failed"), g.status
+    assert "no-such-compiler" in g.status
+    check_runs(g)
+
+
+def test_failing_compiler_falls_back_to_eager(tmp_path, monkeypatch):
+    monkeypatch.setenv("CXX", "false")
+    g, _ = build(tmp_path)
+    assert g.status.startswith("eager: C++ compiler failed") and not g.compiled
+    check_runs(g)
+    assert libraries(tmp_path) == []
+
+
+def test_background_build_runs_eagerly_until_done(tmp_path):
+    g, first = build(tmp_path, background=True)
+    assert g.status in ("compiling", "compiled")
+    check_runs(g)          # eager or compiled, whichever is ready: the same values
+    g.wait()
+    assert g.status == "compiled"
+    check_runs(g)
+    assert g.compiled
+
+
+def test_background_builds_of_one_graph_in_parallel(tmp_path):
+    graphs = [build(tmp_path, background=True)[0] for _ in range(3)]
+    for g in graphs:
+        g.wait()
+        assert g.status == "compiled", g.status
+        check_runs(g)
+    assert len(libraries(tmp_path)) == 1
+
+
+def test_background_build_failure_is_recorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("CXX", "false")
+    g, _ = build(tmp_path, background=True)
+    g.wait()
+    assert g.status.startswith("eager: C++ compiler failed")
+    check_runs(g)
+
+
+def many_rows(x):
+    # Independent row reductions over different slices: many kernels, a large source.
+    outs = [torch.softmax(x[i::7] * (i + 1), -1) for i in range(7)]
+    outs += [F.layer_norm(x[:, i::5], (x[:, i::5].shape[-1],)) for i in range(5)]
+    return tuple(outs)
+
+
+def test_large_graph_compiles_as_several_units(tmp_path):
+    g = _C.CodegenGraph(many_rows, str(tmp_path), None, True, jobs=2)
+    g(torch.randn(70, 40))
+    assert g.status == "compiled", g.status
+    assert g.source.count("KILN_EXPORT int kiln_take_error") == 1
+    assert g.source.count("namespace kiln {") == 2, "expected two translation units"
+    x = torch.randn(70, 40)
+    for a, b in zip(g(x), many_rows(x)):
+        torch.testing.assert_close(a, b)
+
+
+def test_output_code_and_perf_logs(tmp_path):
+    env = dict(os.environ, KILN_LOGS="output_code,perf", KILN_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
+    script = textwrap.dedent("""
+        import torch, kiln
+        import torch.nn.functional as F
+        f = kiln.compile(lambda x, w: F.layer_norm(F.gelu(x * w) + x, (16,)))
+        x, w = torch.randn(4, 16), torch.randn(16)
+        f(x, w); f(x, w)
+    """)
+    err = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stderr
+    assert "[kiln:output_code]" in err and "KILN_EXPORT void kernel0" in err
+    # The kernel's header comment names the ATen nodes it fuses.
+    assert "aten::native_layer_norm" in err and "aten::gelu" in err and "aten::mul" in err
+    assert "[kiln:perf] codegen: trace=" in err and "compile=" in err and "1 kernels, 0 extern calls; compiled" in err
