@@ -13,7 +13,7 @@ import sysconfig
 
 import torch
 
-from . import _C, _backends, _logging, _options
+from . import _C, _backends, _logging, _meta_kernels, _options
 from ._backends import list_backends, register_backend
 from ._module import CompiledModule
 
@@ -112,6 +112,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="kiln", mode=N
     if not callable(model):
         raise TypeError(f"kiln.compile expects a callable or nn.Module, got {type(model).__name__}")
     limit = opts.get("recompile_limit", _options.get("recompile_limit"))
+    _meta_kernels.avoid_dynamo_import()
     compiled = _C.CompiledFunction(model, fn_backend, name, fullgraph, limit, disable)
     if isinstance(model, torch.nn.Module):
         return CompiledModule(model, compiled)

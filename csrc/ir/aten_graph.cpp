@@ -91,15 +91,16 @@ std::string AtenGraph::to_string() const {
       if (n.outputs[k] < 0) b << "_"; else b << "%" << n.outputs[k];
     }
     b << " = " << n.op << "(";
-    bool first = true;
-    for (const auto& a : n.args) {
-      b << (first ? "" : ", ");
-      first = false;
+    for (size_t k = 0; k < n.args.size(); ++k) {
+      const AtenArg& a = n.args[k];
+      if (k) b << ", ";
+      if (k && !a.name.empty()) b << a.name << "=";  // rules look arguments up by name
       b << a.to_string();
     }
     b << ")";
-    for (size_t k = 0; k < n.outputs.size(); ++k)
-      if (n.outputs[k] >= 0) b << (k ? ", " : " : ") << values[n.outputs[k]].meta.to_string();
+    const char* sep = " : ";
+    for (int v : n.outputs)
+      if (v >= 0) b << sep << values[v].meta.to_string(), sep = ", ";
     b << "\n";
   }
   b << "return ";

@@ -63,8 +63,11 @@ struct AtenGraph {
   std::vector<std::pair<int, int>> input_mutations;  // (input index, value holding its new contents)
 
   int add_value(AtenValue::Kind kind, int index, TensorMeta meta);
-  // Readable form, one line per node:  %5 = aten::mul.Tensor(%0, %4) : f32[4, 8]{8, 1}
+  // Readable form, one line per node:  %5 = aten::mul.Tensor(%0, other=%4) : f32[4, 8]{8, 1}
   std::string to_string() const;
+  // The inverse of to_string (for tests and tools: IR in, IR out). Throws std::runtime_error
+  // naming the line on malformed text.
+  static AtenGraph parse(const std::string& text);
   // Number of readers of each value (nodes and graph outputs).
   std::vector<int> use_counts() const;
 };

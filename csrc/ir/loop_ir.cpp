@@ -81,14 +81,17 @@ std::string expr_string(const ExprPtr& e) {
       for (const auto& ind : e->indirect) b << " + " << ind.stride << "*" << expr_string(ind.value);
       b << "]";
       break;
-    case Expr::kConst: b << e->value; break;
-    case Expr::kIndexValue: b << "index(" << e->index.to_string() << ")"; break;
+    case Expr::kConst: b << dtype_name(e->dtype) << "(" << e->value << ")"; break;
+    case Expr::kIndexValue: b << dtype_name(e->dtype) << "(index(" << e->index.to_string() << "))"; break;
     case Expr::kLocal: b << "r" << e->local << (e->local_part ? "." + std::to_string(e->local_part) : ""); break;
     case Expr::kCast: b << dtype_name(e->dtype) << "(" << expr_string(e->args[0]) << ")"; break;
     case Expr::kWhere: b << "where(" << expr_string(e->args[0]) << ", " << expr_string(e->args[1]) << ", " << expr_string(e->args[2]) << ")"; break;
-    default:
-      b << e->op << "(";
+    default:  // unary and binary operators; the result type shows where it is not the first operand's
+      b << e->op;
+      if (!e->args.empty() && e->args[0]->dtype != e->dtype) b << ":" << dtype_name(e->dtype);
+      b << "(";
       for (size_t i = 0; i < e->args.size(); ++i) b << (i ? ", " : "") << expr_string(e->args[i]);
+      if (e->value2 != 0) b << ", " << e->value2;
       b << ")";
   }
   return b.str();

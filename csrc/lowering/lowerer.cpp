@@ -102,24 +102,27 @@ void Lowerer::define(int out, Loader loader, int cost) {
   v.realize = nullptr;
 }
 
-void Lowerer::note_fused(int kernel, const LoadCtx& ctx) {
+void Lowerer::note_fused(int kernel, const LoadCtx& ctx, bool current_node) {
   if (kernel_nodes_.size() <= static_cast<size_t>(kernel)) kernel_nodes_.resize(kernel + 1);
   kernel_nodes_[kernel].insert(ctx.nodes.begin(), ctx.nodes.end());
-  kernel_nodes_[kernel].insert(node_);
+  if (current_node) kernel_nodes_[kernel].insert(node_);
 }
 
 void Lowerer::store_region(int buffer, const std::vector<int64_t> sizes, const std::vector<int64_t> strides,
-                           int64_t offset, const Loader loader) {
-  auto order = schedule::loop_order(sizes, strides);
+                           int64_t offset, const Loader loader, bool computes_current_node) {
+  // Loops over the dims of size > 1 only (a keepdim reduction's result then fits the
+  // reduction's own kernel), outermost the largest stride.
+  std::vector<int> order;
   std::vector<int64_t> ordered;
-  for (int d : order) ordered.push_back(sizes[d]);
+  for (int d : schedule::loop_order(sizes, strides))
+    if (sizes[d] != 1) order.push_back(d), ordered.push_back(sizes[d]);
   auto& pl = *placement_;
   int kernel = pl.place(ordered, 1, [&](int k, int num_outer) {
     LoadCtx ctx;
     ctx.kernel = k;
     ctx.num_outer = num_outer;
     ctx.ranges = ordered;
-    std::vector<Index> idx(sizes.size());
+    std::vector<Index> idx(sizes.size(), Index::of(0));
     for (size_t j = 0; j < order.size(); ++j) idx[order[j]] = Index::var(static_cast<int>(j));
     ExprPtr e = loader(idx, ctx);
     if (!ctx.ok) return false;
@@ -133,7 +136,7 @@ void Lowerer::store_region(int buffer, const std::vector<int64_t> sizes, const s
       if (sizes[d] != 1) out = add(out, mul(idx[d], strides[d]));
     s.out_index = out;
     prog_.kernels[k].stages.push_back(std::move(s));
-    note_fused(k, ctx);
+    note_fused(k, ctx, computes_current_node);
     return true;
   }, false);
   producer_step_[buffer] = std::max(producer_step_[buffer], pl.step_of(kernel));
@@ -145,7 +148,7 @@ int Lowerer::realize_pointwise(int value) {
   // Copies: lowering may add buffers (and move this vector) while the stage is built.
   const std::vector<int64_t> sizes = prog_.buffers[buf].sizes, strides = prog_.buffers[buf].strides;
   Loader loader = values_[value].loader;
-  store_region(buf, sizes, strides, 0, loader);
+  store_region(buf, sizes, strides, 0, loader, false);
   return buf;
 }
 
@@ -213,7 +216,7 @@ void Lowerer::reduction(const std::string& op, Loader input, const std::vector<i
     local = s.local;
     K.stages.push_back(std::move(s));
     stage_index = static_cast<int>(K.stages.size()) - 1;
-    note_fused(k, ctx);
+    note_fused(k, ctx, true);  // the reduction node itself
     return true;
   }, true);
 
@@ -348,8 +351,10 @@ Program Lowerer::run() {
     node_ = static_cast<int>(i);
     if (!lower_node(node_)) extern_call(node_);
     // Values read more than once and expensive to recompute are realized right away.
+    // Without fusion every computed value (views aside) gets its own buffer and kernel.
     for (int v : g_.nodes[i].outputs)
-      if (v >= 0 && values_[v].buffer < 0 && values_[v].loader && uses_[v] > 1 && values_[v].cost > opts_.max_inline_cost)
+      if (v >= 0 && values_[v].buffer < 0 && values_[v].loader && uses_[v] > 0 &&
+          (opts_.fuse ? uses_[v] > 1 && values_[v].cost > opts_.max_inline_cost : !values_[v].realize))
         ensure_buffer(v);
   }
   for (int v : g_.outputs) {

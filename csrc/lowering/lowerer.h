@@ -67,8 +67,10 @@ class Lowerer {
                  std::vector<int64_t> dims, ir::DType acc, const std::vector<ReductionOut>& outs);
   // Writes `loader` over `sizes` into `buffer` at element index base + sum(idx*strides).
   // (Arguments by value: lowering may grow its tables while the stage is being built.)
+  // `computes_current_node`: the node being lowered is what this stage computes (cat), rather than
+  // a consumer that needs an earlier value realized.
   void store_region(int buffer, const std::vector<int64_t> sizes, const std::vector<int64_t> strides,
-                    int64_t offset, const Loader loader);
+                    int64_t offset, const Loader loader, bool computes_current_node);
   void extern_call(int node);
   // A load of `value` (realized into a buffer) at `idx`, where dimension `dim` is instead taken
   // from the integer expression `position` (bounds-checked at run time).
@@ -83,7 +85,7 @@ class Lowerer {
   bool lower_node(int node);
   int realize_pointwise(int value);
   void set_buffer_loader(int value, int buf);
-  void note_fused(int kernel, const LoadCtx& ctx);
+  void note_fused(int kernel, const LoadCtx& ctx, bool current_node);
 
   const ir::AtenGraph& g_;
   LoweringOptions opts_;

@@ -160,7 +160,7 @@ bool lower_cat(Lowerer& L, const AtenNode& n) {
       j.erase(j.begin() + dim);
       return Lp->value(v).loader(j, c);
     };
-    L.store_region(buf, piece, strides, offset * strides[dim], l);
+    L.store_region(buf, piece, strides, offset * strides[dim], l, true);
     offset += piece[dim];
   }
   L.value(out).realize = [buf] { return buf; };

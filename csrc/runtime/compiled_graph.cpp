@@ -27,6 +27,9 @@ CompiledGraph::CompiledGraph(bridge::TraceResult trace, Program program) : trace
       for (int b : outs)
         if (b >= 0 && seen.insert(b).second) kernel_outputs_[k].push_back(b);
     }
+  donee_.assign(program_.buffers.size(), -1);
+  for (size_t b = 0; b < program_.reuse_of.size(); ++b)
+    if (program_.reuse_of[b] >= 0) donee_[program_.reuse_of[b]] = static_cast<int>(b);
 }
 
 CompiledGraph::~CompiledGraph() {
@@ -61,6 +64,7 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs
   const size_t nb = program_.buffers.size();
   std::vector<at::Tensor> slots(nb);
   std::vector<void*> ptrs(nb, nullptr);
+  std::vector<at::Tensor> donated(nb);  // per buffer: released memory it may take over
   for (size_t b = 0; b < nb; ++b) {
     const Buffer& buf = program_.buffers[b];
     if (buf.kind == Buffer::kInput) slots[b] = inputs.at(buf.index);
@@ -74,7 +78,12 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs
       for (int b : kernel_outputs_[s.kernel]) {
         if (slots[b].defined()) continue;
         const Buffer& buf = program_.buffers[b];
-        slots[b] = at::empty_strided(buf.sizes, buf.strides, at::TensorOptions().dtype(static_cast<c10::ScalarType>(buf.dtype)));
+        // Reuse only memory nothing else still refers to (an extern view may alias it).
+        if (donated[b].defined() && donated[b].storage().use_count() == 1)
+          slots[b] = donated[b].as_strided(buf.sizes, buf.strides, 0);
+        else
+          slots[b] = at::empty_strided(buf.sizes, buf.strides, at::TensorOptions().dtype(static_cast<c10::ScalarType>(buf.dtype)));
+        donated[b] = at::Tensor();
         ptrs[b] = slots[b].data_ptr();
       }
       kernels_[s.kernel](ptrs.data());
@@ -119,6 +128,7 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs
     }
     if (si < program_.frees.size())
       for (int b : program_.frees[si]) {
+        if (donee_[b] >= 0) donated[donee_[b]] = std::move(slots[b]);
         slots[b] = at::Tensor();
         ptrs[b] = nullptr;
       }

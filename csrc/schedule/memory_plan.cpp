@@ -2,6 +2,7 @@
 #include "schedule/memory_plan.h"
 
 #include <functional>
+#include <map>
 #include <set>
 
 namespace kiln::schedule {
@@ -11,6 +12,43 @@ static void reads_of(const ExprPtr& e, std::set<int>& out) {
   if (e->kind == Expr::kLoad) out.insert(e->buffer);
   for (const auto& a : e->args) reads_of(a, out);
   for (const auto& i : e->indirect) reads_of(i.value, out);
+}
+
+// Kernel-written buffers, per step, in the order the runtime allocates them (first writer).
+static std::vector<std::vector<int>> allocations(const Program& p) {
+  std::vector<std::vector<int>> out(p.steps.size());
+  std::vector<bool> seen(p.buffers.size(), false);
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    if (p.steps[s].kind != Step::kKernel) continue;
+    for (const Stage& g : p.kernels[p.steps[s].kernel].stages) {
+      std::vector<int> outs = g.store_buffers;
+      if (g.kind == Stage::kPointwise) outs.push_back(g.out_buffer);
+      for (int b : outs)
+        if (b >= 0 && !seen[b]) seen[b] = true, out[s].push_back(b);
+    }
+  }
+  return out;
+}
+
+// A kernel-written buffer takes over the memory of one released at an earlier step with the same
+// dtype and element count (an exact fit, so any dense layout fits). Extern results are ATen's
+// own allocations and may alias; they neither give nor take.
+static void plan_reuse(Program& p) {
+  p.reuse_of.assign(p.buffers.size(), -1);
+  std::multimap<std::pair<int, int64_t>, int> pool;  // (dtype, numel) -> released buffer
+  auto key = [&](int b) { return std::make_pair(static_cast<int>(p.buffers[b].dtype), p.buffers[b].numel()); };
+  auto allocs = allocations(p);
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    for (int b : allocs[s]) {
+      if (p.buffers[b].numel() == 0) continue;
+      auto it = pool.find(key(b));
+      if (it == pool.end()) continue;
+      p.reuse_of[b] = it->second;
+      pool.erase(it);
+    }
+    for (int b : p.frees[s])
+      if (p.buffers[b].kind == Buffer::kKernelOutput && p.buffers[b].numel() > 0) pool.insert({key(b), b});
+  }
 }
 
 void plan_memory(Program& p) {
@@ -41,6 +79,7 @@ void plan_memory(Program& p) {
     if (buf.kind == Buffer::kInput || buf.kind == Buffer::kConstant || keep.count(static_cast<int>(b)) || last[b] < 0) continue;
     p.frees[last[b]].push_back(static_cast<int>(b));
   }
+  plan_reuse(p);
 }
 
 }  // namespace kiln::schedule

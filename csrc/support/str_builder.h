@@ -6,6 +6,7 @@
 // snprintf needs no locale or iostream state, so it behaves the same everywhere.
 #pragma once
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -17,9 +18,13 @@ class StrBuilder {
   StrBuilder& operator<<(const char* s) { s_ += s; return *this; }
   StrBuilder& operator<<(char c) { s_ += c; return *this; }
   StrBuilder& operator<<(bool b) { s_ += b ? "1" : "0"; return *this; }
+  // Doubles print in the fewest digits that read back exactly (textual IR and cache keys rely on it).
   StrBuilder& operator<<(double d) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", d);
+    for (int precision = 6; precision <= 17; ++precision) {
+      std::snprintf(buf, sizeof buf, "%.*g", precision, d);
+      if (std::strtod(buf, nullptr) == d || d != d) break;
+    }
     s_ += buf;
     return *this;
   }

@@ -159,3 +159,58 @@ def test_output_code_and_perf_logs(tmp_path):
     # The kernel's header comment names the ATen nodes it fuses.
     assert "aten::native_layer_norm" in err and "aten::gelu" in err and "aten::mul" in err
     assert "[kiln:perf] codegen: trace=" in err and "compile=" in err and "1 kernels, 0 extern calls; compiled" in err
+
+
+def test_buffer_reuse_between_kernels(tmp_path):
+    # relu -> mm -> relu -> mm -> ...: each kernel output is released after the extern that
+    # reads it, and the next same-sized kernel output takes over its memory.
+    w = torch.randn(16, 16)
+
+    def f(x):
+        for _ in range(4):
+            x = torch.mm(torch.sigmoid(x) * 2, w)
+        return x.relu()
+    g = _C.CodegenGraph(f, str(tmp_path), None, True)
+    g(torch.randn(16, 16))
+    assert "reuses buf" in g.program_text, g.program_text
+    for _ in range(3):
+        x = torch.randn(16, 16)
+        torch.testing.assert_close(g(x), f(x))
+
+
+def test_no_reuse_of_memory_an_extern_view_still_holds(tmp_path):
+    # a.t() is an ATen view of a's memory that outlives a's last direct use: a's memory must not
+    # be handed to the next kernel output while the view is alive.
+    def f(x, y):
+        a = x.exp()
+        v = a.t()
+        c = (torch.mm(v, y) * 2).sin()   # same size as a, allocated after a's release
+        return torch.mm(c, v)
+    g = _C.CodegenGraph(f, str(tmp_path), None, True)
+    g(torch.randn(8, 8), torch.randn(8, 8))
+    assert "reuses buf" in g.program_text, g.program_text   # planned; refused at run time
+    for _ in range(3):
+        x, y = torch.randn(8, 8), torch.randn(8, 8)
+        torch.testing.assert_close(g(x, y), f(x, y), rtol=1e-4, atol=1e-4)
+
+
+def test_first_capture_does_not_import_dynamo():
+    # PyTorch's Python meta kernels would import torch._dynamo (seconds) on first use; kiln's
+    # stand-ins keep it out, and switch to the real torch._dynamo.disable once it is loaded.
+    script = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {ROOT!r})
+        import torch, kiln
+        import torch.nn.functional as F
+        f = kiln.compile(lambda x: F.layer_norm(F.gelu(x), (8,)) * torch.rsqrt(x.abs() + 1))
+        x = torch.randn(3, 8)
+        torch.testing.assert_close(f(x), F.layer_norm(F.gelu(x), (8,)) * torch.rsqrt(x.abs() + 1))
+        assert "torch._dynamo" not in sys.modules, "dynamo imported"
+        import torch._dynamo
+        m = torch.empty(3, 8, device="meta")
+        assert F.layer_norm(m, (8,)).shape == (3, 8)
+        g = torch.compile(lambda x: F.layer_norm(x, (8,)) + 1, backend="eager")
+        torch.testing.assert_close(g(x), F.layer_norm(x, (8,)) + 1)
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -1,0 +1,210 @@
+// Lowering, scheduling and memory planning, IR in, IR out: each test writes an ATen graph as
+// text, lowers it, and checks the loop-IR program (kernels, stages, externs, frees, reuse).
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "ir/aten_graph.h"
+#include "lowering/lowerer.h"
+#include "schedule/memory_plan.h"
+#include "schedule/placement.h"
+
+using namespace kiln;
+
+namespace {
+
+ir::Program lower(const std::string& text, bool fuse = true) {
+  lowering::LoweringOptions o;
+  o.fuse = fuse;
+  ir::AtenGraph g = ir::AtenGraph::parse(text);
+  ir::Program p = lowering::Lowerer(g, o).run();
+  schedule::plan_memory(p);
+  return p;
+}
+
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+int externs(const ir::Program& p) {
+  int n = 0;
+  for (const auto& s : p.steps) n += s.kind == ir::Step::kExtern;
+  return n;
+}
+
+const char* kPointwiseLN = R"(%0 = input 0 : f32[4, 16]{16, 1}
+%1 = input 1 : f32[16]{1}
+%2 = aten::mul.Tensor(%0, other=%1) : f32[4, 16]{16, 1}
+%3 = aten::gelu(%2, approximate='none') : f32[4, 16]{16, 1}
+%4 = aten::add.Tensor(%3, other=%0, alpha=1) : f32[4, 16]{16, 1}
+%5, %6, %7 = aten::native_layer_norm(%4, normalized_shape=[16], weight=None, bias=None, eps=1e-05) : f32[4, 16]{16, 1}, f32[4, 1]{1, 1}, f32[4, 1]{1, 1}
+return %5
+)";
+
+}  // namespace
+
+TEST(AtenGraphText, RoundTrips) {
+  const std::string text = std::string(kPointwiseLN) + "mutates input 0 := %4\n";
+  EXPECT_EQ(ir::AtenGraph::parse(text).to_string(), text);
+  const std::string lists = R"(%0 = input 0 : i64[2, 3]{1, 2}+4
+%1 = constant 0 : f64[]{}
+%2 = aten::cat([%0, %0], dim=0) : i64[4, 3]{3, 1}
+%3 = aten::index.Tensor(%2, indices=[None, %0]) : i64[4, 2, 3]{6, 3, 1}
+%4 = aten::mul.Tensor(%3, other=%1) : f64[4, 2, 3]{6, 3, 1}
+%5 = aten::clamp(%4, min=-0.5, max=0.7071067811865476) : f64[4, 2, 3]{6, 3, 1}
+return %5
+)";
+  EXPECT_EQ(ir::AtenGraph::parse(lists).to_string(), lists);
+}
+
+TEST(AtenGraphText, ErrorsNameTheLine) {
+  try {
+    ir::AtenGraph::parse("%0 = input 0 : f32[2]{1}\n%1 = aten::relu(%7) : f32[2]{1}\nreturn %1\n");
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("%7 is not defined"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ir::AtenGraph::parse("%0 = input 0 : q32[2]{1}\n"), std::runtime_error);
+  // One output, two types.
+  EXPECT_THROW(ir::AtenGraph::parse("%0 = input 0 : f32[2]{1}\n%1 = aten::relu(%0) : f32[2]{1}, f32[2]{1}\n"), std::runtime_error);
+}
+
+TEST(Lowering, PointwisePrologueFusesIntoLayerNorm) {
+  ir::Program p = lower(kPointwiseLN);
+  ASSERT_EQ(p.kernels.size(), 1u) << p.to_string();
+  EXPECT_EQ(externs(p), 0);
+  const auto& k = p.kernels[0];
+  ASSERT_EQ(k.stages.size(), 2u);
+  EXPECT_EQ(k.stages[0].reduce, "welford");
+  EXPECT_EQ(k.outer_sizes, std::vector<int64_t>{4});
+  // The prologue (mul, gelu, add) is inlined into both the statistics and the normalisation.
+  EXPECT_EQ(count(p.to_string(), "gelu("), 2) << p.to_string();
+  EXPECT_EQ(k.fused.size(), 4u);
+}
+
+TEST(Lowering, FusionOffRealizesEveryValue) {
+  ir::Program p = lower(kPointwiseLN, /*fuse=*/false);
+  EXPECT_GE(p.kernels.size(), 4u) << p.to_string();
+  EXPECT_EQ(count(p.to_string(), "gelu("), 1);
+}
+
+TEST(Lowering, SoftmaxIsOneKernelWithTwoReductions) {
+  ir::Program p = lower(R"(%0 = input 0 : f32[8, 33]{33, 1}
+%1 = aten::_softmax(%0, dim=-1, half_to_float=False) : f32[8, 33]{33, 1}
+return %1
+)");
+  ASSERT_EQ(p.kernels.size(), 1u) << p.to_string();
+  const auto& st = p.kernels[0].stages;
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_EQ(st[0].reduce, "max");
+  EXPECT_EQ(st[1].reduce, "sum");
+  EXPECT_EQ(st[2].kind, ir::Stage::kPointwise);
+}
+
+TEST(Lowering, ReductionOverTheOuterDimReadsStrided) {
+  ir::Program p = lower(R"(%0 = input 0 : f32[6, 5]{5, 1}
+%1 = aten::sum.dim_IntList(%0, dim=[0], keepdim=False, dtype=None) : f32[5]{1}
+return %1
+)");
+  ASSERT_EQ(p.kernels.size(), 1u);
+  EXPECT_NE(p.to_string().find("r0 = sum over[6] of buf0[x0 + 5*x1]"), std::string::npos) << p.to_string();
+}
+
+TEST(Lowering, ExternsSplitKernelsAndBuffersAreReleasedAndReused) {
+  ir::Program p = lower(R"(%0 = input 0 : f32[8, 8]{8, 1}
+%1 = input 1 : f32[8, 8]{8, 1}
+%2 = aten::sigmoid(%0) : f32[8, 8]{8, 1}
+%3 = aten::mm(%2, mat2=%1) : f32[8, 8]{8, 1}
+%4 = aten::relu(%3) : f32[8, 8]{8, 1}
+%5 = aten::mm(%4, mat2=%1) : f32[8, 8]{8, 1}
+%6 = aten::tanh(%5) : f32[8, 8]{8, 1}
+return %6
+)");
+  EXPECT_EQ(p.kernels.size(), 3u) << p.to_string();
+  EXPECT_EQ(externs(p), 2);
+  const std::string t = p.to_string();
+  // sigmoid's buffer is released after the first mm and its memory taken by relu's.
+  EXPECT_NE(t.find("extern node 1 args[2, 1] -> [3]\n  free [2]"), std::string::npos) << t;
+  EXPECT_NE(t.find("reuses buf2"), std::string::npos) << t;
+}
+
+TEST(Lowering, ViewsBecomeIndexAlgebra) {
+  ir::Program p = lower(R"(%0 = input 0 : f32[4, 6]{6, 1}
+%1 = aten::view(%0, size=[2, 2, 6]) : f32[2, 2, 6]{12, 6, 1}
+%2 = aten::permute(%1, dims=[2, 0, 1]) : f32[6, 2, 2]{1, 12, 6}
+%3 = aten::mul.Tensor(%2, other=%2) : f32[6, 2, 2]{1, 12, 6}
+return %3
+)");
+  ASSERT_EQ(p.kernels.size(), 1u);
+  EXPECT_EQ(externs(p), 0);
+  // The output keeps the permuted (dense) layout, so the loop walks the input contiguously.
+  EXPECT_NE(p.to_string().find("buf0[12*x0 + 6*x1 + x2]"), std::string::npos) << p.to_string();
+}
+
+TEST(Lowering, UnknownOperatorsAreExternCalls) {
+  ir::Program p = lower(R"(%0 = input 0 : f32[3, 4]{4, 1}
+%1 = aten::cumsum(%0, dim=1, dtype=None) : f32[3, 4]{4, 1}
+%2 = aten::exp(%1) : f32[3, 4]{4, 1}
+return %2
+)");
+  EXPECT_EQ(externs(p), 1);
+  EXPECT_EQ(p.kernels.size(), 1u);
+}
+
+TEST(Lowering, ArgmaxAndGatherAndGroupNorm) {
+  ir::Program a = lower(R"(%0 = input 0 : f32[3, 40]{40, 1}
+%1 = aten::argmax(%0, dim=1, keepdim=False) : i64[3]{1}
+return %1
+)");
+  EXPECT_NE(a.to_string().find("= argmax over[40]"), std::string::npos) << a.to_string();
+  ir::Program g = lower(R"(%0 = input 0 : f32[3, 4]{4, 1}
+%1 = input 1 : i64[3, 2]{2, 1}
+%2 = aten::gather(%0, dim=1, index=%1, sparse_grad=False) : f32[3, 2]{2, 1}
+return %2
+)");
+  EXPECT_EQ(externs(g), 0);
+  EXPECT_NE(g.to_string().find("buf0[4*x0 + 1*buf1[2*x0 + x1]]"), std::string::npos) << g.to_string();
+  ir::Program n = lower(R"(%0 = input 0 : f32[2, 6, 5]{30, 5, 1}
+%1, %2, %3 = aten::native_group_norm(%0, weight=None, bias=None, N=2, C=6, HxW=5, group=3, eps=1e-05) : f32[2, 6, 5]{30, 5, 1}, f32[2, 3]{3, 1}, f32[2, 3]{3, 1}
+return %1
+)");
+  EXPECT_EQ(externs(n), 0);
+  EXPECT_NE(n.to_string().find("welford over[10]"), std::string::npos) << n.to_string();
+}
+
+TEST(Placement, LoopOrderFollowsStrides) {
+  EXPECT_EQ(schedule::loop_order({4, 5, 6}, {30, 6, 1}), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(schedule::loop_order({4, 5, 6}, {1, 24, 4}), (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(schedule::loop_order({4, 1, 6}, {6, 6, 1}), (std::vector<int>{1, 0, 2}));
+}
+
+TEST(MemoryPlan, OutputsAndInputsAreNeverReleased) {
+  ir::Program p = lower(R"(%0 = input 0 : f32[8, 8]{8, 1}
+%1 = aten::exp(%0) : f32[8, 8]{8, 1}
+%2 = aten::mm(%1, mat2=%1) : f32[8, 8]{8, 1}
+%3 = aten::sin(%2) : f32[8, 8]{8, 1}
+return %3, %1
+)");
+  for (const auto& f : p.frees)
+    for (int b : f) {
+      EXPECT_NE(p.buffers[b].kind, ir::Buffer::kInput);
+      for (int o : p.outputs) EXPECT_NE(b, o) << p.to_string();
+    }
+}
+
+// The program text is the compile cache's key: programs that compute different things must
+// never print the same (constants at full precision, operator parameters, result types).
+TEST(ProgramText, DistinguishesEverythingThatChangesTheCode) {
+  auto text_of = [](const std::string& op_line) {
+    return lower("%0 = input 0 : f32[4]{1}\n" + op_line + "\nreturn %1\n").to_string();
+  };
+  EXPECT_NE(text_of("%1 = aten::mul.Scalar(%0, other=1.0000001) : f32[4]{1}"),
+            text_of("%1 = aten::mul.Scalar(%0, other=1.0000002) : f32[4]{1}"));
+  EXPECT_NE(text_of("%1 = aten::leaky_relu(%0, negative_slope=0.01) : f32[4]{1}"),
+            text_of("%1 = aten::leaky_relu(%0, negative_slope=0.02) : f32[4]{1}"));
+  EXPECT_NE(text_of("%1 = aten::lt.Scalar(%0, other=0.5) : b8[4]{1}"),
+            text_of("%1 = aten::lt.Scalar(%0, other=0.5000000000000001) : b8[4]{1}"));
+}
