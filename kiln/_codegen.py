@@ -13,6 +13,10 @@ GRAPHS: list = []
 
 def _report(g) -> None:
     channels = _options.log_channels()
+    if "aten_graph" in channels:  # the tracer's output
+        _logging.emit("aten_graph", g.graph_text)
+    if "loop_ir" in channels and g.program_text:  # after lowering, scheduling and memory planning
+        _logging.emit("loop_ir", g.program_text)
     if "output_code" in channels:
         if g.source:
             _logging.emit("output_code", g.source)

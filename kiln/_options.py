@@ -22,7 +22,7 @@ class Option:
     per_compile: bool = False  # may be given in kiln.compile(options=...)
 
 
-LOG_CHANNELS = ("graph_breaks", "recompiles", "guards", "graph_code", "output_code", "perf")
+LOG_CHANNELS = ("graph_breaks", "recompiles", "guards", "graph_code", "aten_graph", "loop_ir", "output_code", "perf")
 
 _REGISTRY: dict[str, Option] = {}
 
@@ -38,7 +38,7 @@ _opt("memoize_shape_propagation", bool, True, "reuse meta-tensor results for rep
 _opt("cache_dir", str, "", "where compiled kernels are cached (default: $XDG_CACHE_HOME/kiln or ~/.cache/kiln)", env="KILN_CACHE_DIR")
 _opt("compile_background", bool, False, "build each graph on a background thread; its calls run eagerly until the build is done", env="KILN_COMPILE_BACKGROUND")
 _opt("compile_jobs", int, 0, "C++ compiler processes at once, also the most translation units per graph (0: one per CPU)", env="KILN_COMPILE_JOBS")
-_opt("fusion", bool, True, "fuse elementwise work into consumers and reductions (off: one kernel per realized value)", env="KILN_FUSION")
+_opt("fusion", bool, True, "fuse elementwise work into consumers and reductions (off: every computed value gets its own buffer and kernel)", env="KILN_FUSION")
 _opt("max_inline_depth", int, 48, "deepest chain of inlined calls before the frame runs eagerly", env="KILN_MAX_INLINE_DEPTH")
 
 _values: dict[str, Any] = {}

@@ -73,6 +73,14 @@ int expr_size(const ExprPtr& e) {
   return n;
 }
 
+std::vector<int> stage_outputs(const Stage& s) {
+  std::vector<int> out;
+  if (s.out_buffer >= 0) out.push_back(s.out_buffer);
+  for (int b : s.store_buffers)
+    if (b >= 0) out.push_back(b);
+  return out;
+}
+
 std::string expr_string(const ExprPtr& e) {
   StrBuilder b;
   switch (e->kind) {
@@ -116,6 +124,7 @@ std::string kernel_string(const Kernel& k, const Program& p) {
       b << "  for" << list(s.inner_sizes) << ": buf" << s.out_buffer << "[" << s.out_index.to_string() << "] = " << expr_string(s.value) << "\n";
     } else {
       b << "  r" << s.local << " = " << s.reduce << " over" << list(s.inner_sizes) << " of " << expr_string(s.value);
+      if (s.out_buffer >= 0) b << "; each -> buf" << s.out_buffer << "[" << s.out_index.to_string() << "]";
       for (size_t i = 0; i < s.store_buffers.size(); ++i)
         if (s.store_buffers[i] >= 0) b << "; buf" << s.store_buffers[i] << "[" << s.store_index[i].to_string() << "] = r" << s.local << "." << i;
       b << "\n";

@@ -65,7 +65,8 @@ struct Stage {
   enum Kind { kPointwise, kReduction } kind = kPointwise;
   std::vector<int64_t> inner_sizes;   // inner loop extents; variables numbered after the outer ones
   ExprPtr value;
-  // kPointwise
+  // kPointwise: where the value is stored. kReduction (optional): every element folded is also
+  // stored there (softmax keeps exp(x - max) for its epilogue instead of computing it again).
   int out_buffer = -1;
   Index out_index;                    // element index into out_buffer
   // kReduction: "sum", "prod", "max", "min", "any", "all", "welford", "argmax", "argmin"
@@ -76,6 +77,9 @@ struct Stage {
   std::vector<Index> store_index;     // element index over outer variables
   std::vector<int64_t> reduction_numel_divisor;  // welford: n for mean/var (unused otherwise)
 };
+
+// Buffers a stage writes.
+std::vector<int> stage_outputs(const Stage& s);
 
 struct Kernel {
   std::string name;

@@ -179,7 +179,8 @@ void Lowerer::set_buffer_loader(int value, int buf) {
 }
 
 void Lowerer::reduction(const std::string& op, Loader input, const std::vector<int64_t>& in_sizes,
-                        std::vector<int64_t> dims, DType acc, const std::vector<ReductionOut>& outs) {
+                        std::vector<int64_t> dims, DType acc, const std::vector<ReductionOut>& outs,
+                        int keep_elements) {
   std::sort(dims.begin(), dims.end());
   dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
   std::vector<int> kept;
@@ -213,12 +214,17 @@ void Lowerer::reduction(const std::string& op, Loader input, const std::vector<i
     int parts = op == "welford" || op == "argmax" || op == "argmin" ? 2 : 1;
     s.store_buffers.assign(parts, -1);
     s.store_index.assign(parts, Index::of(0));
+    if (keep_elements >= 0) {
+      s.out_buffer = keep_elements;
+      s.out_index = prog_.buffers[keep_elements].element_index(idx);
+    }
     local = s.local;
     K.stages.push_back(std::move(s));
     stage_index = static_cast<int>(K.stages.size()) - 1;
     note_fused(k, ctx, true);  // the reduction node itself
     return true;
   }, true);
+  if (keep_elements >= 0) producer_step_[keep_elements] = std::max(producer_step_[keep_elements], pl.step_of(kernel));
 
   for (const ReductionOut& o : outs) {
     const TensorMeta& m = meta(o.value);
@@ -286,6 +292,12 @@ ExprPtr Lowerer::indirect_load(int value, std::vector<Index> idx, int dim, ExprP
   auto e = std::make_shared<Expr>(*base);
   e->indirect.push_back({cast(position, DType::kInt64), prog_.buffers[buf].strides[dim], meta(value).sizes[dim]});
   return e;
+}
+
+ExprPtr Lowerer::load_written(int buffer, const std::vector<Index>& idx, LoadCtx& ctx) {
+  if (ctx.kernel >= 0 && producer_step_[buffer] > placement_->step_of(ctx.kernel)) ctx.ok = false;
+  const Buffer& b = prog_.buffers[buffer];
+  return load(buffer, b.dtype, b.element_index(idx));
 }
 
 void Lowerer::extern_call(int node) {

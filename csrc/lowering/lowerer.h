@@ -63,8 +63,14 @@ class Lowerer {
   void define(int out, Loader loader, int cost);
   // Places a reduction of `input` over `dims` and defines the requested outputs from its parts.
   struct ReductionOut { int value; int part; std::function<ir::ExprPtr(ir::ExprPtr, LoadCtx&)> finish; };
+  // With `keep_elements` >= 0, every element folded is also stored into that buffer (laid out
+  // over `input_sizes`), for an epilogue that reads it back instead of recomputing it.
   void reduction(const std::string& op, Loader input, const std::vector<int64_t>& input_sizes,
-                 std::vector<int64_t> dims, ir::DType acc, const std::vector<ReductionOut>& outs);
+                 std::vector<int64_t> dims, ir::DType acc, const std::vector<ReductionOut>& outs,
+                 int keep_elements = -1);
+  // A load of kernel-written `buffer` from a stage in the kernel that writes it (after the
+  // writing stage) or a later one; anywhere else the stage cannot go (ctx.ok = false).
+  ir::ExprPtr load_written(int buffer, const std::vector<ir::Index>& idx, LoadCtx& ctx);
   // Writes `loader` over `sizes` into `buffer` at element index base + sum(idx*strides).
   // (Arguments by value: lowering may grow its tables while the stage is being built.)
   // `computes_current_node`: the node being lowered is what this stage computes (cat), rather than

@@ -135,16 +135,30 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
       return binary("sub", cast(X(i, c), acc), M(mi, c), acc);
     };
     auto dim_zero = [dim](std::vector<Index> i) { i[dim] = Index::of(0); return i; };
-    L.reduction("sum", [shifted, acc](const std::vector<Index>& i, LoadCtx& c) { return unary("exp", shifted(i, c), acc); }, xs, {dim}, acc,
-                {{out, 0, nullptr}});
-    Loader Ssum = L.value(out).loader;
     bool log = n.op == "aten::_log_softmax";
+    // softmax in the accumulation type: the sum stage keeps each exp(x - max) in the output,
+    // which the epilogue then scales in place by 1 / sum (one exp per element, not two).
+    const int keep = !log && od == acc ? L.new_buffer(Buffer::kKernelOutput, L.meta(out)) : -1;
+    L.reduction("sum", [shifted, acc](const std::vector<Index>& i, LoadCtx& c) { return unary("exp", shifted(i, c), acc); }, xs, {dim}, acc,
+                {{out, 0, nullptr}}, keep);
+    Loader Ssum = L.value(out).loader;
+    if (keep >= 0) {
+      Lowerer* Lp = &L;
+      const Buffer b = L.program().buffers[keep];
+      L.store_region(keep, b.sizes, b.strides, 0, [=](const std::vector<Index>& i, LoadCtx& c) {
+        return binary("mul", Lp->load_written(keep, i, c), unary("reciprocal", Ssum(dim_zero(i), c), acc), acc);
+      }, true);
+      L.value(out).realize = [keep] { return keep; };
+      L.ensure_buffer(out);
+      return true;
+    }
     L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
       ExprPtr s = Ssum(dim_zero(i), c);
       std::vector<Index> mi = i;
       mi[dim] = Index::of(0);
       ExprPtr sh = binary("sub", cast(X(i, c), acc), M(mi, c), acc);
-      ExprPtr r = log ? binary("sub", sh, unary("log", s, acc), acc) : binary("div", unary("exp", sh, acc), s, acc);
+      // exp(x - max) * (1 / sum): the reciprocal is loop-invariant, so it is computed once per row.
+      ExprPtr r = log ? binary("sub", sh, unary("log", s, acc), acc) : binary("mul", unary("exp", sh, acc), unary("reciprocal", s, acc), acc);
       return cast(r, od);
     }, 8);
     return true;

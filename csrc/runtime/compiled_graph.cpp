@@ -22,10 +22,8 @@ CompiledGraph::CompiledGraph(bridge::TraceResult trace, Program program) : trace
   std::set<int> seen;
   for (size_t k = 0; k < program_.kernels.size(); ++k)
     for (const Stage& s : program_.kernels[k].stages) {
-      std::vector<int> outs = s.store_buffers;
-      if (s.kind == Stage::kPointwise) outs.push_back(s.out_buffer);
-      for (int b : outs)
-        if (b >= 0 && seen.insert(b).second) kernel_outputs_[k].push_back(b);
+      for (int b : stage_outputs(s))
+        if (seen.insert(b).second) kernel_outputs_[k].push_back(b);
     }
   donee_.assign(program_.buffers.size(), -1);
   for (size_t b = 0; b < program_.reuse_of.size(); ++b)

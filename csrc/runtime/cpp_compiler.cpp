@@ -163,12 +163,12 @@ CompileResult compile_cached(const std::string& dir, const std::string& key,
     r.cache_hit = true;
     return finish("");
   }
-  std::remove(lib.c_str());
-  std::remove((lib + ".check").c_str());
+  // A missing or damaged entry is rebuilt and replaced by renames (never removed first: another
+  // process may be storing the same key right now).
   const std::vector<std::string> sources = make_sources();
   const std::string tmp = lib + unique_suffix();
   const std::string cxx = compiler_command(), flags = codegen::compile_flags();
-  std::vector<std::string> cmds, logs, objects, temps;
+  std::vector<std::string> cmds, logs, objects;
   for (size_t u = 0; u < sources.size(); ++u) {
     // Sources stay in the cache next to the library, for reading and debugging.
     const std::string src = dir + "/" + key + (u ? "." + std::to_string(u) : std::string()) + ".cpp";
@@ -202,9 +202,12 @@ CompileResult compile_cached(const std::string& dir, const std::string& key,
     std::remove(tmp.c_str());
     return finish(error);
   }
+  // The check goes first: whoever sees the new library also sees its check.
   std::string bytes;
-  if (!read_file(tmp, &bytes) || std::rename(tmp.c_str(), lib.c_str()) != 0 || !write_file(lib + ".check", check_of(bytes)))
+  if (!read_file(tmp, &bytes) || !write_file(lib + ".check", check_of(bytes)) || std::rename(tmp.c_str(), lib.c_str()) != 0) {
+    std::remove(tmp.c_str());
     return finish("cannot store " + lib);
+  }
   r.library = lib;
   return finish("");
 }

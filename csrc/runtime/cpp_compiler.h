@@ -2,7 +2,7 @@
 // content-addressed on-disk cache (DESIGN §3: artifacts cached by content hash).
 //
 // <cache>/<key>.so sits next to <key>.so.check (its size and hash). A library whose check does
-// not match (truncated, corrupted, half-written) is removed and rebuilt. Writes go through a
+// not match (truncated, corrupted, half-written) is rebuilt and replaced. Writes go through a
 // temporary name and a rename, so concurrent processes and threads never see a partial file.
 #pragma once
 #include <cstdint>

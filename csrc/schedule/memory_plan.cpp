@@ -21,10 +21,8 @@ static std::vector<std::vector<int>> allocations(const Program& p) {
   for (size_t s = 0; s < p.steps.size(); ++s) {
     if (p.steps[s].kind != Step::kKernel) continue;
     for (const Stage& g : p.kernels[p.steps[s].kernel].stages) {
-      std::vector<int> outs = g.store_buffers;
-      if (g.kind == Stage::kPointwise) outs.push_back(g.out_buffer);
-      for (int b : outs)
-        if (b >= 0 && !seen[b]) seen[b] = true, out[s].push_back(b);
+      for (int b : stage_outputs(g))
+        if (!seen[b]) seen[b] = true, out[s].push_back(b);
     }
   }
   return out;
@@ -59,9 +57,7 @@ void plan_memory(Program& p) {
     if (st.kind == Step::kKernel) {
       for (const Stage& g : p.kernels[st.kernel].stages) {
         reads_of(g.value, used);
-        if (g.kind == Stage::kPointwise) used.insert(g.out_buffer);
-        for (int b : g.store_buffers)
-          if (b >= 0) used.insert(b);
+        for (int b : stage_outputs(g)) used.insert(b);
       }
     } else {
       for (int b : st.args)

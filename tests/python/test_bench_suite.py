@@ -57,8 +57,8 @@ def test_suite_case_matches_eager(case, compiler):
     if compiler == "kiln":
         compiled = kiln.compile(model)
     else:
-        import torch._dynamo
-        torch._dynamo.reset()
+        import torch._dynamo as dynamo
+        dynamo.reset()
         compiled = torch.compile(model, backend=kiln.backend)
     step(compiled, model, args, training)          # first call: capture, trace, build
     for _ in range(2):

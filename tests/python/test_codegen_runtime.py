@@ -146,7 +146,7 @@ def test_large_graph_compiles_as_several_units(tmp_path):
 
 
 def test_output_code_and_perf_logs(tmp_path):
-    env = dict(os.environ, KILN_LOGS="output_code,perf", KILN_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
+    env = dict(os.environ, KILN_LOGS="aten_graph,loop_ir,output_code,perf", KILN_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
     script = textwrap.dedent("""
         import torch, kiln
         import torch.nn.functional as F
@@ -158,6 +158,8 @@ def test_output_code_and_perf_logs(tmp_path):
     assert "[kiln:output_code]" in err and "KILN_EXPORT void kernel0" in err
     # The kernel's header comment names the ATen nodes it fuses.
     assert "aten::native_layer_norm" in err and "aten::gelu" in err and "aten::mul" in err
+    assert "[kiln:aten_graph] %0 = input 0 : f32[4, 16]{16, 1}" in err
+    assert "[kiln:loop_ir]" in err and "r0 = welford over[16]" in err
     assert "[kiln:perf] codegen: trace=" in err and "compile=" in err and "1 kernels, 0 extern calls; compiled" in err
 
 

@@ -202,11 +202,14 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
   for (int j = 0; j < n_inner; ++j)
     position = j ? "(" + position + ") * " + std::to_string(s.inner_sizes[j]) + " + x" + std::to_string(n_outer + j) : "x" + std::to_string(n_outer);
   // One accumulation into lane `l` ("lanes[l]", ...) of the value `v`.
-  auto accumulate = [&](const std::string& l, const std::string& v, const std::string& inv) -> std::string {
+  auto fold = [&](const std::string& l, const std::string& v, const std::string& inv) -> std::string {
     if (welford) return "kiln::welford_add(mean[" + l + "], m2[" + l + "], " + v + ", " + inv + ");";
     if (arg) return arg_update + "(lanes[" + l + "], lidx[" + l + "], " + v + ", " + position + ");";
     return "lanes[" + l + "] = " + combine(s.reduce, "lanes[" + l + "]", v) + ";";
   };
+  // When the stage keeps its elements, each is stored before it is folded.
+  auto keep = [&](const std::string& v) { return s.out_buffer < 0 ? std::string() : store(p, s.out_buffer, s.out_index.to_string(), v) + " "; };
+  auto accumulate = [&](const std::string& l, const std::string& v, const std::string& inv) { return keep(v) + fold(l, v, inv); };
   if (welford) {
     b << ind << T << " " << r << "_0, " << r << "_1;\n" << ind << "{\n";
     b << ind << "  " << T << " mean[16] = {0}, m2[16] = {0}; " << T << " cnt = 0, tn = 0, tmean = 0, tm2 = 0;\n";
@@ -226,9 +229,10 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
   if (n_inner == 0) {
     ExprEmitter em(p, b, in);
     std::string v = em.emit(s.value);
-    if (welford) b << in << "tn = 1; tmean = " << v << "; tm2 = 0;\n";
-    else if (arg) b << in << "lanes[0] = " << v << "; lidx[0] = 0;\n";
-    else b << in << "lanes[0] = " << v << ";\n";
+    b << in << keep(v);
+    if (welford) b << "tn = 1; tmean = " << v << "; tm2 = 0;\n";
+    else if (arg) b << "lanes[0] = " << v << "; lidx[0] = 0;\n";
+    else b << "lanes[0] = " << v << ";\n";
   } else {
     b << in << "int64_t base = 0;\n";
     b << in << "for (; base + 16 <= " << last << "; base += 16) {\n";
@@ -245,7 +249,7 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     {
       ExprEmitter em(p, b, in + "  ");
       std::string v = em.emit(s.value);
-      if (welford) b << in << "  tn += 1; kiln::welford_add(tmean, tm2, " << v << ", " << T << "(1) / tn);\n";
+      if (welford) b << in << "  tn += 1; " << keep(v) << "kiln::welford_add(tmean, tm2, " << v << ", " << T << "(1) / tn);\n";
       else b << in << "  " << accumulate("0", v, "") << "\n";
     }
     b << in << "}\n";
@@ -281,9 +285,7 @@ void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
   std::set<int> used, written;
   for (const Stage& s : k.stages) {
     collect_buffers(s.value, used);
-    if (s.kind == Stage::kPointwise) written.insert(s.out_buffer);
-    for (int sb : s.store_buffers)
-      if (sb >= 0) written.insert(sb);
+    for (int w : stage_outputs(s)) written.insert(w);
   }
   for (int w : written) used.insert(w);
   for (int u : used) {
