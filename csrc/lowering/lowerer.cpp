@@ -183,9 +183,11 @@ void Lowerer::reduction(const std::string& op, Loader input, const std::vector<i
                         int keep_elements) {
   std::sort(dims.begin(), dims.end());
   dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  // Outer loops over the kept dims of size > 1 (so epilogues, whose loops skip size-1 dims too,
+  // land in the same kernel); inner loops over the reduced dims.
   std::vector<int> kept;
   for (int d = 0; d < static_cast<int>(in_sizes.size()); ++d)
-    if (!std::binary_search(dims.begin(), dims.end(), d)) kept.push_back(d);
+    if (!std::binary_search(dims.begin(), dims.end(), d) && in_sizes[d] != 1) kept.push_back(d);
   std::vector<int64_t> loop_sizes;
   for (int d : kept) loop_sizes.push_back(in_sizes[d]);
   for (int64_t d : dims) loop_sizes.push_back(in_sizes[d]);
@@ -198,7 +200,7 @@ void Lowerer::reduction(const std::string& op, Loader input, const std::vector<i
     ctx.kernel = k;
     ctx.num_outer = num_outer;
     ctx.ranges = loop_sizes;
-    std::vector<Index> idx(in_sizes.size());
+    std::vector<Index> idx(in_sizes.size(), Index::of(0));
     for (int j = 0; j < num_outer; ++j) idx[kept[j]] = Index::var(j);
     for (size_t j = 0; j < dims.size(); ++j) idx[dims[j]] = Index::var(num_outer + static_cast<int>(j));
     ExprPtr e = input(idx, ctx);
@@ -228,15 +230,18 @@ void Lowerer::reduction(const std::string& op, Loader input, const std::vector<i
 
   for (const ReductionOut& o : outs) {
     const TensorMeta& m = meta(o.value);
-    // Output dims that are kept dims, matched in order (keepdim outputs have extra 1s).
+    // For each output dim, its position among the outer loops (-1: a reduced or size-1 dim).
+    // Output dims are the input's (keepdim) or the input's non-reduced dims in order.
     std::vector<int> out_kept(m.sizes.size(), -1);
-    if (m.sizes.size() == kept.size()) {
-      for (size_t d = 0; d < kept.size(); ++d) out_kept[d] = static_cast<int>(d);
-    } else if (m.sizes.size() == in_sizes.size()) {  // keepdim
-      int j = 0;
-      for (size_t d = 0; d < m.sizes.size(); ++d)
-        if (!std::binary_search(dims.begin(), dims.end(), static_cast<int64_t>(d))) out_kept[d] = j++;
-    }
+    std::vector<int> input_dim_of_out;
+    for (int d = 0; d < static_cast<int>(in_sizes.size()); ++d)
+      if (m.sizes.size() == in_sizes.size() || !std::binary_search(dims.begin(), dims.end(), static_cast<int64_t>(d)))
+        input_dim_of_out.push_back(d);
+    if (input_dim_of_out.size() == m.sizes.size())
+      for (size_t d = 0; d < m.sizes.size(); ++d) {
+        auto it = std::find(kept.begin(), kept.end(), input_dim_of_out[d]);
+        if (it != kept.end()) out_kept[d] = static_cast<int>(it - kept.begin());
+      }
     auto finish = o.finish;
     int part = o.part, value_id = o.value;
     Lowerer* self = this;

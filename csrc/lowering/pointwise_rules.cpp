@@ -115,6 +115,22 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
     define_map(L, n, {L.arg_loader(A(0), S, t)}, [op, t, out](const std::vector<ExprPtr>& v) { return cast(unary(op, v[0], is_predicate(op) ? DType::kBool : t), out); });
     return true;
   }
+  // pow with a small constant exponent: products and roots, as ATen computes it (std::pow is
+  // slow and does not vectorize).
+  if (n.op == "aten::pow.Tensor_Scalar" && tensor_arg(0) && is_floating(ct) && n.args.size() == 2 &&
+      (A(1).kind == AtenArg::kDouble || A(1).kind == AtenArg::kInt)) {
+    const double e = A(1).kind == AtenArg::kDouble ? A(1).d : static_cast<double>(A(1).i);
+    if (e == 1 || e == 2 || e == 3 || e == 0.5 || e == -0.5 || e == -1 || e == -2) {
+      define_map(L, n, {L.arg_loader(A(0), S, ct)}, [e, ct, out](const std::vector<ExprPtr>& v) {
+        const ExprPtr& x = v[0];
+        ExprPtr r = e == 1 ? x : e == 2 ? binary("mul", x, x, ct) : e == 3 ? binary("mul", binary("mul", x, x, ct), x, ct)
+                  : e == 0.5 ? unary("sqrt", x, ct) : e == -0.5 ? unary("rsqrt", x, ct) : e == -1 ? unary("reciprocal", x, ct)
+                  : unary("reciprocal", binary("mul", x, x, ct), ct);
+        return cast(r, out);
+      });
+      return true;
+    }
+  }
   if (auto it = kBinary.find(base); it != kBinary.end() && n.args.size() >= 2 && is_scalar_or_tensor(A(0)) && is_scalar_or_tensor(A(1)) &&
                                      (tensor_arg(0) || tensor_arg(1))) {
     std::string op = it->second;
