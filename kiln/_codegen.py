@@ -18,12 +18,7 @@ def _report(g) -> None:
     if "loop_ir" in channels and g.program_text:  # after lowering, scheduling and memory planning
         _logging.emit("loop_ir", g.program_text)
     if "output_code" in channels:
-        if g.source:
-            _logging.emit("output_code", g.source)
-        elif g.compiled:
-            _logging.emit("output_code", "(kernels loaded from the cache; program:)\n" + g.program_text)
-        else:
-            _logging.emit("output_code", g.status)
+        _logging.emit("output_code", g.source or g.status)
     if "perf" in channels:
         t = dict(g.timings)
         _logging.emit("perf", "codegen: " + ", ".join(f"{k}={v:.4f}s" if isinstance(v, float) else f"{k}={v}" for k, v in t.items())

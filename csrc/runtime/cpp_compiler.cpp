@@ -148,7 +148,7 @@ static bool verified(const std::string& lib) {
 static std::string quoted(const std::string& path) { return "'" + path + "'"; }
 
 CompileResult compile_cached(const std::string& dir, const std::string& key,
-                             const std::function<std::vector<std::string>()>& make_sources, int jobs) {
+                             const std::vector<std::string>& sources, int jobs) {
   auto t0 = std::chrono::steady_clock::now();
   CompileResult r;
   auto finish = [&](const std::string& error) {
@@ -165,7 +165,6 @@ CompileResult compile_cached(const std::string& dir, const std::string& key,
   }
   // A missing or damaged entry is rebuilt and replaced by renames (never removed first: another
   // process may be storing the same key right now).
-  const std::vector<std::string> sources = make_sources();
   const std::string tmp = lib + unique_suffix();
   const std::string cxx = compiler_command(), flags = codegen::compile_flags();
   std::vector<std::string> cmds, logs, objects;

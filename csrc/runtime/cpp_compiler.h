@@ -6,7 +6,6 @@
 // temporary name and a rename, so concurrent processes and threads never see a partial file.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,11 +23,11 @@ struct CompileResult {
 
 // The cache directory: KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
 std::string cache_dir(const std::string& configured);
-// Returns the library for `key`, generating its translation units with `make_sources()` and
-// compiling them only when it is not cached. Units compile concurrently (each an object file,
-// then one link); at most `jobs` compiler processes run at once in this process (0: one per CPU).
+// Returns the library for `key`, compiling the translation units `sources` only when it is not
+// cached. Units compile concurrently (each an object file, then one link); at most `jobs`
+// compiler processes run at once in this process (0: one per CPU).
 CompileResult compile_cached(const std::string& dir, const std::string& key,
-                             const std::function<std::vector<std::string>()>& make_sources, int jobs = 0);
+                             const std::vector<std::string>& sources, int jobs = 0);
 // The C++ compiler to run: $CXX, else c++.
 std::string compiler_command();
 // How many compiler processes `jobs` allows (0: the number of CPUs).

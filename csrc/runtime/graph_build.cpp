@@ -32,19 +32,21 @@ BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts) {
     ir::Program prog = lowering::Lowerer(trace.graph, lo).run();
     schedule::plan_memory(prog);
     r.timings.push_back({"lower", since(t0)});
-    const std::string key = hex(fnv1a(prog.to_string() + "\n" + codegen::compile_flags() + "\n" + compiler_command()));
-    double codegen_s = 0;
-    CompileResult cr = compile_cached(cache_dir(opts.cache_dir), key, [&] {
-      auto t1 = std::chrono::steady_clock::now();
-      auto whole = codegen::generate_cpp(prog, 1);
-      int units = units_for(whole, opts.jobs);
-      auto sources = units == 1 ? whole : codegen::generate_cpp(prog, units);
-      for (const auto& s : sources) r.source += s;
-      codegen_s = since(t1);
-      return sources;
-    }, opts.jobs);
-    r.timings.push_back({"codegen", codegen_s});
-    r.timings.push_back({cr.cache_hit ? "load_cached" : "compile", cr.seconds - codegen_s});
+    // The key is the code itself (and how it is compiled): any change to the generator, its
+    // prefix header or the program gives a new entry.
+    auto t1 = std::chrono::steady_clock::now();
+    auto whole = codegen::generate_cpp(prog, 1);
+    int units = units_for(whole, opts.jobs);
+    auto sources = units == 1 ? whole : codegen::generate_cpp(prog, units);
+    uint64_t h = fnv1a(codegen::compile_flags() + "\n" + compiler_command());
+    const std::string prefix = codegen::prefix_header();
+    for (size_t u = 0; u < sources.size(); ++u) {
+      h = fnv1a("\n// unit\n" + sources[u], h);
+      r.source += "// ---- translation unit " + std::to_string(u) + " (after kiln's prefix header) ----\n" + sources[u].substr(prefix.size());
+    }
+    r.timings.push_back({"codegen", since(t1)});
+    CompileResult cr = compile_cached(cache_dir(opts.cache_dir), hex(h), sources, opts.jobs);
+    r.timings.push_back({cr.cache_hit ? "load_cached" : "compile", cr.seconds});
     r.cache_hit = cr.cache_hit;
     if (cr.library.empty()) throw std::runtime_error(cr.error);
     auto g = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));

@@ -23,7 +23,7 @@ struct BuildOptions {
 struct BuildResult {
   std::shared_ptr<CompiledGraph> graph;  // null on failure
   std::string error;                     // why it failed
-  std::string source;                    // generated code (empty when loaded from the cache)
+  std::string source;                    // generated code of all units, prefix header left out
   std::vector<std::pair<std::string, double>> timings;  // seconds per stage
   bool cache_hit = false;
 };

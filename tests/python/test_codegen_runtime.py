@@ -44,7 +44,7 @@ def test_cache_hit_in_process_and_in_a_new_process(tmp_path):
     assert g1.status == "compiled" and g1.timings["cache_hit"] is False and g1.source
     check_runs(g1)
     g2, _ = build(tmp_path)
-    assert g2.status == "compiled" and g2.timings["cache_hit"] is True and g2.source == ""
+    assert g2.status == "compiled" and g2.timings["cache_hit"] is True and g2.source == g1.source
     check_runs(g2)
     script = textwrap.dedent(f"""
         import sys, torch; sys.path.insert(0, {ROOT!r})
@@ -139,7 +139,7 @@ def test_large_graph_compiles_as_several_units(tmp_path):
     g(torch.randn(70, 40))
     assert g.status == "compiled", g.status
     assert g.source.count("KILN_EXPORT int kiln_take_error") == 1
-    assert g.source.count("namespace kiln {") == 2, "expected two translation units"
+    assert g.source.count("---- translation unit") == 2, "expected two translation units"
     x = torch.randn(70, 40)
     for a, b in zip(g(x), many_rows(x)):
         torch.testing.assert_close(a, b)

@@ -34,8 +34,8 @@ std::string literal(double v, DType t) {
     std::snprintf(buf, sizeof buf, "int64_t(%lld)", static_cast<long long>(v));
     return std::string("static_cast<") + temp_type(t) + ">(" + buf + ")";
   }
-  if (std::isnan(v)) return std::string("static_cast<") + temp_type(t) + ">(NAN)";
-  if (std::isinf(v)) return std::string(v > 0 ? "" : "-") + "static_cast<" + temp_type(t) + ">(INFINITY)";
+  if (std::isnan(v)) return std::string("static_cast<") + temp_type(t) + ">(__builtin_nan(\"\"))";
+  if (std::isinf(v)) return std::string(v > 0 ? "" : "-") + "static_cast<" + temp_type(t) + ">(__builtin_inf())";
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return std::string("static_cast<") + temp_type(t) + ">(" + buf + ")";
 }
@@ -46,16 +46,16 @@ const std::map<std::string, std::string> kInfix = {
 const std::map<std::string, std::string> kCall2 = {
     {"max", "kiln::maxnan"}, {"min", "kiln::minnan"}, {"fmax", "kiln::fmaxv"}, {"fmin", "kiln::fminv"},
     {"pow", "kiln::powv"}, {"floordiv", "kiln::floordiv"}, {"truncdiv", "kiln::truncdiv"},
-    {"remainder", "kiln::remainder"}, {"fmod", "kiln::fmodv"}, {"atan2", "std::atan2"},
+    {"remainder", "kiln::remainder"}, {"fmod", "kiln::fmodv"}, {"atan2", "kiln::m::atan2"},
     {"clamp_lo", "kiln::clamp_lo"}, {"clamp_hi", "kiln::clamp_hi"}};
 const std::map<std::string, std::string> kCall1 = {
     {"exp", "kiln::exp"}, {"tanh", "kiln::tanh"}, {"sigmoid", "kiln::sigmoid"}, {"gelu", "kiln::gelu"},
-    {"gelu_tanh", "kiln::gelu_tanh"}, {"relu", "kiln::relu"}, {"sign", "kiln::sign"}, {"log", "std::log"},
-    {"log2", "std::log2"}, {"log10", "std::log10"}, {"log1p", "std::log1p"}, {"expm1", "std::expm1"},
-    {"exp2", "std::exp2"}, {"sqrt", "std::sqrt"}, {"sin", "std::sin"}, {"cos", "std::cos"}, {"tan", "std::tan"},
-    {"asin", "std::asin"}, {"acos", "std::acos"}, {"atan", "std::atan"}, {"sinh", "std::sinh"},
-    {"cosh", "std::cosh"}, {"erf", "std::erf"}, {"erfc", "std::erfc"}, {"floor", "std::floor"},
-    {"ceil", "std::ceil"}, {"trunc", "std::trunc"}, {"round", "std::nearbyint"}, {"round_bf16", "kiln::round_bf16"}};
+    {"gelu_tanh", "kiln::gelu_tanh"}, {"relu", "kiln::relu"}, {"sign", "kiln::sign"}, {"log", "kiln::m::log"},
+    {"log2", "kiln::m::log2"}, {"log10", "kiln::m::log10"}, {"log1p", "kiln::m::log1p"}, {"expm1", "kiln::m::expm1"},
+    {"exp2", "kiln::m::exp2"}, {"sqrt", "kiln::m::sqrt"}, {"sin", "kiln::m::sin"}, {"cos", "kiln::m::cos"}, {"tan", "kiln::m::tan"},
+    {"asin", "kiln::m::asin"}, {"acos", "kiln::m::acos"}, {"atan", "kiln::m::atan"}, {"sinh", "kiln::m::sinh"},
+    {"cosh", "kiln::m::cosh"}, {"erf", "kiln::m::erf"}, {"erfc", "kiln::m::erfc"}, {"floor", "kiln::m::floor"},
+    {"ceil", "kiln::m::ceil"}, {"trunc", "kiln::m::trunc"}, {"round", "kiln::m::nearbyint"}, {"round_bf16", "kiln::round_bf16"}};
 
 // Emits statements computing an expression; identical nodes (by identity) are computed once.
 class ExprEmitter {
@@ -107,15 +107,15 @@ class ExprEmitter {
         if (op == "not") return "(!" + a + ")";
         if (op == "bitnot") return e->args[0]->dtype == DType::kBool ? "(!" + a + ")" : "(~" + a + ")";
         if (op == "isnan") return "(" + a + " != " + a + ")";
-        if (op == "isinf") return "(std::isinf(" + a + "))";
-        if (op == "rsqrt") return "(" + std::string(at) + "(1) / std::sqrt(" + a + "))";
+        if (op == "isinf") return "(kiln::m::isinf(" + a + "))";
+        if (op == "rsqrt") return "(" + std::string(at) + "(1) / kiln::m::sqrt(" + a + "))";
         if (op == "reciprocal") return "(" + std::string(at) + "(1) / " + a + ")";
         if (op == "square") return "(" + a + " * " + a + ")";
         if (op == "identity") return a;
         if (op == "silu") return "(" + a + " * kiln::sigmoid(" + a + "))";
         if (op == "hardsigmoid") return "(kiln::clamp_hi(kiln::clamp_lo(" + a + " / " + at + "(6) + " + at + "(0.5), " + at + "(0)), " + at + "(1)))";
         if (op == "hardswish") return "(" + a + " * kiln::clamp_hi(kiln::clamp_lo(" + a + " + " + at + "(3), " + at + "(0)), " + at + "(6)) / " + at + "(6))";
-        if (op == "mish") return "(" + a + " * kiln::tanh(std::log1p(kiln::exp(" + a + "))))";
+        if (op == "mish") return "(" + a + " * kiln::tanh(kiln::m::log1p(kiln::exp(" + a + "))))";
         auto it = kCall1.find(op);
         if (it != kCall1.end()) return it->second + "(" + a + ")";
         return "/* unknown unary " + op + " */ " + a;
@@ -150,11 +150,25 @@ std::string store(const Program& p, int buf, const std::string& index, const std
   return "b" + std::to_string(buf) + "[" + index + "] = " + v + ";";
 }
 
+// The largest (or smallest) value of an integer type, for max/min identities.
+std::string integer_limit(DType t, bool largest) {
+  const char* v;
+  switch (t) {
+    case DType::kBool: v = largest ? "1" : "0"; break;
+    case DType::kUInt8: v = largest ? "255" : "0"; break;
+    case DType::kInt8: v = largest ? "127" : "-128"; break;
+    case DType::kInt16: v = largest ? "32767" : "-32768"; break;
+    case DType::kInt32: v = largest ? "2147483647" : "(-2147483647 - 1)"; break;
+    default: v = largest ? "9223372036854775807LL" : "(-9223372036854775807LL - 1)"; break;
+  }
+  return std::string("static_cast<") + temp_type(t) + ">(" + v + ")";
+}
+
 std::string init_value(const std::string& red, DType t) {
   if (red == "sum" || red == "any") return literal(0, t);
   if (red == "prod" || red == "all") return literal(1, t);
-  if (red == "max") return is_floating(t) ? literal(-INFINITY, t) : std::string("std::numeric_limits<") + temp_type(t) + ">::lowest()";
-  if (red == "min") return is_floating(t) ? literal(INFINITY, t) : std::string("std::numeric_limits<") + temp_type(t) + ">::max()";
+  if (red == "max") return is_floating(t) ? literal(-INFINITY, t) : integer_limit(t, false);
+  if (red == "min") return is_floating(t) ? literal(INFINITY, t) : integer_limit(t, true);
   return literal(0, t);
 }
 
@@ -332,7 +346,7 @@ std::vector<std::string> generate_cpp(const Program& p, int units) {
   // Consecutive kernels, about equal amounts of source per unit.
   units = std::max(1, std::min<int>(units, static_cast<int>(kernels.size())));
   std::vector<std::string> out(units);
-  for (auto& u : out) u = prefix_header() + "#include <limits>\n\n";
+  for (auto& u : out) u = prefix_header() + "\n";
   out[0] += "KILN_EXPORT int kiln_take_error() { int e = kiln::g_index_error; kiln::g_index_error = 0; return e; }\n\n";
   size_t done = 0;
   for (const std::string& k : kernels) {

@@ -1,19 +1,37 @@
 // kiln's prefix header for generated CPU kernels (embedded into every generated source).
 // Small on purpose: standard headers only, no ATen, so a graph compiles in well under a second.
 // float exp/tanh/erf are written branch-free so loops that use them vectorize.
-#include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
+// libm through the compiler's builtins instead of <cmath>, whose parsing alone costs about
+// 0.25 s per compile: float and double overloads, integers computed in double (as std:: does).
+#define KILN_MATH1(name)                                                                   \
+  static inline float name(float x) { return __builtin_##name##f(x); }                      \
+  static inline double name(double x) { return __builtin_##name(x); }                       \
+  template <class T, class = typename std::enable_if<std::is_integral<T>::value>::type>     \
+  static inline double name(T x) { return __builtin_##name(static_cast<double>(x)); }
+#define KILN_MATH2(name)                                                                   \
+  static inline float name(float x, float y) { return __builtin_##name##f(x, y); }          \
+  static inline double name(double x, double y) { return __builtin_##name(x, y); }
+namespace kiln::m {
+KILN_MATH1(sqrt) KILN_MATH1(exp) KILN_MATH1(exp2) KILN_MATH1(expm1) KILN_MATH1(log) KILN_MATH1(log2)
+KILN_MATH1(log10) KILN_MATH1(log1p) KILN_MATH1(sin) KILN_MATH1(cos) KILN_MATH1(tan) KILN_MATH1(asin)
+KILN_MATH1(acos) KILN_MATH1(atan) KILN_MATH1(sinh) KILN_MATH1(cosh) KILN_MATH1(tanh) KILN_MATH1(erf)
+KILN_MATH1(erfc) KILN_MATH1(floor) KILN_MATH1(ceil) KILN_MATH1(trunc) KILN_MATH1(nearbyint)
+KILN_MATH2(pow) KILN_MATH2(fmod) KILN_MATH2(atan2)
+template <class T> static inline bool isinf(T x) { return __builtin_isinf(x); }
+}  // namespace kiln::m
+#undef KILN_MATH1
+#undef KILN_MATH2
 #define KILN_EXPORT extern "C" __attribute__((visibility("default")))
 namespace kiln {
 // Set by a kernel that met an out-of-range index (1) or an integer division by zero (2); one
 // flag per library, shared by all of its translation units.
 inline int g_index_error = 0;
 struct bf16 { uint16_t bits; };
-static inline float to_float(bf16 v) { uint32_t u = static_cast<uint32_t>(v.bits) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+static inline float to_float(bf16 v) { uint32_t u = static_cast<uint32_t>(v.bits) << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }
 static inline bf16 to_bf16(float f) {
-  uint32_t u; std::memcpy(&u, &f, 4);
+  uint32_t u; __builtin_memcpy(&u, &f, 4);
   if (f != f) return bf16{0x7fc0};
   u += 0x7fffu + ((u >> 16) & 1u);
   return bf16{static_cast<uint16_t>(u >> 16)};
@@ -22,7 +40,7 @@ static inline float round_bf16(float f) { return to_float(to_bf16(f)); }
 static inline double round_bf16(double f) { return f; }
 static inline float exp(float x) {
   float c = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);
-  float n = std::floor(c * 1.44269504088896341f + 0.5f);
+  float n = m::floor(c * 1.44269504088896341f + 0.5f);
   float r = c - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -36,12 +54,12 @@ static inline float exp(float x) {
   int32_t e1 = e >> 1, e2 = e - e1;
   int32_t b1 = (e1 + 127) << 23, b2 = (e2 + 127) << 23;
   float s1, s2;
-  std::memcpy(&s1, &b1, 4);
-  std::memcpy(&s2, &b2, 4);
+  __builtin_memcpy(&s1, &b1, 4);
+  __builtin_memcpy(&s2, &b2, 4);
   float y = p * s1 * s2;
   return x != x ? x : y;
 }
-static inline double exp(double x) { return std::exp(x); }
+static inline double exp(double x) { return m::exp(x); }
 static inline float tanh(float x) {
   float x2 = x * x;
   float p = 0.0014558343870513183f;  // odd Taylor series of tanh up to x^15
@@ -55,14 +73,14 @@ static inline float tanh(float x) {
   float big = 1.0f - 2.0f / (kiln::exp(2.0f * x) + 1.0f);
   return (x < 0.55f && x > -0.55f) ? small : big;
 }
-static inline double tanh(double x) { return std::tanh(x); }
+static inline double tanh(double x) { return m::tanh(x); }
 static inline float erf_gelu(float x) {  // |error| < 1.5e-7 (Abramowitz & Stegun 7.1.26)
   float a = x < 0 ? -x : x;
   float t = 1.0f / (1.0f + 0.3275911f * a);
   float y = 1.0f - (((((1.061405429f * t - 1.453152027f) * t) + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t * kiln::exp(-a * a);
   return x < 0 ? -y : y;
 }
-static inline double erf_gelu(double x) { return std::erf(x); }
+static inline double erf_gelu(double x) { return m::erf(x); }
 template <class T> static inline T sigmoid(T x) { return T(1) / (T(1) + kiln::exp(-x)); }
 template <class T> static inline T gelu(T x) { return T(0.5) * x * (T(1) + erf_gelu(x * T(0.70710678118654752440))); }
 template <class T> static inline T gelu_tanh(T x) {
@@ -82,7 +100,7 @@ template <class T> static inline T floordiv(T a, T b) {
     T q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
   } else {
-    return std::floor(a / b);
+    return m::floor(a / b);
   }
 }
 template <class T> static inline T truncdiv(T a, T b) {
@@ -90,7 +108,7 @@ template <class T> static inline T truncdiv(T a, T b) {
     if (b == 0) { g_index_error = 2; return 0; }
     return a / b;
   } else {
-    return std::trunc(a / b);
+    return m::trunc(a / b);
   }
 }
 template <class T> static inline T remainder(T a, T b) {
@@ -99,7 +117,7 @@ template <class T> static inline T remainder(T a, T b) {
     T r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   } else {
-    T r = std::fmod(a, b);
+    T r = m::fmod(a, b);
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   }
 }
@@ -108,7 +126,7 @@ template <class T> static inline T fmodv(T a, T b) {
     if (b == 0) { g_index_error = 2; return 0; }
     return a % b;
   } else {
-    return std::fmod(a, b);
+    return m::fmod(a, b);
   }
 }
 template <class T> static inline T powv(T a, T b) {
@@ -119,8 +137,8 @@ template <class T> static inline T powv(T a, T b) {
     return r;
   } else {
     if (b == T(2)) return a * a;
-    if (b == T(0.5)) return std::sqrt(a);
-    return std::pow(a, b);
+    if (b == T(0.5)) return m::sqrt(a);
+    return m::pow(a, b);
   }
 }
 static inline int64_t checked_index(int64_t i, int64_t bound) {
