@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 
 #include "schedule/placement.h"
 
@@ -294,6 +295,7 @@ ExprPtr Lowerer::indirect_load(int value, std::vector<Index> idx, int dim, ExprP
   const int buf = values_.at(value).buffer;  // realized by the rule that reads it indirectly
   idx[dim] = Index::of(0);
   ExprPtr base = values_[value].loader(idx, ctx);
+  if (base->kind != Expr::kLoad) throw std::runtime_error("indirect read of a value that is not a plain buffer load");
   auto e = std::make_shared<Expr>(*base);
   e->indirect.push_back({cast(position, DType::kInt64), prog_.buffers[buf].strides[dim], meta(value).sizes[dim]});
   return e;

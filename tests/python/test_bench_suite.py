@@ -11,8 +11,23 @@ import torch
 import kiln
 from kiln import _codegen
 
-SUITE_DIR = os.environ.get("KILN_BENCH_SUITE_DIR") or os.path.abspath(
-    os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "bench"))
+
+
+def _find_suite():
+    """KILN_BENCH_SUITE_DIR, else shared/bench next to the checkout or any folder above it."""
+    if os.environ.get("KILN_BENCH_SUITE_DIR"):
+        return os.environ["KILN_BENCH_SUITE_DIR"]
+    d = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    while True:
+        for cand in (os.path.join(d, "shared", "bench"), os.path.join(d, "..", "shared", "bench")):
+            if os.path.exists(os.path.join(cand, "suite.py")):
+                return os.path.abspath(cand)
+        if os.path.dirname(d) == d:
+            return os.path.join("/work", "shared", "bench")  # the project's machines keep it here
+        d = os.path.dirname(d)
+
+
+SUITE_DIR = _find_suite()
 if not os.path.exists(os.path.join(SUITE_DIR, "suite.py")):
     pytest.skip(f"the shared benchmark suite is not at {SUITE_DIR} (set KILN_BENCH_SUITE_DIR)", allow_module_level=True)
 sys.path.insert(0, SUITE_DIR)
