@@ -54,14 +54,15 @@ bool CompiledGraph::load(const std::string& library, std::string* error) {
     }
     kernels_.push_back(fn);
   }
-  take_error_ = reinterpret_cast<int (*)()>(dlsym(handle_, "kiln_take_error"));
-  return take_error_ != nullptr;
+  return true;
 }
 
 std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs) {
   const size_t nb = program_.buffers.size();
   std::vector<at::Tensor> slots(nb);
-  std::vector<void*> ptrs(nb, nullptr);
+  std::vector<void*> ptrs(nb + 1, nullptr);
+  int error = 0;          // this run's kernel error flag, the table's last entry
+  ptrs[nb] = &error;
   std::vector<at::Tensor> donated(nb);  // per buffer: released memory it may take over
   for (size_t b = 0; b < nb; ++b) {
     const Buffer& buf = program_.buffers[b];
@@ -85,7 +86,7 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs
         ptrs[b] = slots[b].data_ptr();
       }
       kernels_[s.kernel](ptrs.data());
-      if (int e = take_error_()) throw KernelCheckFailed(e == 1 ? "index out of range" : "integer division by zero");
+      if (error) throw KernelCheckFailed(error == 1 ? "index out of range" : "integer division by zero");
     } else {
       const AtenNode& node = trace_.graph.nodes[s.node];
       const auto& schema = ops_[s.node]->schema();

@@ -41,7 +41,6 @@ class CompiledGraph {
   ir::Program program_;
   void* handle_ = nullptr;
   std::vector<void (*)(void**)> kernels_;
-  int (*take_error_)() = nullptr;
   std::vector<std::optional<c10::OperatorHandle>> ops_;  // per ATen node (externs only)
   std::vector<std::vector<int>> kernel_outputs_;          // per kernel: buffers it allocates
   std::vector<int> donee_;                                // per buffer: who takes its memory, or -1

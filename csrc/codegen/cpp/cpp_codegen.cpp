@@ -82,7 +82,7 @@ class ExprEmitter {
         std::string idx = e->index.to_string();
         for (const auto& ind : e->indirect) {
           std::string v = emit(ind.value);
-          idx += " + " + std::to_string(ind.stride) + " * kiln::checked_index(static_cast<int64_t>(" + v + "), " + std::to_string(ind.bound) + ")";
+          idx += " + " + std::to_string(ind.stride) + " * kiln::checked_index(static_cast<int64_t>(" + v + "), " + std::to_string(ind.bound) + ", kiln_err)";
         }
         std::string a = "b" + std::to_string(e->buffer) + "[" + idx + "]";
         if (p_.buffers[e->buffer].dtype == DType::kBFloat16) return "kiln::to_float(" + a + ")";
@@ -126,7 +126,10 @@ class ExprEmitter {
         if (it != kInfix.end()) return "(" + a + " " + it->second + " " + b + ")";
         if (e->op == "xor") return "((" + a + " != 0) != (" + b + " != 0))";
         auto jt = kCall2.find(e->op);
-        if (jt != kCall2.end()) return jt->second + "(" + a + ", " + b + ")";
+        if (jt != kCall2.end()) {
+          const bool checked = e->op == "floordiv" || e->op == "truncdiv" || e->op == "remainder" || e->op == "fmod";
+          return jt->second + "(" + a + ", " + b + (checked ? ", kiln_err)" : ")");
+        }
         return "/* unknown binary " + e->op + " */ " + a;
       }
     }
@@ -306,6 +309,8 @@ void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
     const char* ct = dtype_ctype(p.buffers[u].dtype);
     b << "  " << (written.count(u) ? "" : "const ") << ct << "* __restrict b" << u << " = static_cast<" << (written.count(u) ? "" : "const ") << ct << "*>(bufs[" << u << "]);\n";
   }
+  // The run's error flag follows the buffers in the table (see the prefix header).
+  b << "  int* kiln_err = static_cast<int*>(bufs[" << p.buffers.size() << "]); (void)kiln_err;\n";
   const int n_outer = static_cast<int>(k.outer_sizes.size());
   int64_t outer_numel = 1, work = 1;
   for (int64_t s : k.outer_sizes) outer_numel *= s;
@@ -347,7 +352,6 @@ std::vector<std::string> generate_cpp(const Program& p, int units) {
   units = std::max(1, std::min<int>(units, static_cast<int>(kernels.size())));
   std::vector<std::string> out(units);
   for (auto& u : out) u = prefix_header() + "\n";
-  out[0] += "KILN_EXPORT int kiln_take_error() { int e = kiln::g_index_error; kiln::g_index_error = 0; return e; }\n\n";
   size_t done = 0;
   for (const std::string& k : kernels) {
     size_t u = std::min<size_t>(units - 1, done * units / std::max<size_t>(total, 1));

@@ -2,8 +2,8 @@
 //
 // A graph's kernels are split into up to `units` translation units that compile concurrently
 // and link into one library. Each unit is kiln's prefix header, then one
-// `extern "C" void kernelN(void**)` per kernel, taking the graph's buffer pointer table; the
-// first unit also defines `kiln_take_error`. Outer loops run under OpenMP; inner
+// `extern "C" void kernelN(void**)` per kernel, taking the graph's buffer pointer table, whose
+// last entry is the run's error flag (an int). Outer loops run under OpenMP; inner
 // pointwise loops carry `omp simd`; reductions along the innermost loop keep 16 independent
 // partial accumulators (Welford states for variance) so they vectorize, then fold them.
 #pragma once

@@ -25,9 +25,10 @@ template <class T> static inline bool isinf(T x) { return __builtin_isinf(x); }
 #undef KILN_MATH2
 #define KILN_EXPORT extern "C" __attribute__((visibility("default")))
 namespace kiln {
-// Set by a kernel that met an out-of-range index (1) or an integer division by zero (2); one
-// flag per library, shared by all of its translation units.
-inline int g_index_error = 0;
+// A kernel that meets an out-of-range index (1) or an integer division by zero (2) records it
+// in the calling run's own flag (the last entry of its buffer table), so concurrent runs of one
+// graph never see each other's errors.
+static inline void fail(int* err, int code) { __atomic_store_n(err, code, __ATOMIC_RELAXED); }
 struct bf16 { uint16_t bits; };
 static inline float to_float(bf16 v) { uint32_t u = static_cast<uint32_t>(v.bits) << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }
 static inline bf16 to_bf16(float f) {
@@ -94,26 +95,26 @@ template <class T> static inline T relu(T x) { return x < T(0) ? T(0) : x; }
 template <class T> static inline T clamp_lo(T x, T lo) { return x < lo ? lo : x; }
 template <class T> static inline T clamp_hi(T x, T hi) { return x > hi ? hi : x; }
 template <class T> static inline T sign(T x) { return T((T(0) < x) - (x < T(0))); }
-template <class T> static inline T floordiv(T a, T b) {
+template <class T> static inline T floordiv(T a, T b, int* err) {
   if constexpr (std::is_integral<T>::value) {
-    if (b == 0) { g_index_error = 2; return 0; }
+    if (b == 0) { fail(err, 2); return 0; }
     T q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
   } else {
     return m::floor(a / b);
   }
 }
-template <class T> static inline T truncdiv(T a, T b) {
+template <class T> static inline T truncdiv(T a, T b, int* err) {
   if constexpr (std::is_integral<T>::value) {
-    if (b == 0) { g_index_error = 2; return 0; }
+    if (b == 0) { fail(err, 2); return 0; }
     return a / b;
   } else {
     return m::trunc(a / b);
   }
 }
-template <class T> static inline T remainder(T a, T b) {
+template <class T> static inline T remainder(T a, T b, int* err) {
   if constexpr (std::is_integral<T>::value) {
-    if (b == 0) { g_index_error = 2; return 0; }
+    if (b == 0) { fail(err, 2); return 0; }
     T r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   } else {
@@ -121,9 +122,9 @@ template <class T> static inline T remainder(T a, T b) {
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   }
 }
-template <class T> static inline T fmodv(T a, T b) {
+template <class T> static inline T fmodv(T a, T b, int* err) {
   if constexpr (std::is_integral<T>::value) {
-    if (b == 0) { g_index_error = 2; return 0; }
+    if (b == 0) { fail(err, 2); return 0; }
     return a % b;
   } else {
     return m::fmod(a, b);
@@ -141,8 +142,8 @@ template <class T> static inline T powv(T a, T b) {
     return m::pow(a, b);
   }
 }
-static inline int64_t checked_index(int64_t i, int64_t bound) {
-  if (i < 0 || i >= bound) { g_index_error = 1; return 0; }
+static inline int64_t checked_index(int64_t i, int64_t bound, int* err) {
+  if (i < 0 || i >= bound) { fail(err, 1); return 0; }
   return i;
 }
 // argmax/argmin: (v, i) replaces the best (bv, bi) when it is better; NaN beats every number,
