@@ -22,17 +22,12 @@ bool TensorMeta::is_contiguous() const {
   return true;
 }
 
-template <class T>
-static void join(StrBuilder& b, const std::vector<T>& v) {
-  for (size_t i = 0; i < v.size(); ++i) b << (i ? ", " : "") << v[i];
-}
-
 std::string TensorMeta::to_string() const {
   StrBuilder b;
   b << dtype_name(dtype) << "[";
-  join(b, sizes);
+  b.join(sizes);
   b << "]{";
-  join(b, strides);
+  b.join(strides);
   b << "}";
   if (storage_offset) b << "+" << storage_offset;
   if (!cpu) b << "@device";
@@ -50,8 +45,8 @@ std::string AtenArg::to_string() const {
     case kString: b << "'" << s << "'"; break;
     case kDType: b << dtype_name(static_cast<DType>(i)); break;
     case kOther: b << s; break;
-    case kIntList: case kBoolList: b << "["; join(b, ints); b << "]"; break;
-    case kDoubleList: b << "["; join(b, doubles); b << "]"; break;
+    case kIntList: case kBoolList: b << "["; b.join(ints); b << "]"; break;
+    case kDoubleList: b << "["; b.join(doubles); b << "]"; break;
     case kTensorList:
       b << "[";
       for (size_t k = 0; k < values.size(); ++k) {

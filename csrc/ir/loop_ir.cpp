@@ -81,6 +81,16 @@ std::vector<int> stage_outputs(const Stage& s) {
   return out;
 }
 
+std::vector<std::vector<int>> kernel_allocations(const Program& p) {
+  std::vector<std::vector<int>> out(p.kernels.size());
+  std::vector<bool> seen(p.buffers.size(), false);
+  for (size_t k = 0; k < p.kernels.size(); ++k)
+    for (const Stage& s : p.kernels[k].stages)
+      for (int b : stage_outputs(s))
+        if (!seen[b]) seen[b] = true, out[k].push_back(b);
+  return out;
+}
+
 std::string expr_string(const ExprPtr& e) {
   StrBuilder b;
   switch (e->kind) {
@@ -109,15 +119,14 @@ template <class T>
 static std::string list(const std::vector<T>& v) {
   StrBuilder b;
   b << "[";
-  for (size_t i = 0; i < v.size(); ++i) b << (i ? ", " : "") << v[i];
-  b << "]";
+  b.join(v) << "]";
   return b.str();
 }
 
 std::string kernel_string(const Kernel& k, const Program& p) {
   StrBuilder b;
   b << "kernel " << k.name << " outer" << list(k.outer_sizes) << "  # " ;
-  for (size_t i = 0; i < k.fused.size(); ++i) b << (i ? ", " : "") << k.fused[i];
+  b.join(k.fused);
   b << "\n";
   for (const Stage& s : k.stages) {
     if (s.kind == Stage::kPointwise) {

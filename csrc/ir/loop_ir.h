@@ -108,6 +108,10 @@ struct Program {
   std::string to_string() const;      // textual form of the whole program
 };
 
+// Per kernel: the buffers it writes first, in the order the runtime allocates them (kernels run
+// in id order).
+std::vector<std::vector<int>> kernel_allocations(const Program& p);
+
 std::string kernel_string(const Kernel& k, const Program& p);
 
 }  // namespace kiln::ir

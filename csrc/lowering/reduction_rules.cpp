@@ -28,6 +28,24 @@ DType acc_type(DType in, const std::string& op) {
   return DType::kInt64;
 }
 
+// A per-channel parameter (weight, bias, running statistics) read at the channel (dim 1) of an
+// index over the normalised tensor; empty when the argument is None.
+Loader channel_loader(Lowerer& L, const AtenArg* a) {
+  if (!a || a->kind != AtenArg::kTensor) return Loader();
+  const int v = a->value;
+  Lowerer* Lp = &L;
+  return [Lp, v](const std::vector<Index>& i, LoadCtx& c) { return Lp->value(v).loader({i[1]}, c); };
+}
+
+// (x - mean) * rstd [* weight] [+ bias] in `acc`, the affine normalisation every norm ends with.
+ExprPtr normalize(ExprPtr x, ExprPtr mean, ExprPtr rstd, const Loader& W, const Loader& B,
+                  const std::vector<Index>& i, LoadCtx& c, DType acc) {
+  ExprPtr e = binary("mul", binary("sub", cast(x, acc), cast(mean, acc), acc), rstd, acc);
+  if (W) e = binary("mul", e, cast(W(i, c), acc), acc);
+  if (B) e = binary("add", e, cast(B(i, c), acc), acc);
+  return e;
+}
+
 }  // namespace
 
 bool lower_reduction(Lowerer& L, const AtenNode& n) {
@@ -83,20 +101,11 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     const int out = n.outputs[0], mean = n.outputs[1], rstd = n.outputs[2];
     L.reduction("welford", Xg, grouped, {2}, acc, {{mean, 0, nullptr}, {rstd, 1, rstd_of}});
     Loader Mean = L.value(mean).loader, Rstd = L.value(rstd).loader;
-    auto chan = [&](const AtenArg* a) -> Loader {
-      if (!a || a->kind != AtenArg::kTensor) return Loader();
-      int v = a->value;
-      Lowerer* Lp = &L;
-      return [Lp, v](const std::vector<Index>& i, LoadCtx& c) { return Lp->value(v).loader({i[1]}, c); };
-    };
-    Loader W = chan(&n.args[1]), B = chan(&n.args[2]);
+    Loader W = channel_loader(L, &n.args[1]), B = channel_loader(L, &n.args[2]);
     DType od = L.meta(out).dtype;
     L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
       std::vector<Index> gi = {i[0], floordiv(i[1], CG, c.ranges)};
-      ExprPtr e = binary("mul", binary("sub", cast(X(i, c), acc), Mean(gi, c), acc), Rstd(gi, c), acc);
-      if (W) e = binary("mul", e, cast(W(i, c), acc), acc);
-      if (B) e = binary("add", e, cast(B(i, c), acc), acc);
-      return cast(e, od);
+      return cast(normalize(X(i, c), Mean(gi, c), Rstd(gi, c), W, B, i, c, acc), od);
     }, 10);
     return true;
   }
@@ -189,10 +198,7 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
       std::vector<Index> ri = i;
       for (size_t d = rank - k; d < rank; ++d) ri[d] = Index::of(0);
-      ExprPtr e = binary("mul", binary("sub", cast(X(i, c), acc), Mean(ri, c), acc), Rstd(ri, c), acc);
-      if (W) e = binary("mul", e, cast(W(i, c), acc), acc);
-      if (B) e = binary("add", e, cast(B(i, c), acc), acc);
-      return cast(e, od);
+      return cast(normalize(X(i, c), Mean(ri, c), Rstd(ri, c), W, B, i, c, acc), od);
     }, 10);
     return true;
   }
@@ -205,20 +211,11 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     if (!rm || !rv || rm->kind != AtenArg::kTensor || rv->kind != AtenArg::kTensor) return false;
     double eps = n.arg("eps") ? n.arg("eps")->d : 1e-5;
     DType acc = xm.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-    auto chan = [&](const AtenArg* a) -> Loader {
-      if (!a || a->kind != AtenArg::kTensor) return Loader();
-      int v = a->value;
-      Lowerer* Lp = &L;
-      return [Lp, v](const std::vector<Index>& i, LoadCtx& c) { return Lp->value(v).loader({i[1]}, c); };
-    };
-    Loader W = chan(w), B = chan(b), RM = chan(rm), RV = chan(rv);
+    Loader W = channel_loader(L, w), B = channel_loader(L, b), RM = channel_loader(L, rm), RV = channel_loader(L, rv);
     DType od = L.meta(n.outputs[0]).dtype;
     L.define(n.outputs[0], [=](const std::vector<Index>& i, LoadCtx& c) {
       ExprPtr inv = unary("rsqrt", binary("add", cast(RV(i, c), acc), constant(eps, acc), acc), acc);
-      ExprPtr e = binary("mul", binary("sub", cast(X(i, c), acc), cast(RM(i, c), acc), acc), inv, acc);
-      if (W) e = binary("mul", e, cast(W(i, c), acc), acc);
-      if (B) e = binary("add", e, cast(B(i, c), acc), acc);
-      return cast(e, od);
+      return cast(normalize(X(i, c), RM(i, c), inv, W, B, i, c, acc), od);
     }, 10);
     // The saved statistics are empty in inference; they are only ever allocated.
     for (size_t o = 1; o < n.outputs.size(); ++o) {

@@ -4,7 +4,6 @@
 #include <ATen/ATen.h>
 #include <dlfcn.h>
 
-#include <set>
 #include <stdexcept>
 
 namespace kiln::runtime {
@@ -18,13 +17,7 @@ CompiledGraph::CompiledGraph(bridge::TraceResult trace, Program program) : trace
     auto dot = name.find('.');
     ops_[s.node] = c10::Dispatcher::singleton().findSchemaOrThrow(name.substr(0, dot).c_str(), dot == std::string::npos ? "" : name.substr(dot + 1).c_str());
   }
-  kernel_outputs_.resize(program_.kernels.size());
-  std::set<int> seen;
-  for (size_t k = 0; k < program_.kernels.size(); ++k)
-    for (const Stage& s : program_.kernels[k].stages) {
-      for (int b : stage_outputs(s))
-        if (seen.insert(b).second) kernel_outputs_[k].push_back(b);
-    }
+  kernel_outputs_ = kernel_allocations(program_);
   donee_.assign(program_.buffers.size(), -1);
   for (size_t b = 0; b < program_.reuse_of.size(); ++b)
     if (program_.reuse_of[b] >= 0) donee_[program_.reuse_of[b]] = static_cast<int>(b);

@@ -1,7 +1,6 @@
 // The build pipeline of one graph; see graph_build.h.
 #include "runtime/graph_build.h"
 
-#include <algorithm>
 #include <chrono>
 
 #include "codegen/cpp/cpp_codegen.h"
@@ -14,12 +13,6 @@ namespace kiln::runtime {
 namespace {
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-// Translation units for a program: one per ~24 kB of kernel source, at most one per job, so
-// small graphs pay for one compiler process and large ones use every core.
-int units_for(const std::vector<std::string>& one_unit_guess, int jobs) {
-  size_t bytes = one_unit_guess.empty() ? 0 : one_unit_guess[0].size();
-  return std::max(1, std::min(compile_jobs(jobs), static_cast<int>(bytes / 24000) + 1));
 }
 }  // namespace
 
@@ -35,9 +28,9 @@ BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts) {
     // The key is the code itself (and how it is compiled): any change to the generator, its
     // prefix header or the program gives a new entry.
     auto t1 = std::chrono::steady_clock::now();
-    auto whole = codegen::generate_cpp(prog, 1);
-    int units = units_for(whole, opts.jobs);
-    auto sources = units == 1 ? whole : codegen::generate_cpp(prog, units);
+    // One translation unit per ~24 kB of source, at most one per job: small graphs pay for one
+    // compiler process, large ones use every core.
+    auto sources = codegen::generate_cpp(prog, compile_jobs(opts.jobs), 24000);
     uint64_t h = fnv1a(codegen::compile_flags() + "\n" + compiler_command());
     const std::string prefix = codegen::prefix_header();
     for (size_t u = 0; u < sources.size(); ++u) {

@@ -14,20 +14,6 @@ static void reads_of(const ExprPtr& e, std::set<int>& out) {
   for (const auto& i : e->indirect) reads_of(i.value, out);
 }
 
-// Kernel-written buffers, per step, in the order the runtime allocates them (first writer).
-static std::vector<std::vector<int>> allocations(const Program& p) {
-  std::vector<std::vector<int>> out(p.steps.size());
-  std::vector<bool> seen(p.buffers.size(), false);
-  for (size_t s = 0; s < p.steps.size(); ++s) {
-    if (p.steps[s].kind != Step::kKernel) continue;
-    for (const Stage& g : p.kernels[p.steps[s].kernel].stages) {
-      for (int b : stage_outputs(g))
-        if (!seen[b]) seen[b] = true, out[s].push_back(b);
-    }
-  }
-  return out;
-}
-
 // A kernel-written buffer takes over the memory of one released at an earlier step with the same
 // dtype and element count (an exact fit, so any dense layout fits). Extern results are ATen's
 // own allocations and may alias; they neither give nor take.
@@ -35,9 +21,9 @@ static void plan_reuse(Program& p) {
   p.reuse_of.assign(p.buffers.size(), -1);
   std::multimap<std::pair<int, int64_t>, int> pool;  // (dtype, numel) -> released buffer
   auto key = [&](int b) { return std::make_pair(static_cast<int>(p.buffers[b].dtype), p.buffers[b].numel()); };
-  auto allocs = allocations(p);
+  const auto allocs = kernel_allocations(p);
   for (size_t s = 0; s < p.steps.size(); ++s) {
-    for (int b : allocs[s]) {
+    for (int b : p.steps[s].kind == Step::kKernel ? allocs[p.steps[s].kernel] : std::vector<int>{}) {
       if (p.buffers[b].numel() == 0) continue;
       auto it = pool.find(key(b));
       if (it == pool.end()) continue;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace kiln::support {
 
@@ -30,6 +31,15 @@ class StrBuilder {
   }
   template <class T, class = std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, char>>>
   StrBuilder& operator<<(T v) { s_ += std::to_string(v); return *this; }
+  // Items separated by `sep` ("1, 2, 3"): the lists of every textual IR.
+  template <class T>
+  StrBuilder& join(const std::vector<T>& items, const char* sep = ", ") {
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i) s_ += sep;
+      *this << items[i];
+    }
+    return *this;
+  }
   const std::string& str() const { return s_; }
 
  private:

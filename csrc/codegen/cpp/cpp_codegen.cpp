@@ -297,7 +297,7 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
 
 void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
   b << "// " << k.name << ": ";
-  for (size_t i = 0; i < k.fused.size(); ++i) b << (i ? ", " : "") << k.fused[i];
+  b.join(k.fused);
   b << "\nKILN_EXPORT void " << k.name << "(void** bufs) {\n";
   std::set<int> used, written;
   for (const Stage& s : k.stages) {
@@ -339,7 +339,7 @@ void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
 
 }  // namespace
 
-std::vector<std::string> generate_cpp(const Program& p, int units) {
+std::vector<std::string> generate_cpp(const Program& p, int max_units, size_t bytes_per_unit) {
   std::vector<std::string> kernels;
   size_t total = 0;
   for (const Kernel& k : p.kernels) {
@@ -348,7 +348,10 @@ std::vector<std::string> generate_cpp(const Program& p, int units) {
     kernels.push_back(b.str());
     total += kernels.back().size();
   }
-  // Consecutive kernels, about equal amounts of source per unit.
+  // One unit per `bytes_per_unit` of source (prefix included), at most `max_units`; consecutive
+  // kernels, about equal amounts of source per unit.
+  int units = max_units;
+  if (bytes_per_unit) units = std::min<int>(units, static_cast<int>((prefix_header().size() + total) / bytes_per_unit) + 1);
   units = std::max(1, std::min<int>(units, static_cast<int>(kernels.size())));
   std::vector<std::string> out(units);
   for (auto& u : out) u = prefix_header() + "\n";
