@@ -27,6 +27,7 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     }
     if (v->kind == VarKind::kTuple || v->kind == VarKind::kList || v->kind == VarKind::kDict)
       return make_const(PyRef::steal(PyLong_FromSize_t(v->items.size())).get());
+    if (v->kind == VarKind::kDictView) return make_const(PyRef::steal(PyLong_FromSize_t(v->self->items.size())).get());
     if (v->kind == VarKind::kObject || v->kind == VarKind::kNewObject) {
       PyTypeObject* t = v->kind == VarKind::kObject ? Py_TYPE(v->obj.get()) : reinterpret_cast<PyTypeObject*>(v->obj.get());
       PyObject* l = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString("__len__")).get());
@@ -151,8 +152,14 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     return make_const(c ? Py_True : Py_False);
   }
   if (is("sum")) {
-    auto items = unpack(args.at(0));
-    VarPtr acc = args.size() > 1 ? args[1] : make_const(PyRef::steal(PyLong_FromLong(0)).get());
+    VarPtr start = args.size() > 1 ? args[1] : nullptr;
+    for (auto& [k, v] : kwargs) {
+      if (k != "start" || start) unsupported("sum() with keyword " + k);
+      start = v;
+    }
+    if (args.empty() || args.size() > 2) unsupported("sum() argument count");
+    auto items = unpack(args[0]);
+    VarPtr acc = start ? start : make_const(PyRef::steal(PyLong_FromLong(0)).get());
     for (auto& it : items) acc = binary("NB_ADD", acc, it);
     return acc;
   }
@@ -241,12 +248,11 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
   auto mutate = [&]() { if (self->source && !self->fresh) unsupported("mutation of an input " + std::string(kind_name(self->kind)) + " (" + name + ") is a side effect"); };
   if (self->kind == VarKind::kDict) {
     if (name == "items" || name == "keys" || name == "values") {
-      std::vector<VarPtr> out;
-      for (size_t i = 0; i < self->keys.size(); ++i) {
-        VarPtr k = make_const(self->keys[i].get());
-        out.push_back(name == "items" ? make_seq(VarKind::kTuple, {k, self->items[i]}) : name == "keys" ? k : self->items[i]);
-      }
-      return make_seq(VarKind::kList, out);
+      if (!args.empty() || !kwargs.empty()) unsupported("dict." + name + " with arguments");
+      auto view = std::make_shared<Var>(VarKind::kDictView);
+      view->self = self;
+      view->name = name;
+      return view;
     }
     if (name == "get" || name == "__getitem__" || name == "pop" || name == "setdefault") {
       if (args.empty() || !args[0]->is_const()) unsupported("dict." + name + " with a non-constant key");

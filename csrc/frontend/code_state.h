@@ -4,6 +4,7 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "frontend/guards.h"
 #include "frontend/interpreter.h"
@@ -31,6 +32,14 @@ struct CodeState {
   bool skip_decided = false;
   std::list<std::shared_ptr<CacheEntry>> entries;
   bool limit_warned = false;
+  // Compile contexts (kiln.compile calls) for which this code hit the recompile limit: a miss
+  // for them runs the frame eagerly at once, without looking for a reason or a lock.
+  std::vector<int> limit_hit;
+  bool hit_limit(int context) const {
+    for (int c : limit_hit)
+      if (c == context) return true;
+    return false;
+  }
 };
 
 // The state of a code object, created on first use (nullptr on failure, no exception set).

@@ -429,6 +429,12 @@ static PyObject* on_frame(kiln_frame* frame, int* handled) {
     stats().cache_hits++;
     return run_or_pass(e, fv, handled);
   }
+  if (st->hit_limit(ctx->id)) {
+    stats().guard_failures++;
+    stats().recompile_limit_hits++;
+    stats().eager_runs++;
+    return nullptr;
+  }
   if (!worth_capturing(frame)) {
     stats().skipped_frames++;
     return nullptr;
@@ -455,6 +461,7 @@ static PyObject* on_frame(kiln_frame* frame, int* handled) {
     stats().guard_failures++;
     if (existing >= ctx->recompile_limit) {
       stats().recompile_limit_hits++;
+      st->limit_hit.push_back(ctx->id);
       lock.unlock();
       if (!st->limit_warned) {
         st->limit_warned = true;

@@ -57,7 +57,7 @@ bool GuardLeaf::check(PyObject* v) const {
 std::string GuardLeaf::describe(const std::string& e) const {
   switch (kind) {
     case kType: return "type(" + e + ") is " + reinterpret_cast<PyTypeObject*>(obj.get())->tp_name;
-    case kId: return "id(" + e + ") == " + std::to_string(reinterpret_cast<uintptr_t>(obj.get())) + "  # " + py_repr(obj.get()).substr(0, 60);
+    case kId: return "id(" + e + ") == " + std::to_string(reinterpret_cast<uintptr_t>(obj.get())) + "  # a " + Py_TYPE(obj.get())->tp_name;
     case kEquals: return e + " == " + py_repr(obj.get());
     case kTensor: return "check_tensor(" + e + ", " + std::string(tensor.type->tp_name) + ", " + probe_describe(tensor) + ")";
     case kLen: return "len(" + e + ") == " + std::to_string(length);
@@ -72,7 +72,8 @@ std::string GuardLeaf::why_failed(PyObject* v) const {
     case kTensor: return probe_mismatch(v, tensor);
     case kEquals: return "expected " + py_repr(obj.get()) + ", actual " + py_repr(v);
     case kType: return std::string("expected type ") + reinterpret_cast<PyTypeObject*>(obj.get())->tp_name + ", actual " + Py_TYPE(v)->tp_name;
-    case kId: return "expected the object " + py_repr(obj.get()).substr(0, 60) + ", got another: " + py_repr(v).substr(0, 60);
+    // Never the objects' repr: it can format whole tensors (or run arbitrary user code).
+    case kId: return std::string("expected the same ") + Py_TYPE(obj.get())->tp_name + " object, got another " + Py_TYPE(v)->tp_name;
     case kLen: return "expected length " + std::to_string(length);
     case kDictKeys: return "expected keys " + py_repr(obj.get());
     case kLacksKey: return py_repr(obj.get()) + " was added";

@@ -22,7 +22,7 @@ enum OpId {
   X(LOAD_METHOD) X(STORE_ATTR) X(BUILD_TUPLE) X(BUILD_LIST) X(BUILD_MAP) X(BUILD_CONST_KEY_MAP) X(BUILD_SLICE) \
   X(BUILD_STRING) X(FORMAT_VALUE) X(LIST_APPEND) X(LIST_EXTEND) X(MAP_ADD) X(DICT_UPDATE) X(DICT_MERGE) \
   X(LIST_TO_TUPLE) X(CALL_INTRINSIC_1) X(UNPACK_SEQUENCE) X(UNPACK_EX) X(BINARY_OP) X(BINARY_SUBSCR) \
-  X(STORE_SUBSCR) X(BINARY_SLICE) X(STORE_SLICE) X(UNARY_NEGATIVE) X(UNARY_NOT) X(UNARY_INVERT) \
+  X(STORE_SUBSCR) X(DELETE_SUBSCR) X(BINARY_SLICE) X(STORE_SLICE) X(UNARY_NEGATIVE) X(UNARY_NOT) X(UNARY_INVERT) \
   X(UNARY_POSITIVE) X(COMPARE_OP) X(IS_OP) X(CONTAINS_OP) X(POP_JUMP_IF_TRUE) X(POP_JUMP_IF_FALSE) \
   X(POP_JUMP_IF_NONE) X(POP_JUMP_IF_NOT_NONE) X(POP_JUMP_FORWARD_IF_TRUE) X(POP_JUMP_FORWARD_IF_FALSE) \
   X(POP_JUMP_FORWARD_IF_NONE) X(POP_JUMP_FORWARD_IF_NOT_NONE) X(POP_JUMP_BACKWARD_IF_TRUE) \
@@ -470,6 +470,37 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         return;
       }
       unsupported(std::string("item assignment on a ") + kind_name(obj->kind));
+    }
+    case OP_DELETE_SUBSCR: {  // del obj[idx] on containers made during the call
+      VarPtr idx = pop(), obj = pop();
+      if (obj->kind == VarKind::kNewObject) {
+        PyObject* di = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj->obj.get()), PyRef::steal(PyUnicode_FromString("__delitem__")).get());
+        if (di && PyFunction_Check(di)) { inline_function(di, nullptr, {obj, idx}, {}, nullptr); return; }
+        if (!obj->self) unsupported("del on a new object without __delitem__");
+        obj = obj->self;
+      }
+      if (obj->source && !obj->fresh) unsupported("del on an input container (side effect)");
+      if (!idx->is_const()) unsupported("del with a non-constant index");
+      if (obj->kind == VarKind::kList && PyLong_Check(idx->obj.get())) {
+        long i = PyLong_AsLong(idx->obj.get());
+        if (i < 0) i += static_cast<long>(obj->items.size());
+        if (i < 0 || i >= static_cast<long>(obj->items.size())) unsupported("list index out of range");
+        obj->items.erase(obj->items.begin() + i);
+        return;
+      }
+      if (obj->kind == VarKind::kDict) {
+        for (size_t i = 0; i < obj->keys.size(); ++i) {
+          int r = PyObject_RichCompareBool(obj->keys[i].get(), idx->obj.get(), Py_EQ);
+          if (r < 0) PyErr_Clear();
+          if (r == 1) {
+            obj->keys.erase(obj->keys.begin() + static_cast<long>(i));
+            obj->items.erase(obj->items.begin() + static_cast<long>(i));
+            return;
+          }
+        }
+        unsupported("del of a missing dict key (KeyError)");
+      }
+      unsupported(std::string("del on a ") + kind_name(obj->kind));
     }
     case OP_UNARY_NEGATIVE: case OP_UNARY_INVERT: case OP_UNARY_POSITIVE: {
       const char* nm = op == OP_UNARY_NEGATIVE ? "neg" : op == OP_UNARY_INVERT ? "invert" : "pos";

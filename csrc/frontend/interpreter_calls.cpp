@@ -37,6 +37,7 @@ bool Interpreter::truthy(const VarPtr& v) {
       return r == 1;
     }
     case VarKind::kTuple: case VarKind::kList: case VarKind::kDict: return !v->items.empty();
+    case VarKind::kDictView: return !v->self->items.empty();
     case VarKind::kTensor: unsupported("data-dependent branch: the truth value of a tensor depends on its data");
     case VarKind::kNestedFunction: case VarKind::kBoundMethod: case VarKind::kTensorMethod: return true;
     case VarKind::kNewObject: {
@@ -75,6 +76,15 @@ std::vector<VarPtr> Interpreter::unpack(const VarPtr& v) {
     case VarKind::kDict: {
       std::vector<VarPtr> out;
       for (auto& k : v->keys) out.push_back(make_const(k.get()));
+      return out;
+    }
+    case VarKind::kDictView: {  // the dict's contents now, not when the view was made
+      const Var& d = *v->self;
+      std::vector<VarPtr> out;
+      for (size_t i = 0; i < d.keys.size(); ++i) {
+        VarPtr k = make_const(d.keys[i].get());
+        out.push_back(v->name == "items" ? make_seq(VarKind::kTuple, {k, d.items[i]}) : v->name == "keys" ? k : d.items[i]);
+      }
       return out;
     }
     case VarKind::kIterator: {

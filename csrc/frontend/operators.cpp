@@ -130,6 +130,10 @@ VarPtr Interpreter::contains(const VarPtr& item, const VarPtr& container) {
     if (container->self) return contains(item, container->self);
     unsupported("`in` on a new object");
   }
+  if (container->kind == VarKind::kDictView) {
+    if (container->name == "keys") return contains(item, container->self);
+    return contains(item, make_seq(VarKind::kList, unpack(container)));
+  }
   if (container->kind == VarKind::kDict) {
     if (!item->is_const()) unsupported("`in` of a non-constant key");
     for (auto& k : container->keys) {

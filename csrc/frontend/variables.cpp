@@ -122,6 +122,7 @@ const char* kind_name(VarKind k) {
     case VarKind::kGenerator: return "generator";
     case VarKind::kSuper: return "super";
     case VarKind::kNewObject: return "new object";
+    case VarKind::kDictView: return "dict view";
   }
   return "?";
 }

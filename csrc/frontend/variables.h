@@ -37,6 +37,8 @@ enum class VarKind {
   kSuper,          // super(obj = class, self = instance): attribute lookup starts after the class
   kNewObject,      // an instance created during capture: obj = class, keys/items = its attributes,
                    // self = its dict contents (a kDict) when the class derives from dict
+  kDictView,       // d.keys()/values()/items(): self = the dict Var, name = which; live, so it
+                   // reads the dict's contents whenever it is iterated, measured or searched
 };
 
 struct Var {

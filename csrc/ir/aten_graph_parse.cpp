@@ -153,7 +153,7 @@ AtenGraph AtenGraph::parse(const std::string& text) {
   AtenGraph g;
   std::vector<bool> defined;  // value ids keep their numbers from the text
   auto id_of = [&](int id, LineParser& lp) {
-    if (id < 0 || id >= static_cast<int>(defined.size()) || !defined[id]) lp.fail("%" + std::to_string(id) + " is not defined");
+    if (id < 0 || id >= static_cast<int>(defined.size()) || !defined[id]) lp.fail(std::to_string(id).insert(0, 1, '%') + " is not defined");
     return id;
   };
   auto define = [&](int id, AtenValue::Kind kind, int index, TensorMeta meta, LineParser& lp) {

@@ -2,6 +2,7 @@
 #include "ir/index_expr.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "support/str_builder.h"
 
@@ -153,6 +154,7 @@ static Index make_atom(Atom::Kind kind, const Index& arg, int64_t c) {
 }
 
 Index floordiv(const Index& e, int64_t c, const VarRanges& ranges) {
+  if (c <= 0) throw std::invalid_argument("index floordiv by a non-positive size");
   if (c == 1) return e;
   auto [q, r] = split_multiples(e, c);
   auto [lo, hi] = bounds(r, ranges);
@@ -170,6 +172,7 @@ Index floordiv(const Index& e, int64_t c, const VarRanges& ranges) {
 }
 
 Index mod(const Index& e, int64_t c, const VarRanges& ranges) {
+  if (c <= 0) throw std::invalid_argument("index mod by a non-positive size");
   if (c == 1) return Index::of(0);
   auto [q, r] = split_multiples(e, c);
   auto [lo, hi] = bounds(r, ranges);

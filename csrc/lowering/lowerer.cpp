@@ -336,13 +336,16 @@ void Lowerer::extern_call(int node) {
 
 bool Lowerer::lower_node(int node) {
   const AtenNode& n = g_.nodes[node];
-  for (int v : n.outputs) {
-    if (v < 0) continue;
+  // Empty tensors go to ATen: a loop over nothing has no work to fuse, and index algebra over a
+  // zero extent would divide by it.
+  auto bad = [&](int v) {
+    if (v < 0) return false;
     const TensorMeta& m = meta(v);
-    if (!is_supported(m.dtype) || m.dtype == DType::kFloat16 || !m.cpu) return false;
-  }
+    return !is_supported(m.dtype) || m.dtype == DType::kFloat16 || !m.cpu || m.numel() == 0;
+  };
+  for (int v : n.outputs)
+    if (bad(v)) return false;
   for (const AtenArg& a : n.args) {
-    auto bad = [&](int v) { return v >= 0 && (!is_supported(meta(v).dtype) || meta(v).dtype == DType::kFloat16 || !meta(v).cpu); };
     if (a.kind == AtenArg::kTensor && bad(a.value)) return false;
     for (int v : a.values)
       if (bad(v)) return false;

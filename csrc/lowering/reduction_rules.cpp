@@ -2,6 +2,7 @@
 // prod, any/all, argmax/argmin, var/std (Welford), softmax and log_softmax, layer norm, group
 // norm, batch norm in inference. Results are kernel locals; their epilogues inline into the same kernel.
 #include <cmath>
+#include <stdexcept>
 
 #include "lowering/lowerer.h"
 
@@ -10,6 +11,9 @@ using namespace ir;
 
 namespace {
 
+// The reduced dims, wrapped into [0, rank); every dim when the argument is absent or empty.
+// Callers have checked rank > 0, so a dim outside the range is a malformed node: it throws, and
+// the graph runs eagerly rather than index out of bounds.
 std::vector<int64_t> norm_dims(const AtenArg* a, size_t rank) {
   std::vector<int64_t> dims;
   if (!a || a->kind == AtenArg::kNone || (a->kind == AtenArg::kIntList && a->ints.empty())) {
@@ -17,7 +21,12 @@ std::vector<int64_t> norm_dims(const AtenArg* a, size_t rank) {
     return dims;
   }
   std::vector<int64_t> raw = a->kind == AtenArg::kIntList ? a->ints : std::vector<int64_t>{a->i};
-  for (int64_t d : raw) dims.push_back(d < 0 ? d + static_cast<int64_t>(rank) : d);
+  const int64_t r = static_cast<int64_t>(rank);
+  for (int64_t d : raw) {
+    const int64_t w = d < 0 ? d + r : d;
+    if (w < 0 || w >= r) throw std::invalid_argument("reduction dim out of range");
+    dims.push_back(w);
+  }
   return dims;
 }
 
@@ -54,8 +63,11 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
   const TensorMeta& xm = L.meta(x);
   const auto& xs = xm.sizes;
   const size_t rank = xs.size();
+  // Empty and 0-dim reductions go to ATen: it knows the identities, errors and the 0-dim
+  // convention that dim 0 and -1 name the scalar itself.
+  if (rank == 0) return false;
   for (int64_t s : xs)
-    if (s == 0) return false;  // empty reductions: ATen knows the identities and errors
+    if (s == 0) return false;
   Loader X = L.broadcast(x, xs);
 
   static const std::map<std::string, std::string> kSimple = {

@@ -48,6 +48,7 @@ bool lower_view(Lowerer& L, const AtenNode& n) {
     return true;
   }
   if (op == "aten::permute" || op == "aten::t" || op == "aten::transpose.int" || op == "aten::numpy_T") {
+    if (rank == 0) return false;  // dims 0 and -1 of a scalar: ATen's identity view
     std::vector<int64_t> perm(rank);
     for (int64_t d = 0; d < rank; ++d) perm[d] = d;
     if (op == "aten::permute") {

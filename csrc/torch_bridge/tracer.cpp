@@ -90,6 +90,25 @@ ir::AtenArg record_arg(TraceState& s, const c10::IValue& v, const c10::Argument&
   return a;
 }
 
+// Advanced indexing is tagged as having a dynamic output shape because a boolean mask makes it
+// one; with integer index tensors only, the result's shape is the indices' broadcast shape, fixed
+// by the inputs' shapes like any other op.
+bool static_shape_indexing(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  if (schema.name() != "aten::index" && schema.name() != "aten::_unsafe_index") return false;
+  const size_t n_args = schema.arguments().size();
+  for (size_t i = 0; i < n_args; ++i) {
+    const c10::IValue& v = stack[stack.size() - n_args + i];
+    if (!v.isList() || v.isTensorList()) continue;
+    for (const c10::IValue& e : v.toListRef()) {
+      if (!e.isTensor() || !e.toTensor().defined()) continue;
+      const auto st = e.toTensor().scalar_type();
+      if (st == at::kBool || st == at::kByte) return false;
+    }
+  }
+  return true;
+}
+
 void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const auto below = ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Fake);
   TraceState* s = t_state;
@@ -98,7 +117,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   const c10::FunctionSchema& schema = op.schema();
   std::string name = schema.name();
   if (!schema.overload_name().empty()) name += "." + schema.overload_name();
-  if (op.hasTag(at::Tag::data_dependent_output) || op.hasTag(at::Tag::dynamic_output_shape))
+  if (op.hasTag(at::Tag::data_dependent_output) || (op.hasTag(at::Tag::dynamic_output_shape) && !static_shape_indexing(op, *stack)))
     fail(name + " has a data-dependent result");
   if (schema.is_mutable()) fail(name + " mutates its arguments after functionalization");
 

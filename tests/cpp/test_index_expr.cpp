@@ -29,3 +29,11 @@ TEST(IndexExpr, BoundsAndSubstitution) {
   Index s = substitute(e, {Index::var(1), Index::var(0)}, {5, 3});
   EXPECT_EQ(s.to_string(), "x0 + 5*x1 + 2");
 }
+
+TEST(IndexExpr, DivisionByAZeroSizeThrowsInsteadOfTrapping) {
+  // An empty tensor's zero extent reached reshape_index once and killed the process (SIGFPE).
+  VarRanges r = {4};
+  EXPECT_THROW(floordiv(Index::var(0), 0, r), std::invalid_argument);
+  EXPECT_THROW(mod(Index::var(0), 0, r), std::invalid_argument);
+  EXPECT_THROW(mod(Index::of(3), 0, r), std::invalid_argument);
+}

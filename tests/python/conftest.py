@@ -5,7 +5,10 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+try:  # an installed or sanitized kiln (scripts/sanitize.sh puts one on PYTHONPATH) wins
+    import kiln  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 import kiln  # noqa: E402
 
 

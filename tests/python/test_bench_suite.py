@@ -31,9 +31,17 @@ SUITE_DIR = _find_suite()
 if not os.path.exists(os.path.join(SUITE_DIR, "suite.py")):
     pytest.skip(f"the shared benchmark suite is not at {SUITE_DIR} (set KILN_BENCH_SUITE_DIR)", allow_module_level=True)
 sys.path.insert(0, SUITE_DIR)
-from suite import CASES  # noqa: E402
+from suite import CASES, Varying  # noqa: E402
 
 TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+# Cases whose every graph should reach generated code but cannot yet, with the issue that fixes
+# it. Their results are still compared with eager first; only the codegen check is expected to fail.
+KNOWN_GAPS = {
+    ("dyn_seq", "kiln-dynamo"): "issue 10: Dynamo recompiles the new length with SymInt inputs, which kiln's code generator does not take yet",
+    ("decode_kv", "kiln-dynamo"): "issue 10: Dynamo recompiles the new cache length with SymInt inputs, which kiln's code generator does not take yet",
+}
 
 
 def fresh(args):
@@ -62,6 +70,11 @@ def step(fn, model, args, training):
     return [loss.detach()] + [p.grad.clone() for p in params]
 
 
+def input_sets(args):
+    """The argument tuples calls take in turn: every set of a Varying case, else the one tuple."""
+    return list(args) if isinstance(args, Varying) else [args]
+
+
 @pytest.mark.parametrize("compiler", ["kiln", "kiln-dynamo"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_suite_case_matches_eager(case, compiler):
@@ -75,14 +88,20 @@ def test_suite_case_matches_eager(case, compiler):
         import torch._dynamo as dynamo
         dynamo.reset()
         compiled = torch.compile(model, backend=kiln.backend)
-    step(compiled, model, args, training)          # first call: capture, trace, build
-    for _ in range(2):
-        new = fresh(args)
+    sets = input_sets(args)
+    step(compiled, model, sets[0], training)       # first call: capture, trace, build
+    # Every input set (each length of a varying case) on fresh values, twice over for one set.
+    for i, a in enumerate(sets if len(sets) > 1 else sets * 2):
+        new = fresh(a)
         got = step(compiled, model, new, training)
         ref = step(model, model, new, training)
         for g, r in zip(got, ref):
-            torch.testing.assert_close(g, r, **TOL)
+            torch.testing.assert_close(g, r, **TOL, msg=lambda m: f"input set {i}: {m}")
     statuses = [g.status for g in _codegen.GRAPHS]
     assert statuses, "no graph reached the code generator"
     if not training:
+        gap = KNOWN_GAPS.get((case, compiler))
+        if gap and any(s != "compiled" for s in statuses):
+            pytest.xfail(f"{gap} (results matched eager; statuses {statuses})")
         assert all(s == "compiled" for s in statuses), statuses
+        assert not gap, f"({case}, {compiler}) now compiles every graph: remove it from KNOWN_GAPS"

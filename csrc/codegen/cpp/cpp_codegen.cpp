@@ -20,7 +20,14 @@ std::string prefix_header() {
   return text;
 }
 
-std::string compile_flags() { return "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -std=c++17 -fPIC -fvisibility=hidden -w"; }
+std::string compile_flags() {
+  std::string f = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -std=c++17 -fPIC -fvisibility=hidden -w";
+#ifdef KILN_SANITIZE_KERNELS
+  // A sanitized kiln checks its kernels too: they load into the same instrumented process.
+  f += " -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined";
+#endif
+  return f;
+}
 
 namespace {
 

@@ -1,0 +1,65 @@
+"""Shapes at the edges of the code generator: 0-dim tensors, empty tensors and integer advanced
+indexing, compiled through kiln's frontend and code generator and compared with eager. Each of
+these once crashed the process or fell back where it need not."""
+import pytest
+import torch
+
+import kiln
+from kiln import _codegen
+from conftest import assert_same
+
+REDUCTIONS_WITH_DIM = {
+    "sum": lambda x: x.sum(0), "mean": lambda x: x.mean(-1), "amax": lambda x: x.amax(0),
+    "amin": lambda x: x.amin(-1), "prod": lambda x: x.prod(0), "var": lambda x: x.var(0),
+    "std": lambda x: x.std(-1), "argmax": lambda x: x.argmax(0), "argmin": lambda x: x.argmin(-1),
+    "softmax": lambda x: x.softmax(-1), "log_softmax": lambda x: x.log_softmax(0),
+    "any": lambda x: (x > 0).any(0), "all": lambda x: (x > 0).all(-1),
+}
+
+
+def run_both(fn, *args):
+    compiled = kiln.compile(fn)
+    for _ in range(2):  # first call traces and builds, the second runs the compiled graph
+        fresh = [torch.randn_like(a) if a.dtype.is_floating_point else a.clone() for a in args]
+        assert_same(compiled(*fresh), fn(*fresh), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS_WITH_DIM))
+def test_reduction_over_a_dim_of_a_0dim_tensor(name):
+    red = REDUCTIONS_WITH_DIM[name]
+    run_both(lambda x: red(x.std(-1)), torch.randn(8))
+
+
+def test_std_then_amax_of_a_scalar():
+    run_both(lambda x: x.std(-1).amax(0) * 2, torch.randn(8))
+
+
+def test_transpose_of_a_0dim_tensor():
+    run_both(lambda x: x.sum().transpose(0, -1) + 1, torch.randn(3, 4))
+
+
+@pytest.mark.parametrize("shapes", [((5, 0, 8), (5, 8, 0)), ((5, 3, 0), (5, 0, 4)), ((0, 3), (3, 4))])
+def test_matmul_with_an_empty_operand_or_result(shapes):
+    a, b = (torch.randn(s) for s in shapes)
+    run_both(lambda x, y: (x @ y).relu().reshape(-1) * 2, a, b)
+
+
+def test_pointwise_views_and_cat_of_empty_tensors():
+    def fn(x, y):
+        z = (x * 2 + 1).transpose(0, 1).reshape(-1, 3)
+        return torch.cat([z, y.view(-1, 3)]).sum(0), z.exp()
+    run_both(fn, torch.randn(3, 0, 3).transpose(0, 1), torch.randn(2, 3))
+
+
+def test_integer_advanced_indexing_reaches_generated_code():
+    # transformers' padding masks index with integer tensors: a shape fixed by the indices, not
+    # a data-dependent result.
+    def fn(mask, b, k):
+        return mask[b[:, None], k[None, :]].float() * 3
+    mask = torch.rand(4, 16) > 0.3
+    run_both(fn, mask, torch.arange(4), torch.arange(16))
+    assert _codegen.GRAPHS and all(g.status == "compiled" for g in _codegen.GRAPHS), [g.status for g in _codegen.GRAPHS]
+
+
+def test_boolean_mask_indexing_still_runs_eagerly_and_correctly():
+    run_both(lambda x: x[x > 0] * 2, torch.randn(16))
