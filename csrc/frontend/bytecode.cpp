@@ -34,6 +34,21 @@ int opcode_number(int major, int minor, const std::string& name) {
   return -1;
 }
 
+int opcode_caches(int major, int minor, int opcode) {
+  const OpcodeTable* t = table_for(major, minor);
+  return t && opcode >= 0 && opcode < 256 ? t->caches[opcode] : 0;
+}
+
+int opcode_jump_kind(int major, int minor, int opcode) {
+  const OpcodeTable* t = table_for(major, minor);
+  return t && opcode >= 0 && opcode < 256 ? t->jump_kind[opcode] : 0;
+}
+
+bool opcode_jumps_backward(int major, int minor, int opcode) {
+  const OpcodeTable* t = table_for(major, minor);
+  return t && opcode >= 0 && opcode < 256 && std::strstr(t->names[opcode], "BACKWARD") != nullptr;
+}
+
 Bytecode::Bytecode(const uint8_t* code, size_t size, int major, int minor)
     : table_(table_for(major, minor)) {
   if (!table_) throw std::invalid_argument("unsupported Python version " + std::to_string(major) + "." + std::to_string(minor));

@@ -46,5 +46,10 @@ class Bytecode {
 
 // Looks up an opcode number by name for a version; -1 if the version lacks it.
 int opcode_number(int major, int minor, const std::string& name);
+// Per-version facts about an opcode: its inline cache units, and how it encodes a jump (0: not a
+// jump, 1: relative, forward or backward as its name says, 2: absolute).
+int opcode_caches(int major, int minor, int opcode);
+int opcode_jump_kind(int major, int minor, int opcode);
+bool opcode_jumps_backward(int major, int minor, int opcode);
 
 }  // namespace kiln::frontend

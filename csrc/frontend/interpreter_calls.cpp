@@ -209,6 +209,14 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     }
     case VarKind::kContainerMethod: return call_container_method(fn, args, kwargs);
     case VarKind::kBoundMethod: {
+      // os.environ lookups (`os.environ.get(k, d)`, `k in os.environ`) are read as constants, as
+      // Dynamo does: Mapping.get would otherwise raise KeyError inside the capture.
+      if (fn->self->kind == VarKind::kObject && fn->self->obj.get() == os_environ() && all_const(args) && kwargs.empty()) {
+        PyRef name = PyRef::steal(PyObject_GetAttrString(fn->obj.get(), "__name__"));
+        if (name && (py_str(name.get()) == "get" || py_str(name.get()) == "__contains__" || py_str(name.get()) == "__getitem__"))
+          return fold(PyRef::steal(PyObject_GetAttr(fn->self->obj.get(), name.get())).get(), args, {});
+        PyErr_Clear();
+      }
       args.insert(args.begin(), fn->self);
       if (PyFunction_Check(fn->obj.get())) {
         if (is_torch_op(fn->obj.get())) return record_op(graph::Op::kCallFunction, fn->obj.get(), "", args, kwargs);

@@ -44,6 +44,17 @@ PyObject* sequence_iter() {
   return f;
 }
 
+PyObject* os_environ() {
+  static PyObject* env = [] {
+    PyObject* m = PyImport_ImportModule("os");
+    PyObject* r = m ? PyObject_GetAttrString(m, "environ") : nullptr;
+    Py_XDECREF(m);
+    if (!r) PyErr_Clear();
+    return r;
+  }();
+  return env;
+}
+
 PyObject* islice_fn() {
   static PyObject* f = [] {
     PyObject* m = PyImport_ImportModule("itertools");

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "frontend/bytecode.h"
+#include "frontend/bytecode_assembler.h"
 #include "frontend/code_state.h"
 #include "frontend/eager_graph.h"
 #include "frontend/eval_frame.h"
@@ -79,6 +80,14 @@ PYBIND11_MODULE(_C, m) {
     Bytecode bc(reinterpret_cast<const uint8_t*>(s.data()), s.size(), major, minor);
     return bc.to_string();
   });
+  m.def("_assemble_roundtrip", [](py::bytes code, py::bytes exception_table) {
+    std::string c = code, e = exception_table;
+    Bytecode bc(reinterpret_cast<const uint8_t*>(c.data()), c.size(), PY_MAJOR_VERSION, PY_MINOR_VERSION);
+    auto again = assemble(disassemble(bc), PY_MAJOR_VERSION, PY_MINOR_VERSION);
+    auto table = encode_exception_table(parse_exception_table(reinterpret_cast<const uint8_t*>(e.data()), e.size()));
+    return py::make_tuple(py::bytes(reinterpret_cast<const char*>(again.data()), again.size()),
+                          py::bytes(reinterpret_cast<const char*>(table.data()), table.size()));
+  }, "Decode and re-assemble co_code, parse and re-encode co_exceptiontable (tests).");
   kiln::python::bind_codegen(m);
   m.attr("LOG_GRAPH_BREAKS") = static_cast<unsigned>(kLogGraphBreaks);
   m.attr("LOG_RECOMPILES") = static_cast<unsigned>(kLogRecompiles);
