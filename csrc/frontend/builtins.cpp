@@ -245,7 +245,7 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
     }
     return -1;
   };
-  auto mutate = [&]() { if (self->source && !self->fresh) unsupported("mutation of an input " + std::string(kind_name(self->kind)) + " (" + name + ") is a side effect"); };
+  auto mutate = [&]() { note_container_mutation(self, name); };
   if (self->kind == VarKind::kDict) {
     if (name == "items" || name == "keys" || name == "values") {
       if (!args.empty() || !kwargs.empty()) unsupported("dict." + name + " with arguments");

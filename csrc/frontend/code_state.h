@@ -25,6 +25,12 @@ struct CacheEntry {
   OutputTemplate output;
   std::vector<SideEffect> side_effects;
   std::string reason;      // why the frame runs eagerly (fallback entries)
+  bool mutates_inputs = false;  // the graph writes tensors the frame was given (see run_or_pass)
+  // A graph break: `output` builds the frame's state at the break, from which the break's
+  // instruction and the resume function continue (see graph_break.h).
+  std::shared_ptr<BreakState> brk;
+  PyCodeObject* code = nullptr;  // borrowed: the code object owns this entry
+  PyRef globals;
 };
 
 struct CodeState {

@@ -13,6 +13,7 @@
 #include "frontend/code_state.h"
 #include "frontend/eager_graph.h"
 #include "frontend/eval_frame.h"
+#include "frontend/graph_break.h"
 #include "frontend/interpreter.h"
 #include "frontend/options.h"
 #include "frontend/stats.h"
@@ -246,38 +247,65 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   CaptureOptions copts;
   copts.memoize_meta = options().memoize_meta;
   copts.max_inline_depth = options().max_inline_depth;
-  Interpreter interp(*frame, copts);
+  auto interp = std::make_unique<Interpreter>(*frame, copts);
   std::string label = function_label(frame->code);
   try {
-    interp.run();
+    interp->run();
   } catch (const std::exception& e) {
-    // Unsupported: a construct kiln does not capture; anything else: a bug in kiln. Either way
-    // the frame runs eagerly (or fullgraph raises), with the reason recorded.
+    // Unsupported: a construct kiln does not capture; anything else: a bug in kiln. Either the
+    // frame splits there (a graph break with a resume function) or it runs eagerly (or
+    // fullgraph raises), with the reason recorded.
     if (PyErr_Occurred()) PyErr_Clear();
     const auto* u = dynamic_cast<const Unsupported*>(&e);
     std::string where = u ? u->where : "", stack = u ? u->stack : "";
-    entry->guards = interp.capture().guards;
+    entry->guards = interp->capture().guards;
     entry->reason = u ? e.what() : std::string("internal error in kiln's frontend: ") + e.what();
     S.graph_breaks++;
     S.breaks.push_back({label, where, entry->reason, stack});
     std::string at = where.empty() ? "" : " at " + where;
-    log(kLogGraphBreaks, "graph break in " + label + at + ": " + entry->reason + " -- this frame runs eagerly\n" + stack);
     if (ctx->fullgraph) {
+      log(kLogGraphBreaks, "graph break in " + label + at + ": " + entry->reason + "\n" + stack);
       PyErr_Format(g_unsupported_error, "kiln cannot capture %s in one graph (fullgraph=True): %s%s\ninlined calls:\n%s",
                    label.c_str(), entry->reason.c_str(), at.c_str(), stack.c_str());
       return nullptr;
     }
-    return entry;
+    // Capture again up to the instruction that failed (the first run went past it), then split.
+    std::string refusal = u && u->root_index >= 0 ? break_refusal(frame->code, u->root_index) : "not at an instruction of this frame";
+    if (refusal.empty()) {
+      copts.break_at = u->root_index;
+      copts.break_visit = u->root_visit;
+      interp.reset();  // restores the grad mode the first attempt may have changed
+      interp = std::make_unique<Interpreter>(*frame, copts);
+      try {
+        interp->run();
+      } catch (const std::exception& again) {
+        if (PyErr_Occurred()) PyErr_Clear();
+        refusal = std::string("the capture up to it failed: ") + again.what();
+      }
+    }
+    if (!refusal.empty()) {
+      log(kLogGraphBreaks, "graph break in " + label + at + ": " + entry->reason + " -- this frame runs eagerly (cannot split it: " +
+                               refusal + ")\n" + stack);
+      return entry;
+    }
+    log(kLogGraphBreaks, "graph break in " + label + at + ": " + entry->reason + " -- it runs eagerly and a resume function continues\n" + stack);
+    entry->reason.clear();
   }
   auto t1 = std::chrono::steady_clock::now();
-  Capture& cap = interp.capture();
+  Capture& cap = interp->capture();
   entry->guards = cap.guards;
   entry->inputs = cap.inputs;
   plan_input_fetches(*entry);
   entry->output = cap.output;
   entry->side_effects = cap.side_effects;
+  entry->mutates_inputs = cap.mutates_inputs;
+  if (cap.brk) {
+    entry->brk = std::move(cap.brk);
+    entry->code = frame->code;
+    entry->globals = PyRef::borrow(frame->globals);
+  }
   PyObject* compiled = nullptr;
-  if (ctx->backend == Py_None) {
+  if (ctx->backend == Py_None || cap.graph->num_calls() == 0) {  // nothing to compile: run it as it is
     compiled = make_eager_graph(cap);
   } else if (g_fx_compiler) {
     PyObject* desc = describe_capture(cap);
@@ -305,8 +333,8 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   rec.inputs = static_cast<int>(cap.inputs.size());
   rec.guard_count = cap.guards->num_leaves();
   rec.inlined = cap.inlined_functions;
-  rec.meta_hits = interp.meta().hits();
-  rec.meta_misses = interp.meta().misses();
+  rec.meta_hits = interp->meta().hits();
+  rec.meta_misses = interp->meta().misses();
   rec.capture_s = cs;
   rec.backend_s = bs;
   S.graph_records.push_back(rec);
@@ -318,7 +346,10 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   return entry;
 }
 
-static PyObject* run_entry(const CacheEntry& e, const FrameView& fv) {
+// Runs an entry on a frame; `effects_started` tells, on failure, whether anything the frame
+// could observe had happened yet (side effects replayed, the break's instruction run).
+static PyObject* run_entry(const CacheEntry& e, const FrameView& fv, bool* effects_started) {
+  *effects_started = false;
   const size_t n = e.inputs.size(), nplan = e.fetch_plan.size();
   PyObject* small[64];
   std::vector<PyObject*> big;
@@ -341,16 +372,37 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& fv) {
   PyRef seq = PyTuple_CheckExact(outs.get()) ? outs : PyRef::steal(PySequence_Fast(outs.get(), "kiln: a backend's compiled callable must return a sequence"));
   if (!seq) return nullptr;
   PyObject* const* items = PySequence_Fast_ITEMS(seq.get());
-  PyObject* result = e.output.build(items);
+  // The result first: the frame's own values it hands back are fetched through the paths the
+  // frame was called with, before side effects change what those paths reach.
+  PyRef result = PyRef::steal(e.output.build(items, fv));
   if (!result) return nullptr;
-  for (const auto& se : e.side_effects) {  // replay attribute assignments, in order
-    PyRef v = PyRef::steal(se.value.build(items));
-    if (!v || PyObject_SetAttr(se.target.get(), se.name.get(), v.get()) < 0) {
-      Py_DECREF(result);
+  std::vector<PyRef> values;  // likewise, every value to store is built before any is stored
+  for (const auto& se : e.side_effects) {
+    values.push_back(PyRef::steal(se.value.build(items, fv)));
+    if (!values.back()) return nullptr;
+  }
+  std::vector<PyObject*> containers(e.side_effects.size());  // borrowed, fetched before any store
+  for (size_t i = 0; i < e.side_effects.size(); ++i) {
+    const SideEffect& se = e.side_effects[i];
+    if (!se.container) continue;
+    containers[i] = se.container->fetch(fv);
+    if (!containers[i]) {
+      PyErr_Format(PyExc_RuntimeError, "kiln: %s vanished while the frame ran", se.container->repr().c_str());
       return nullptr;
     }
   }
-  return result;
+  *effects_started = true;
+  for (size_t i = 0; i < e.side_effects.size(); ++i) {  // replay, in order
+    const SideEffect& se = e.side_effects[i];
+    PyObject* v = values[i].get();
+    int rc;
+    if (!se.container) rc = PyObject_SetAttr(se.target.get(), se.name.get(), v);
+    else if (PyList_Check(containers[i])) rc = PyList_SetSlice(containers[i], 0, PY_SSIZE_T_MAX, v);
+    else rc = (PyDict_Clear(containers[i]), PyDict_Update(containers[i], v));
+    if (rc < 0) return nullptr;
+  }
+  if (e.brk) return continue_after_break(*e.brk, e.code, e.globals.get(), result.get());  // `result`: the state at the break
+  return result.release();
 }
 
 static int count_entries(const CodeState* st, int ctx_id) {
@@ -377,7 +429,17 @@ static PyObject* run_or_pass(const std::shared_ptr<CacheEntry>& e, const FrameVi
     *handled = 0;  // run the frame's own bytecode; nested frames are still offered
     return nullptr;
   }
-  PyObject* r = run_entry(*e, fv);
+  bool effects_started = false;
+  PyObject* r = run_entry(*e, fv, &effects_started);
+  if (!r && !effects_started && !e->mutates_inputs && PyErr_ExceptionMatches(PyExc_Exception)) {
+    // The graph raised before anything the frame could observe happened (its list, dict and
+    // attribute updates are replayed only after it): the frame's own bytecode runs instead, so
+    // the exception arrives after exactly the side effects eager makes before it.
+    PyErr_Clear();
+    stats().eager_runs++;
+    *handled = 0;
+    return nullptr;
+  }
   *handled = 1;
   return r;
 }

@@ -116,9 +116,23 @@ static bool check_children(const std::vector<std::unique_ptr<GuardTree::Node>>& 
   return true;
 }
 
+bool GuardTree::distinct_ok(const FrameView& f) const {
+  PyObject* seen[64];
+  for (const auto& group : distinct_) {
+    size_t n = 0;
+    for (const auto& s : group) {
+      PyObject* v = s->fetch(f);
+      for (size_t i = 0; i < n; ++i)
+        if (seen[i] == v) return false;
+      if (n < 64) seen[n++] = v;
+    }
+  }
+  return true;
+}
+
 bool GuardTree::check(const FrameView& f) const {
   if (has_global_ && !(probe_global_state() == global_)) return false;
-  return check_children(root_->children, nullptr, f);
+  return check_children(root_->children, nullptr, f) && (distinct_.empty() || distinct_ok(f));
 }
 
 static std::string fail_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, const FrameView& f) {
@@ -139,7 +153,9 @@ std::string GuardTree::first_failure(const FrameView& f) const {
     if (!(now == global_))
       return "global state changed: expected " + probe_describe_global_state(global_) + "; actual " + probe_describe_global_state(now);
   }
-  return fail_children(root_->children, f);
+  std::string r = fail_children(root_->children, f);
+  if (r.empty() && !distinct_.empty() && !distinct_ok(f)) return "two containers the frame mutates are now the same object";
+  return r;
 }
 
 static void print_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, kiln::support::StrBuilder& os, int& count) {
@@ -154,6 +170,12 @@ std::string GuardTree::to_string() const {
   int count = 0;
   if (has_global_) { os << "  global_state(" << probe_describe_global_state(global_) << ")\n"; ++count; }
   print_children(root_->children, os, count);
+  for (const auto& group : distinct_) {
+    os << "  distinct(";
+    for (size_t i = 0; i < group.size(); ++i) os << (i ? ", " : "") << group[i]->repr();
+    os << ")\n";
+    ++count;
+  }
   return os.str();
 }
 

@@ -31,6 +31,9 @@ class GuardTree {
   ~GuardTree();
   void add(const SourcePtr& src, GuardLeaf leaf);
   void set_global_state(const GlobalStateFacts& g) { global_ = g; has_global_ = true; }
+  // The values of these sources must be distinct objects (containers the capture mutates and
+  // writes back: aliased, the write-backs would clobber each other).
+  void add_distinct(std::vector<SourcePtr> sources) { distinct_.push_back(std::move(sources)); }
 
   bool check(const FrameView& frame) const;
   // The first failing guard, as "<expr>: <reason>", or "" if all pass.
@@ -46,6 +49,8 @@ class GuardTree {
   std::unique_ptr<Node> root_;
   GlobalStateFacts global_;
   bool has_global_ = false;
+  std::vector<std::vector<SourcePtr>> distinct_;
+  bool distinct_ok(const FrameView& frame) const;
 };
 
 }  // namespace kiln::frontend

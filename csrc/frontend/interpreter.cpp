@@ -90,7 +90,14 @@ std::string Interpreter::inline_stack() const {
   return out;
 }
 
-void Interpreter::unsupported(const std::string& reason) { throw Unsupported(reason, where(), inline_stack()); }
+void Interpreter::unsupported(const std::string& reason) {
+  Unsupported u(reason, where(), inline_stack());
+  if (!frames_.empty()) {
+    u.root_index = frames_.front()->cur;
+    u.root_visit = root_visits_.at(u.root_index);
+  }
+  throw u;
+}
 
 // Fetches and clears the pending Python error as "Type: message".
 std::string take_python_error() {
@@ -132,10 +139,14 @@ void Interpreter::run() {
   }
   if ((code->co_flags & CO_VARKEYWORDS) && f.locals[slot]) f.locals[slot]->fresh = true;
   f.closure_source_func = make_object(root_.func, frame_func_source());
+  root_visits_.assign(f.dc->bc->size(), 0);
   frames_.push_back(&f);
   VarPtr result;
   try {
     result = run_frame(f);
+    // At a graph break the "result" is the frame's state there (BreakState): the graph outputs
+    // it, and attribute stores made so far replay before the break's instruction runs.
+    if (stopped_) result = capture_break_state(f);
   } catch (...) {
     frames_.pop_back();
     throw;
@@ -152,7 +163,17 @@ void Interpreter::run() {
     for (size_t j = i + 1; j < attr_stores_.size() && !superseded; ++j)
       superseded = attr_stores_[j].target->obj.get() == st.target->obj.get() &&
                    PyUnicode_Compare(attr_stores_[j].name.get(), st.name.get()) == 0;
-    if (!superseded) cap_.side_effects.push_back({st.target->obj, st.name, make_template(this, st.value, outs, out_index, fail)});
+    if (!superseded) cap_.side_effects.push_back({st.target->obj, st.name, make_template(this, st.value, outs, out_index, fail), nullptr});
+  }
+  for (const VarPtr& c : mutated_containers_) {  // their final contents, written into the originals
+    auto contents = std::make_shared<Var>(*c);
+    contents->source = nullptr;
+    cap_.side_effects.push_back({PyRef(), PyRef(), make_template(this, contents, outs, out_index, fail), c->source});
+  }
+  if (!mutated_containers_.empty()) {
+    std::vector<SourcePtr> all;
+    for (const auto& ic : input_containers_) all.push_back(ic.var->source);
+    cap_.guards->add_distinct(std::move(all));
   }
   frames_.pop_back();
   cap_.graph->set_output(std::move(outs));
@@ -166,6 +187,10 @@ VarPtr Interpreter::run_frame(Frame& f) {
     if (f.pc < 0 || f.pc >= static_cast<int>(instrs.size())) unsupported("ran off the end of the bytecode");
     if (++instructions_ > opts_.max_instructions) unsupported("capture exceeded the instruction budget");
     f.cur = f.pc++;
+    if (frames_.size() == 1 && ++root_visits_[f.cur] == opts_.break_visit && f.cur == opts_.break_at) {
+      stopped_ = true;
+      return nullptr;
+    }
     int op = f.dc->ops[f.cur];
     const Instruction& in = instrs[f.cur];
     if (op == OP_RETURN_VALUE || op == OP_RETURN_CONST) {
@@ -457,7 +482,7 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         if (!obj->self) unsupported("item assignment on a new object without __setitem__");
         obj = obj->self;
       }
-      if (obj->source && !obj->fresh) unsupported("item assignment on an input container (side effect)");
+      note_container_mutation(obj, "item assignment");
       if (obj->kind == VarKind::kList && idx->is_const() && PyLong_Check(idx->obj.get())) {
         long i = PyLong_AsLong(idx->obj.get());
         if (i < 0) i += static_cast<long>(obj->items.size());
@@ -479,7 +504,7 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         if (!obj->self) unsupported("del on a new object without __delitem__");
         obj = obj->self;
       }
-      if (obj->source && !obj->fresh) unsupported("del on an input container (side effect)");
+      note_container_mutation(obj, "del");
       if (!idx->is_const()) unsupported("del with a non-constant index");
       if (obj->kind == VarKind::kList && PyLong_Check(idx->obj.get())) {
         long i = PyLong_AsLong(idx->obj.get());

@@ -29,27 +29,52 @@ struct Unsupported : std::runtime_error {
       : std::runtime_error(reason), where(std::move(where_)), stack(std::move(stack_)) {}
   std::string where;
   std::string stack;  // the chain of inlined calls leading there, outermost first
+  // The instruction of the captured (outermost) frame that was running, and how many times it
+  // had been reached: where a graph break can split the frame. -1 when there is none.
+  int root_index = -1;
+  int root_visit = 0;
 };
 
 // How to rebuild the frame's return value from the graph's outputs.
 struct OutputTemplate {
-  enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject } kind = kConst;
+  enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject, kGetAttr, kMethod, kFetch } kind = kConst;
   int index = -1;       // kGraphOut
   PyRef obj;            // kConst: the value; kDict: tuple of keys; kTuple: namedtuple type or null;
-                        // kNewObject: the class
+                        // kNewObject: the class; kGetAttr: the attribute name (of items[0]);
+                        // kMethod: the function bound to items[0]
+  SourcePtr source;     // kFetch: a value of the frame itself (an argument or what it holds),
+                        // fetched again so the caller sees the very object, mutated in place
   PyRef names;          // kNewObject: tuple of attribute names (items[i] is the value of names[i])
   std::vector<OutputTemplate> items;
   std::vector<OutputTemplate> dict_part;  // kNewObject of a dict subclass: a single kDict template
   PyRef dict_setitem;                     // ... and its builtin base's __setitem__ (dict/OrderedDict)
   // New reference, or nullptr with an exception set.
-  PyObject* build(PyObject* const* outputs) const;
+  PyObject* build(PyObject* const* outputs, const FrameView& frame) const;
 };
 
-// An attribute assignment on a pre-existing object, replayed after the graph runs.
+// A side effect on a pre-existing object, replayed after the graph runs: an attribute
+// assignment (target.name = value), or new contents for a list or dict the frame was given
+// (fetched through `container`, then filled with value's items).
 struct SideEffect {
   PyRef target;
   PyRef name;
   OutputTemplate value;
+  SourcePtr container;
+};
+
+// A graph break: the captured frame stops before one of its own instructions (a call kiln cannot
+// trace into, or a branch on a tensor's value); the graph computes everything before it, the
+// instruction runs eagerly, and a resume function continues the frame from the next one.
+struct BreakState {
+  enum Kind { kCall, kJumpIfTrue, kJumpIfFalse } kind = kCall;
+  int index = -1;                 // the instruction that runs eagerly
+  int offset = 0;                 // its byte offset (names the resume functions)
+  int call_args = 0;              // kCall: CALL's argument count
+  PyRef kw_names;                 // kCall: the pending KW_NAMES tuple, or null
+  std::vector<bool> stack_null;   // the live stack before the instruction, bottom first
+  int n_locals = 0;               // the frame's local slots, all passed to the resume function
+  std::vector<int> unbound;       // ... of which these are unbound at the break
+  // The capture's output template is a tuple: the non-NULL stack items, then every local slot.
 };
 
 // Everything a capture produces: the graph, what its inputs are and where to fetch them, the
@@ -66,12 +91,18 @@ struct Capture {
   std::string name;                      // qualified name of the captured function
   std::string where;                     // its file:line
   int inlined_functions = 0;
+  std::unique_ptr<BreakState> brk;       // set when the capture stopped at a graph break
+  bool mutates_inputs = false;           // an in-place op writes a tensor the frame was given
 };
 
 struct CaptureOptions {
   int max_inline_depth = 48;
   int max_instructions = 2000000;
   bool memoize_meta = true;
+  // Stop before the outermost frame's instruction `break_at` when it is reached for the
+  // `break_visit`-th time, and describe the frame's state there (see BreakState).
+  int break_at = -1;
+  int break_visit = 0;
 };
 
 class Interpreter {
@@ -88,6 +119,7 @@ class Interpreter {
  private:
   // --- execution
   VarPtr run_frame(Frame& f);
+  VarPtr capture_break_state(Frame& f);
   void step(Frame& f, int op, const Instruction& in);
   [[noreturn]] void unsupported(const std::string& reason);
   std::string where() const;
@@ -152,6 +184,16 @@ class Interpreter {
   void store_attr(const VarPtr& obj, PyObject* name, const VarPtr& value);
   VarPtr stored_attr(PyObject* obj, PyObject* name);
   std::vector<AttrStore> attr_stores_;
+  // Lists and dicts the frame was given, as wrapped (see wrap()), and those the capture mutated:
+  // their new contents are written back after the graph, once, under a guard that no two of
+  // them are the same object.
+  struct InputContainer {
+    VarPtr var;
+    PyObject* object;  // borrowed: held by the frame for the capture's duration
+  };
+  std::vector<InputContainer> input_containers_;
+  std::vector<VarPtr> mutated_containers_;
+  void note_container_mutation(const VarPtr& container, const std::string& what);
 
   const kiln_frame& root_;
   CaptureOptions opts_;
@@ -162,6 +204,8 @@ class Interpreter {
   std::unordered_map<PyObject*, int> handles_;
   bool initial_grad_ = true;
   int instructions_ = 0;
+  std::vector<int> root_visits_;  // per instruction of the outermost frame: times reached
+  bool stopped_ = false;          // the capture reached CaptureOptions::break_at
   PyRef default_device_;
 };
 

@@ -13,6 +13,14 @@ namespace kiln::frontend {
 OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<graph::Arg>& outs,
                                     std::unordered_map<int, int>& out_index, const std::function<void(const std::string&)>& fail) {
   OutputTemplate t;
+  // The frame's own tensors, lists and dicts are handed back as themselves (mutated in place by
+  // the graph or by replayed side effects), as eager would; containers made for this call (its
+  // *args/**kwargs) are rebuilt from their symbolic contents.
+  if (v->source && !v->fresh && (v->kind == VarKind::kTensor || v->kind == VarKind::kList || v->kind == VarKind::kDict)) {
+    t.kind = OutputTemplate::kFetch;
+    t.source = v->source;
+    return t;
+  }
   switch (v->kind) {
     case VarKind::kTensor: {
       t.kind = OutputTemplate::kGraphOut;
@@ -60,10 +68,22 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
       }
       return t;
     }
-    default:
-      fail(std::string("cannot return a ") + kind_name(v->kind) + " from a compiled function");
+    case VarKind::kTensorMethod:  // `t.item` on the stack at a graph break
+      t.kind = OutputTemplate::kGetAttr;
+      t.obj = PyRef::steal(PyUnicode_FromString(v->name.c_str()));
+      t.items.push_back(make_template(self, v->self, outs, out_index, fail));
       return t;
+    case VarKind::kBoundMethod:
+      if (!PyFunction_Check(v->obj.get())) break;
+      t.kind = OutputTemplate::kMethod;
+      t.obj = v->obj;
+      t.items.push_back(make_template(self, v->self, outs, out_index, fail));
+      return t;
+    default:
+      break;
   }
+  fail(std::string("cannot return a ") + kind_name(v->kind) + " from a compiled function");
+  return t;
 }
 
 // ---------------------------------------------------------------- side effects
@@ -99,16 +119,27 @@ VarPtr Interpreter::stored_attr(PyObject* obj, PyObject* name) {
 
 // ---------------------------------------------------------------- output template
 
-PyObject* OutputTemplate::build(PyObject* const* outs) const {
+PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) const {
   switch (kind) {
     case kGraphOut: return Py_NewRef(outs[index]);
+    case kFetch: {
+      PyObject* v = source->fetch(frame);
+      if (!v) PyErr_Format(PyExc_RuntimeError, "kiln: %s vanished while the frame ran", source->repr().c_str());
+      return Py_XNewRef(v);
+    }
+    case kGetAttr:
+    case kMethod: {
+      PyRef self = PyRef::steal(items[0].build(outs, frame));
+      if (!self) return nullptr;
+      return kind == kGetAttr ? PyObject_GetAttr(self.get(), obj.get()) : PyMethod_New(obj.get(), self.get());
+    }
     case kConst: return Py_NewRef(obj.get());
     case kTuple:
     case kList: {
       PyObject* seq = kind == kList ? PyList_New(items.size()) : PyTuple_New(items.size());
       if (!seq) return nullptr;
       for (size_t i = 0; i < items.size(); ++i) {
-        PyObject* it = items[i].build(outs);
+        PyObject* it = items[i].build(outs, frame);
         if (!it) { Py_DECREF(seq); return nullptr; }
         if (kind == kList) PyList_SET_ITEM(seq, i, it);
         else PyTuple_SET_ITEM(seq, i, it);
@@ -130,7 +161,7 @@ PyObject* OutputTemplate::build(PyObject* const* outs) const {
       PyObject* inst = PyObject_CallMethod(obj.get(), "__new__", "O", obj.get());
       if (!inst) return nullptr;
       if (!dict_part.empty()) {
-        PyObject* d = dict_part[0].build(outs);
+        PyObject* d = dict_part[0].build(outs, frame);
         if (!d) { Py_DECREF(inst); return nullptr; }
         Py_ssize_t pos = 0;
         PyObject *k, *val;
@@ -142,7 +173,7 @@ PyObject* OutputTemplate::build(PyObject* const* outs) const {
         Py_DECREF(d);
       }
       for (size_t i = 0; i < items.size(); ++i) {
-        PyObject* it = items[i].build(outs);
+        PyObject* it = items[i].build(outs, frame);
         if (!it || PyObject_GenericSetAttr(inst, PyTuple_GET_ITEM(names.get(), i), it) < 0) {
           Py_XDECREF(it);
           Py_DECREF(inst);
@@ -155,7 +186,7 @@ PyObject* OutputTemplate::build(PyObject* const* outs) const {
     case kDict: {
       PyObject* d = PyDict_New();
       for (size_t i = 0; i < items.size(); ++i) {
-        PyObject* it = items[i].build(outs);
+        PyObject* it = items[i].build(outs, frame);
         if (!it) { Py_DECREF(d); return nullptr; }
         PyDict_SetItem(d, PyTuple_GET_ITEM(obj.get(), i), it);
         Py_DECREF(it);

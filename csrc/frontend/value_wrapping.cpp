@@ -38,6 +38,23 @@ VarPtr Interpreter::tensor_input(PyObject* t, const SourcePtr& src) {
   return v;
 }
 
+// A list or dict the frame was given is mutated: allowed (and written back after the graph) when
+// kiln knows where to fetch it again and it is the only path to that object in this capture.
+void Interpreter::note_container_mutation(const VarPtr& c, const std::string& what) {
+  if (!c->source || c->fresh) return;  // made during this call: nothing outside sees it
+  const std::string kind = kind_name(c->kind);
+  const InputContainer* found = nullptr;
+  for (const auto& ic : input_containers_)
+    if (ic.var == c) found = &ic;
+  if (!found || c->source->kind == Source::kConstant) unsupported("mutation of a shared " + kind + " (" + what + ") is a side effect");
+  for (const auto& ic : input_containers_)
+    if (ic.var != c && ic.object == found->object) unsupported("mutation of a " + kind + " the frame reaches two ways (" + what + ")");
+  if (input_containers_.size() > 64) unsupported("mutation of a " + kind + " among too many input containers");
+  for (const auto& m : mutated_containers_)
+    if (m == c) return;
+  mutated_containers_.push_back(c);
+}
+
 VarPtr Interpreter::wrap_unguarded(PyObject* o, const std::string& label) {
   if (probe_is_tensor(o)) return tensor_input(o, constant_source(o, label));
   return from_python_value(o, /*shared=*/true);
@@ -59,6 +76,7 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
     v = make_seq(PyList_CheckExact(o) ? VarKind::kList : VarKind::kTuple, {});
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i)
       v->items.push_back(wrap(PySequence_Fast_GET_ITEM(o, i), item_source(src, static_cast<int>(i))));
+    if (v->kind == VarKind::kList) input_containers_.push_back({v, o});
   } else if (PyDict_CheckExact(o) && PyDict_GET_SIZE(o) <= 512) {
     PyRef keys = PyRef::steal(PyDict_Keys(o));
     bool const_keys = true;
@@ -73,6 +91,7 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
         v->keys.push_back(PyRef::borrow(k));
         v->items.push_back(wrap(PyDict_GetItem(o, k), dict_item_source(src, k)));
       }
+      input_containers_.push_back({v, o});
     }
   }
   if (!v) {

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <ATen/MemoryOverlap.h>
 #include <c10/core/GradMode.h>
 
 #include <chrono>
@@ -166,10 +167,23 @@ class CodegenGraph {
         return unpack_tensors(r, "the graph's results");
       });
     } catch (const py::error_already_set& e) {
-      return fall_back(std::string("trace failed: ") + e.what(), args);
+      // If eager raises too, the inputs were bad (a zero divisor, a shape mismatch): that is
+      // the user's exception, and the next call traces again. Otherwise kiln could not trace it.
+      std::string why = std::string("trace failed: ") + e.what();
+      py::object r = eager_(*args);
+      state_ = kEager;
+      status_ = "eager: " + why;
+      if (!on_compiled_.is_none()) on_compiled_(this);
+      return r;
     } catch (const std::exception& e) {
       return fall_back(std::string("trace failed: ") + e.what(), args);
     }
+    // Writing a result back into an input whose elements share memory (an expanded tensor) is
+    // what eager's in-place kernels allow and copy_ refuses: such a graph runs eagerly, from its
+    // untouched inputs.
+    for (const auto& [input, value] : tr.graph.input_mutations)
+      if (at::has_internal_overlap(inputs.at(input)) == at::MemOverlap::Yes)
+        return fall_back("an input mutated in place has overlapping memory (an expanded tensor)", args);
     trace_s_ = since(t0);
     timings_["trace"] = trace_s_;
     // The traced run is this call's result; apply its input mutations as eager would.

@@ -18,7 +18,7 @@ KILN_MATH1(sqrt) KILN_MATH1(exp) KILN_MATH1(exp2) KILN_MATH1(expm1) KILN_MATH1(l
 KILN_MATH1(log10) KILN_MATH1(log1p) KILN_MATH1(sin) KILN_MATH1(cos) KILN_MATH1(tan) KILN_MATH1(asin)
 KILN_MATH1(acos) KILN_MATH1(atan) KILN_MATH1(sinh) KILN_MATH1(cosh) KILN_MATH1(tanh) KILN_MATH1(erf)
 KILN_MATH1(erfc) KILN_MATH1(floor) KILN_MATH1(ceil) KILN_MATH1(trunc) KILN_MATH1(nearbyint)
-KILN_MATH2(pow) KILN_MATH2(fmod) KILN_MATH2(atan2)
+KILN_MATH2(pow) KILN_MATH2(fmod) KILN_MATH2(atan2) KILN_MATH2(copysign)
 template <class T> static inline bool isinf(T x) { return __builtin_isinf(x); }
 }  // namespace kiln::m
 #undef KILN_MATH1
@@ -101,7 +101,15 @@ template <class T> static inline T floordiv(T a, T b, int* err) {
     T q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
   } else {
-    return m::floor(a / b);
+    // ATen's floor division of floats: from fmod, so that a result just below an integer in
+    // exact arithmetic (1.0 // 0.001 is 999) is not rounded up by the division.
+    if (b == 0) return a / b;
+    T mod = m::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= T(1);
+    if (div == 0) return m::copysign(T(0), a / b);
+    T fl = m::floor(div);
+    return div - fl > T(0.5) ? fl + T(1) : fl;
   }
 }
 template <class T> static inline T truncdiv(T a, T b, int* err) {

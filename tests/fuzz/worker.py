@@ -1,0 +1,241 @@
+"""Persistent fuzz worker: reads JSON requests (one per line) on stdin, runs each program eagerly
+and compiled, answers one JSON line per program on a private copy of the original stdout
+(fd 1 itself is pointed at /dev/null so that programs and C++ code may print freely).
+
+    python -m tests.fuzz.worker --compiler kiln|torch-eager [--backend kiln|eager]
+
+Request: {"seed": int, "source": str}.  Answer: {"seed", "outcome", "detail", "graphs", "breaks",
+"eager_error"}.  The parent treats EOF (the worker died) as a crash of the program it last sent.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import sys
+import traceback
+import warnings
+
+CALLS = [("first", 0, 0), ("repeat", 0, 0), ("fresh", 1, 0), ("variant", 2, 1)]  # (label, rng offset, variant)
+TOL = {"torch.float16": (1e-2, 1e-2), "torch.bfloat16": (2e-2, 2e-2), "torch.float32": (1e-4, 1e-4),
+       "torch.float64": (1e-7, 1e-7)}
+
+
+def _low_precision_seen():
+    """A TorchFunctionMode that notes whether any tensor op produced float32/16 values: then a
+    float64 result may carry float32 rounding differences and is compared at float32 tolerance."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._pytree import tree_leaves
+    low = (torch.float32, torch.float16, torch.bfloat16)
+
+    class Seen(TorchFunctionMode):
+        low_precision = False
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if not self.low_precision:
+                self.low_precision = any(isinstance(t, torch.Tensor) and t.dtype in low for t in tree_leaves(out))
+            return out
+    return Seen()
+
+
+_NUM = None
+
+
+def same_printed(a: str, b: str) -> bool:
+    """Printed text equal up to float rounding (tensor reprs show ~4 significant digits)."""
+    import re
+    global _NUM
+    _NUM = _NUM or re.compile(r"-?\d+\.\d*(?:e[+-]?\d+)?|-?\d+e[+-]?\d+")
+    if a == b:
+        return True
+    if _NUM.sub("#", a) != _NUM.sub("#", b):
+        return False
+    return all(math.isclose(float(x), float(y), rel_tol=1e-3, abs_tol=1e-3)
+               for x, y in zip(_NUM.findall(a), _NUM.findall(b)))
+
+
+def compare(a, b, path="out", low_precision=False):
+    """None if eager value `a` and compiled value `b` agree, else a description of the first difference.
+    Floats: NaN-aware, rtol/atol by dtype (float64 results of a program that computed in float32
+    somewhere get float32 tolerance: `low_precision`); ints, bools: exact."""
+    import torch
+    if type(a) is not type(b):
+        return f"{path}: type {type(a).__name__} != {type(b).__name__}"
+    if isinstance(a, torch.Tensor):
+        if a.dtype != b.dtype:
+            return f"{path}: dtype {a.dtype} != {b.dtype}"
+        if a.shape != b.shape:
+            return f"{path}: shape {tuple(a.shape)} != {tuple(b.shape)}"
+        if a.device != b.device:
+            return f"{path}: device {a.device} != {b.device}"
+        if a.numel() == 0:
+            return None
+        if a.is_floating_point() or a.is_complex():
+            rtol, atol = TOL.get("torch.float32" if low_precision and a.dtype == torch.float64 else str(a.dtype),
+                                 (1e-4, 1e-4))
+            x, y = a.detach().double(), b.detach().double()
+            ok = torch.isclose(x, y, rtol=rtol, atol=atol, equal_nan=True)
+            if not bool(ok.all()):
+                bad = (~ok).nonzero()[0].tolist()
+                idx = tuple(bad)
+                return (f"{path}: values differ at {len(bad) and idx} (eager {x[idx].item()!r} vs compiled "
+                        f"{y[idx].item()!r}; {int((~ok).sum())}/{a.numel()} elements)")
+            return None
+        if not torch.equal(a, b):
+            ne = (a != b).nonzero()[0].tolist()
+            return f"{path}: values differ at {tuple(ne)} (eager {a[tuple(ne)].item()!r} vs compiled {b[tuple(ne)].item()!r})"
+        return None
+    if isinstance(a, float):
+        if math.isnan(a) and math.isnan(b):
+            return None
+        if a == b or math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-4):
+            return None
+        return f"{path}: {a!r} != {b!r}"
+    if isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            return f"{path}: length {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = compare(x, y, f"{path}[{i}]", low_precision)
+            if d:
+                return d
+        return None
+    if isinstance(a, dict):
+        if list(a) != list(b):
+            return f"{path}: keys {list(a)} != {list(b)}"
+        for k in a:
+            d = compare(a[k], b[k], f"{path}[{k!r}]", low_precision)
+            if d:
+                return d
+        return None
+    if isinstance(a, torch.Size) or isinstance(a, (int, bool, str, type(None))):
+        return None if a == b else f"{path}: {a!r} != {b!r}"
+    try:
+        return None if a == b else f"{path}: {a!r} != {b!r}"
+    except Exception:
+        return None
+
+
+class Runner:
+    def __init__(self, compiler: str, backend: str):
+        import torch  # noqa: F401
+        self.compiler = compiler
+        self.backend = backend
+        if compiler == "kiln":
+            import kiln
+            self.kiln = kiln
+        else:
+            import torch._dynamo  # noqa: F401
+
+    def reset(self):
+        if self.compiler == "kiln":
+            self.kiln.reset()
+        else:
+            import torch._dynamo
+            from torch._dynamo.utils import counters
+            torch._dynamo.reset()
+            counters.clear()
+
+    def compile(self, fn):
+        if self.compiler == "kiln":
+            return self.kiln.compile(fn, backend=self.backend)
+        import torch
+        return torch.compile(fn, backend="eager")
+
+    def counts(self):
+        if self.compiler == "kiln":
+            s = self.kiln.stats()
+            return s.get("graphs", 0), s.get("graph_breaks", 0)
+        from torch._dynamo.utils import counters
+        return counters["stats"].get("unique_graphs", 0), sum(counters["graph_break"].values())
+
+    def run_program(self, seed: int, source: str, path: str | None = None) -> dict:
+        import torch
+        self.reset()
+        name = f"fuzz_prog_{seed}"
+        fname = path or f"<{name}>"
+        ns = {"__name__": name, "__file__": fname}
+        exec(compile(source, fname, "exec"), ns)
+        f, make_inputs, sink = ns["f"], ns["make_inputs"], ns["_SINK"]
+        cf = self.compile(f)
+        res = {"seed": seed, "outcome": "pass", "detail": "", "eager_error": False}
+
+        def call(fn, args, mode=None):
+            sink.seek(0)
+            sink.truncate()
+            try:
+                if mode is not None:
+                    with mode:
+                        out = fn(*args)
+                else:
+                    out = fn(*args)
+                return out, None, sink.getvalue()
+            except Exception as e:  # noqa: BLE001
+                return None, e, sink.getvalue()
+
+        for label, off, variant in CALLS:
+            rs = seed * 7919 + off
+            ea, ca = make_inputs(rs, variant), make_inputs(rs, variant)
+            torch.manual_seed(rs)
+            seen = _low_precision_seen()
+            from torch.utils._pytree import tree_leaves
+            seen.low_precision = any(isinstance(t, torch.Tensor) and t.dtype != torch.float64 and t.is_floating_point()
+                                     for t in tree_leaves(ea))
+            eo, ee, ep = call(f, ea, seen)
+            if ee is not None:
+                res["eager_raised"] = True
+            lp = seen.low_precision
+            torch.manual_seed(rs)
+            co, ce, cp = call(cf, ca)
+            where = f"call '{label}' (make_inputs({rs}, {variant}))"
+            if ee is not None or ce is not None:
+                if ee is None or ce is None or type(ee) is not type(ce) or str(ee) != str(ce):
+                    def desc(e):
+                        return "no exception" if e is None else f"{type(e).__name__}: {str(e)[:600]}"
+                    res.update(outcome="exception_mismatch",
+                               detail=f"{where}: eager {desc(ee)} | compiled {desc(ce)}"
+                               + ("" if ce is None else "\ncompiled traceback:\n" + "".join(
+                                   traceback.format_exception(type(ce), ce, ce.__traceback__))[-3000:]))
+                    break
+                res["eager_error"] = True
+                d = compare(ea, ca, "args", lp)
+            else:
+                d = compare(eo, co, "out", lp) or compare(ea, ca, "args", lp)
+            if d is None and not same_printed(ep, cp):
+                d = f"printed output differs: eager {ep[:300]!r} vs compiled {cp[:300]!r}"
+            if d:
+                res.update(outcome="wrong", detail=f"{where}: {d}")
+                break
+        res["graphs"], res["breaks"] = self.counts()
+        return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--compiler", default="kiln", choices=["kiln", "torch-eager"])
+    ap.add_argument("--backend", default="kiln")
+    a = ap.parse_args()
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    sys.stdout = open(os.devnull, "w")
+    warnings.filterwarnings("ignore")
+    runner = Runner(a.compiler, a.backend)
+    proto.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            res = runner.run_program(req["seed"], req["source"], req.get("path"))
+        except Exception as e:  # noqa: BLE001  (a bug of the harness or of compile() itself)
+            res = {"seed": req["seed"], "outcome": "harness_error", "eager_error": False, "graphs": 0, "breaks": 0,
+                   "detail": "".join(traceback.format_exception(type(e), e, e.__traceback__))[-3000:]}
+        print(f"[worker] seed {req['seed']}: {res['outcome']}", file=sys.stderr, flush=True)
+        proto.write(json.dumps(res) + "\n")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+    main()

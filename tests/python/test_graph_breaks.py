@@ -1,0 +1,186 @@
+"""Graph breaks with resume functions: the graph before an unsupported call or a branch on a
+tensor's value, the instruction run eagerly, and a generated resume function (compiled on its
+first call) for the rest. Every case compares values and side effects with eager on fresh inputs."""
+import io
+
+import pytest
+import torch
+
+import kiln
+from conftest import assert_same, check
+
+SINK = io.StringIO()
+
+
+def x1():
+    return (torch.randn(4),)
+
+
+def x2():
+    return (torch.randn(4), torch.randn(4))
+
+
+def test_break_at_a_call_with_live_stack_items_and_keywords():
+    def fn(x, y):
+        a = x * 2
+        b = a + len(str(print("p", a.shape, sep=",", file=SINK))) * y  # values below the call on the stack
+        return b.relu()
+    check(fn, x2, graphs=2, breaks=1)
+
+
+def test_break_on_a_tensor_branch_takes_both_directions():
+    def fn(x):
+        y = x * 3
+        if y.sum() > 0:
+            z = y + 1
+        else:
+            z = y - 1
+        return z * 2
+    compiled = kiln.compile(fn)
+    for sign in (1, -1, 1, -1):
+        x = torch.rand(4) * sign
+        assert_same(compiled(x), fn(x))
+    s = kiln.stats()
+    assert s["graph_breaks"] == 1 and s["graphs"] == 3, s["breaks"]
+
+
+def test_unbound_locals_stay_unbound_after_the_break():
+    def fn(x):
+        if x.sum() > 100:
+            late = x + 1
+        try:
+            return late
+        except UnboundLocalError:
+            return x * 5
+    x = torch.randn(4)
+    assert_same(kiln.compile(fn)(x), fn(x))
+
+
+def test_item_breaks_and_the_rest_is_compiled():
+    def fn(x):
+        s = x.sum().item()
+        return x * 2 + s
+    compiled = kiln.compile(fn)
+    x = torch.randn(4)
+    assert_same(compiled(x), fn(x))
+    assert kiln.stats()["graph_breaks"] == 1
+
+
+def test_attribute_stores_happen_before_the_eager_call():
+    class Box:
+        pass
+    seen = []
+
+    def fn(x, box):
+        box.value = x * 2
+        seen.append(box.value.clone())  # mutation of an input list: a break
+        return box.value + 1
+    b1, b2 = Box(), Box()
+    x = torch.randn(3)
+    r1 = kiln.compile(fn)(x, b1)
+    r2 = fn(x, b2)
+    assert_same(r1, r2)
+    assert_same(b1.value, b2.value)
+    assert len(seen) == 2 and torch.equal(seen[0], seen[1])
+
+
+def test_break_inside_an_inlined_function_splits_the_caller():
+    def helper(t):
+        print("in helper", file=SINK)
+        return t.sin()
+
+    def fn(x):
+        a = x.cos()
+        b = helper(a)  # runs eagerly (its own frame is offered to kiln and splits too)
+        return a + b
+    check(fn, x1, graphs=None, breaks=None)
+    s = kiln.stats()
+    assert s["graphs"] >= 2 and s["graph_breaks"] >= 1
+
+
+def test_user_exception_raised_after_a_break_surfaces_as_in_eager():
+    def fn(x):
+        print("before", file=SINK)
+        if x.shape[0] == 4:
+            raise KeyError("four")
+        return x
+    with pytest.raises(KeyError) as eager:
+        fn(torch.randn(4))
+    with pytest.raises(KeyError) as comp:
+        kiln.compile(fn)(torch.randn(4))
+    assert str(comp.value) == str(eager.value)
+    assert comp.traceback[-1].name == "fn"
+
+
+def test_exception_from_the_eager_instruction_surfaces():
+    def fn(x):
+        y = x + 1
+        return y.sum().item() + int("not a number")
+    with pytest.raises(ValueError):
+        kiln.compile(fn)(torch.randn(3))
+
+
+def test_break_inside_with_block_runs_the_frame_eagerly():
+    def fn(x):
+        with torch.no_grad():
+            print("inside", file=SINK)
+            y = x * 2
+        return y
+    check(fn, x1, graphs=0, breaks=1)
+    assert "try or with" in kiln.stats()["breaks"][0]["reason"] or kiln.stats()["graphs"] == 0
+
+
+def test_break_inside_a_loop_runs_the_frame_eagerly():
+    def fn(x):
+        for i in range(3):
+            print(i, file=SINK)
+            x = x + i
+        return x
+    check(fn, x1, graphs=0, breaks=1)
+
+
+def test_fullgraph_still_raises_at_a_break():
+    def fn(x):
+        print("no", file=SINK)
+        return x
+    with pytest.raises(kiln.Unsupported):
+        kiln.compile(fn, fullgraph=True)(torch.randn(2))
+
+
+def test_new_objects_and_lists_live_across_a_break():
+    def fn(x):
+        parts = [x, x * 2]
+        d = {"a": x + 1}
+        print(len(parts), file=SINK)
+        parts.append(d["a"])
+        return torch.stack(parts).sum(0), d
+    check(fn, x1, graphs=2, breaks=1)
+
+
+def test_method_of_an_object_called_at_a_break():
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+        def bump(self, t):
+            self.n += 1
+            print(self.n, file=SINK)
+            return t * self.n
+
+    def fn(x, c):
+        y = x.exp()
+        return c.bump(y) + 1
+    c1, c2 = Counter(), Counter()
+    x = torch.randn(3)
+    comp = kiln.compile(fn)
+    for _ in range(3):
+        assert_same(comp(x, c1), fn(x, c2))
+    assert c1.n == c2.n == 3
+
+
+def test_resume_functions_are_reused_across_calls():
+    def fn(x):
+        print("x", file=SINK)
+        return x + 1
+    check(fn, x1, graphs=None, breaks=1, calls=4)
+    assert kiln.stats()["recompiles"] == 0
