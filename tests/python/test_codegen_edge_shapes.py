@@ -63,3 +63,45 @@ def test_integer_advanced_indexing_reaches_generated_code():
 
 def test_boolean_mask_indexing_still_runs_eagerly_and_correctly():
     run_both(lambda x: x[x > 0] * 2, torch.randn(16))
+
+
+def test_in_place_write_into_an_expanded_input_runs_eagerly():
+    # eager's fill_ writes each shared element; copying a functional result back cannot
+    def fn(a):
+        a.fill_(3)
+        return a + 1
+    a1, a2 = torch.ones(2, 1).expand(2, 3), torch.ones(2, 1).expand(2, 3)
+    assert_same(kiln.compile(fn)(a1), fn(a2))
+    assert_same(a1, a2)
+
+
+def test_an_unused_integer_division_by_zero_still_raises():
+    def fn(a, b):
+        t = a // a  # never read
+        return b.sum()
+    compiled = kiln.compile(fn)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            compiled(torch.tensor([1, 0, 2]), torch.ones(2))
+    assert_same(compiled(torch.tensor([1, 3, 2]), torch.ones(2)), torch.tensor(2.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_float_floor_division_matches_aten_below_an_integer(dtype):
+    # 1.0 / 0.001 rounds to 1000 but the exact quotient is below it: ATen gives 999
+    def fn(x):
+        return (x * 1).div(0.001, rounding_mode="floor"), x // 0.001, (x * 1) // -0.7
+    compiled = kiln.compile(fn)
+    x = torch.tensor([1.0, -2.0, 0.0, 3.0, -0.0, 7.0], dtype=dtype)
+    for _ in range(2):
+        assert_same(compiled(x), fn(x))
+
+
+def test_float_to_integer_to_float_keeps_integer_zero_positive():
+    # -0.6 -> int 0 -> +0.0 (1/x = +inf); folded to trunc() it would be -0.0 (1/x = -inf)
+    def fn(x):
+        return 1.0 / torch.minimum(x.long(), x * 0 + 5)
+    compiled = kiln.compile(fn)
+    x = torch.tensor([-0.6, -0.2, 0.3, -1.5, 2.5])
+    for _ in range(2):
+        assert_same(compiled(x), fn(x))

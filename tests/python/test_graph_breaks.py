@@ -184,3 +184,45 @@ def test_resume_functions_are_reused_across_calls():
         return x + 1
     check(fn, x1, graphs=None, breaks=1, calls=4)
     assert kiln.stats()["recompiles"] == 0
+
+
+def test_dict_pop_and_list_item_assignment_after_a_break_reach_the_callers_containers():
+    def fn(x, d, lst):
+        s = x.sum().item()  # a break: d and lst are handed to the resume function as themselves
+        t = d.pop("x")
+        lst[0] = lst[0] + s
+        return t * 2
+    compiled = kiln.compile(fn)
+    for _ in range(2):
+        x = torch.randn(3)
+        d1, d2 = {"x": torch.ones(2), "z": torch.zeros(2)}, {"x": torch.ones(2), "z": torch.zeros(2)}
+        l1, l2 = [torch.ones(1)], [torch.ones(1)]
+        assert_same(compiled(x, d1, l1), fn(x, d2, l2))
+        assert list(d1) == list(d2) == ["z"]
+        assert_same(l1, l2)
+
+
+def test_exception_inside_a_graph_comes_after_the_side_effects_before_it():
+    def fn(a, b, d):
+        t = d.pop("k")
+        return t + a.max(1).indices.float() + b  # max over an empty dim raises
+    d1, d2 = {"k": torch.ones(3)}, {"k": torch.ones(3)}
+    a = torch.zeros(3, 0)
+    with pytest.raises(IndexError) as eager:
+        fn(a, torch.ones(3), d2)
+    with pytest.raises(IndexError) as comp:
+        kiln.compile(fn)(a, torch.ones(3), d1)
+    assert str(comp.value) == str(eager.value)
+    assert d1 == d2 == {}
+
+
+def test_aliased_containers_are_never_written_back_over_each_other():
+    def fn(x, xs, ys):
+        xs.append(x)
+        return x + len(ys)
+    compiled = kiln.compile(fn)
+    a, b = [], []
+    assert_same(compiled(torch.ones(1), a, b), torch.ones(1))
+    same = []
+    assert_same(compiled(torch.ones(1), same, same), fn(torch.ones(1), [], []) + 1)
+    assert len(same) == 1

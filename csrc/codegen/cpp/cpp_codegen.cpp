@@ -21,7 +21,9 @@ std::string prefix_header() {
 }
 
 std::string compile_flags() {
-  std::string f = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -std=c++17 -fPIC -fvisibility=hidden -w";
+  // Not -fno-trapping-math: with it GCC folds float -> integer -> float into trunc(), which
+  // turns -0.5 into -0.0 where eager's integer conversion gives +0.0.
+  std::string f = "-O3 -march=native -fopenmp -fno-math-errno -std=c++17 -fPIC -fvisibility=hidden -w";
 #ifdef KILN_SANITIZE_KERNELS
   // A sanitized kiln checks its kernels too: they load into the same instrumented process.
   f += " -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined";
@@ -98,7 +100,6 @@ class ExprEmitter {
       case Expr::kCast: {
         std::string a = emit(e->args[0]);
         if (t == DType::kBool) return "(" + a + " != 0)";
-        if (t == DType::kBFloat16) return "static_cast<float>(" + a + ")";
         return std::string("static_cast<") + temp_type(t) + ">(" + a + ")";
       }
       case Expr::kWhere: {
