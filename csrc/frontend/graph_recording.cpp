@@ -131,10 +131,35 @@ VarPtr Interpreter::wrap_result(PyObject* fake, int node, PyObject* device) {
   unsupported(std::string("operator returned an unsupported value of type ") + Py_TYPE(fake)->tp_name);
 }
 
+// t.type() and t.get_device() answer for the real device, not the meta tensor that carries the
+// metadata: from the dtype and the device kiln tracks for the value.
+VarPtr Interpreter::device_dependent_query(const VarPtr& t, const std::string& method) {
+  PyRef kind = PyRef::steal(PyObject_GetAttrString(t->device.get(), "type"));
+  const std::string k = kind ? py_str(kind.get()) : "";
+  if (k != "cpu" && k != "cuda") unsupported("tensor." + method + "() on device " + k);
+  if (method == "get_device") {
+    PyRef index = PyRef::steal(PyObject_GetAttrString(t->device.get(), "index"));
+    if (k == "cpu" || !index || index.get() == Py_None) return make_const(PyRef::steal(PyLong_FromLong(-1)).get());
+    return make_const(index.get());
+  }
+  PyRef dtype = PyRef::steal(PyObject_GetAttrString(t->fake.get(), "dtype"));
+  PyRef empty = PyRef::steal(PyObject_GetAttrString(g_torch.torch, "empty"));
+  PyRef args = PyRef::steal(Py_BuildValue("(i)", 0)), kw = PyRef::steal(Py_BuildValue("{sO}", "dtype", dtype.get()));
+  PyRef probe = empty && args && kw ? PyRef::steal(PyObject_Call(empty.get(), args.get(), kw.get())) : PyRef();
+  PyRef name = probe ? PyRef::steal(PyObject_CallMethod(probe.get(), "type", nullptr)) : PyRef();
+  if (!name) unsupported("tensor.type(): " + take_python_error());
+  std::string s = py_str(name.get());  // "torch.FloatTensor"; on CUDA "torch.cuda.FloatTensor"
+  if (k == "cuda") s.insert(6, "cuda.");
+  return make_const(PyRef::steal(PyUnicode_FromString(s.c_str())).get());
+}
+
 VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string& method, const std::vector<VarPtr>& args,
                               const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
   // Device of the result: an explicit device argument, else the first non-CPU tensor input,
   // else the first tensor input, else the default device (factories).
+  if (op == graph::Op::kCallMethod && args.size() == 1 && kwargs.empty() && args[0]->is_tensor() &&
+      (method == "type" || method == "get_device"))
+    return device_dependent_query(args[0], method);
   PyRef device;
   bool rewrite_devices = method == "to" || method == "type" || method == "new_tensor";
   std::vector<PyObject*> devs;
@@ -242,6 +267,8 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(result.get()); ++i)
       has_tensor |= probe_is_tensor(PySequence_Fast_GET_ITEM(result.get(), i));
   if (!has_tensor) {
+    // A string made from a meta tensor (its repr, a format) would describe the meta tensor.
+    if (PyUnicode_Check(result.get())) unsupported(name + " of a tensor depends on its data or device");
     if (!is_constant_like(result.get()))
       unsupported(name + " returned a non-tensor value of type " + Py_TYPE(result.get())->tp_name);
     return make_const(result.get());

@@ -198,7 +198,9 @@ VarPtr Interpreter::run_frame(Frame& f) {
       if (op == OP_RETURN_VALUE) { r = f.stack.back(); f.stack.pop_back(); }
       else r = make_const(PyTuple_GET_ITEM(f.code->co_consts, in.arg));
       if (f.code->co_flags & CO_GENERATOR) {
-        auto g = make_seq(VarKind::kGenerator, f.yields);
+        // A generator is its own iterator: next() and for-loops consume the same items.
+        auto g = std::make_shared<Var>(VarKind::kIterator);
+        g->items = f.yields;
         return g;
       }
       return r;

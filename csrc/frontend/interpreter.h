@@ -150,6 +150,7 @@ class Interpreter {
                    const std::vector<std::pair<std::string, VarPtr>>& kwargs);
   VarPtr wrap_result(PyObject* fake, int node, PyObject* device);
   VarPtr record_grad_mode(bool enabled);
+  VarPtr device_dependent_query(const VarPtr& t, const std::string& method);
 
   // --- operations
   VarPtr call(const VarPtr& fn, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
@@ -169,6 +170,7 @@ class Interpreter {
   VarPtr binary(const char* nb_name, const VarPtr& a, const VarPtr& b);
   VarPtr compare(int op, const VarPtr& a, const VarPtr& b);
   VarPtr subscript(const VarPtr& obj, const VarPtr& idx);
+  VarPtr module_list_slice(const VarPtr& obj, PyObject* slice);
   VarPtr unary(PyObject* op_fn, const VarPtr& v);
   VarPtr contains(const VarPtr& item, const VarPtr& container);
   VarPtr from_python_value(PyObject* r, bool shared);

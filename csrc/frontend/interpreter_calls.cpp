@@ -20,7 +20,7 @@ PyObject* Interpreter::python_type_of(const VarPtr& v) {
     case VarKind::kConst:
     case VarKind::kObject: return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
     case VarKind::kTuple: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
-    case VarKind::kList: return reinterpret_cast<PyObject*>(&PyList_Type);
+    case VarKind::kList: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyList_Type);  // obj: a ModuleList slice's type
     case VarKind::kDict: return reinterpret_cast<PyObject*>(&PyDict_Type);
     case VarKind::kNestedFunction: return reinterpret_cast<PyObject*>(&PyFunction_Type);
     case VarKind::kNewObject: return v->obj.get();
@@ -247,6 +247,17 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     return call_container_method(make_container_method(self, py_str(nm.get())), args, kwargs);
   }
   if (PyObject* answer = torch_query_answer(f)) return answer == Py_Ellipsis ? fold(f, args, kwargs) : make_const(answer);
+  if (f == inspect_signature() && args.size() == 1 && kwargs.empty()) {
+    // A signature depends only on the function: of a bound method, on its __func__ (whose
+    // identity the attribute lookup that produced it has guarded), whatever it is bound to.
+    const VarPtr& a = args[0];
+    if (a->kind == VarKind::kBoundMethod && PyFunction_Check(a->obj.get())) {
+      PyRef bound = PyRef::steal(PyMethod_New(a->obj.get(), Py_True));
+      PyRef sig = PyRef::steal(PyObject_CallOneArg(f, bound.get()));
+      if (!sig) unsupported("inspect.signature raised " + take_python_error());
+      return make_object(sig.get(), nullptr);
+    }
+  }
   if (is_module_instance(f)) return call_module(fn, std::move(args), std::move(kwargs));
   if (is_torch_op(f)) return record_op(graph::Op::kCallFunction, f, "", args, kwargs);
   if (PyFunction_Check(f) && py_str(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f))->co_filename).find("/torch/_dynamo/") != std::string::npos)

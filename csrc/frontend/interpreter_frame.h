@@ -44,6 +44,7 @@ PyObject* builtin(const char* name);     // builtins.<name>, borrowed
 PyObject* sequence_iter();               // collections.abc.Sequence.__iter__
 PyObject* islice_fn();                   // itertools.islice
 PyObject* os_environ();                  // os.environ
+PyObject* inspect_signature();           // inspect.signature
 std::string module_of(PyObject* fn);
 bool starts_with(const std::string& s, const char* prefix);
 bool is_torch_op(PyObject* fn);

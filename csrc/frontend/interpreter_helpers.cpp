@@ -55,6 +55,17 @@ PyObject* os_environ() {
   return env;
 }
 
+PyObject* inspect_signature() {
+  static PyObject* f = [] {
+    PyObject* m = PyImport_ImportModule("inspect");
+    PyObject* r = m ? PyObject_GetAttrString(m, "signature") : nullptr;
+    Py_XDECREF(m);
+    if (!r) PyErr_Clear();
+    return r;
+  }();
+  return f;
+}
+
 PyObject* islice_fn() {
   static PyObject* f = [] {
     PyObject* m = PyImport_ImportModule("itertools");

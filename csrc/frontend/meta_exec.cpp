@@ -1,63 +1,79 @@
 // Meta execution with memoisation (see meta_exec.h).
 #include "frontend/meta_exec.h"
 
+#include <cstring>
+
 #include "frontend/tensor_probe.h"
 #include "frontend/torch_types.h"
 
 namespace kiln::frontend {
 
-static inline void mix(uint64_t& h, uint64_t v) { h = (h ^ v) * 1099511628211ull; }
+namespace {
+void put(std::string& key, uint64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); }
+}  // namespace
 
-bool MetaExecutor::hash_value(PyObject* o, uint64_t& h, int depth) {
+bool MetaExecutor::encode(PyObject* o, std::string& key, int depth) {
   if (depth > 4) return false;
-  mix(h, reinterpret_cast<uintptr_t>(Py_TYPE(o)));
-  if (probe_is_tensor(o)) { mix(h, probe_meta_hash(o)); return true; }
-  if (o == Py_None || o == Py_Ellipsis || PyBool_Check(o)) { mix(h, reinterpret_cast<uintptr_t>(o)); return true; }
-  if (PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyUnicode_CheckExact(o) ||
-      reinterpret_cast<PyObject*>(Py_TYPE(o)) == g_torch.device_type) {
-    Py_hash_t x = PyObject_Hash(o);
-    if (x == -1) { PyErr_Clear(); return false; }
-    mix(h, static_cast<uint64_t>(x));
-    if (PyFloat_CheckExact(o)) {  // -0.0 == 0.0 and nan: hash the bits too
-      double d = PyFloat_AS_DOUBLE(o);
-      uint64_t bits;
-      memcpy(&bits, &d, sizeof bits);
-      mix(h, bits);
-    }
+  PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  put(key, reinterpret_cast<uintptr_t>(t));
+  if (probe_is_tensor(o)) { probe_meta_key(o, key); return true; }
+  if (o == Py_None || o == Py_Ellipsis || PyBool_Check(o) || t == g_torch.dtype_type || t == g_torch.layout_type ||
+      t == g_torch.memory_format_type) {
+    put(key, reinterpret_cast<uintptr_t>(o));  // singletons
     return true;
   }
-  PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
-  if (t == g_torch.dtype_type || t == g_torch.layout_type || t == g_torch.memory_format_type) {
-    mix(h, reinterpret_cast<uintptr_t>(o));  // singletons
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return false; }
+    put(key, static_cast<uint64_t>(v));
+    return true;
+  }
+  if (PyFloat_CheckExact(o)) {  // the bits: -0.0 and 0.0 differ, every nan is itself
+    double d = PyFloat_AS_DOUBLE(o);
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    put(key, bits);
+    return true;
+  }
+  if (PyUnicode_CheckExact(o) || t == g_torch.device_type) {
+    PyRef s = PyUnicode_CheckExact(o) ? PyRef::borrow(o) : PyRef::steal(PyObject_Str(o));
+    Py_ssize_t n = 0;
+    const char* c = s ? PyUnicode_AsUTF8AndSize(s.get(), &n) : nullptr;
+    if (!c) { PyErr_Clear(); return false; }
+    put(key, static_cast<uint64_t>(n));
+    key.append(c, static_cast<size_t>(n));
     return true;
   }
   if (PyTuple_Check(o) || PyList_Check(o)) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
-    mix(h, static_cast<uint64_t>(n));
+    put(key, static_cast<uint64_t>(n));
     for (Py_ssize_t i = 0; i < n; ++i)
-      if (!hash_value(PySequence_Fast_GET_ITEM(o, i), h, depth + 1)) return false;
+      if (!encode(PySequence_Fast_GET_ITEM(o, i), key, depth + 1)) return false;
     return true;
   }
   if (PySlice_Check(o)) {
     auto* s = reinterpret_cast<PySliceObject*>(o);
-    return hash_value(s->start, h, depth + 1) && hash_value(s->stop, h, depth + 1) && hash_value(s->step, h, depth + 1);
+    return encode(s->start, key, depth + 1) && encode(s->stop, key, depth + 1) && encode(s->step, key, depth + 1);
   }
   return false;
 }
 
 PyObject* MetaExecutor::run(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs, bool memoize) {
-  uint64_t key = 1469598103934665603ull;
+  std::string key;
   bool cacheable = memoize;
   if (cacheable) {
-    mix(key, reinterpret_cast<uintptr_t>(target));
-    for (char c : method) mix(key, static_cast<uint64_t>(c));
-    mix(key, probe_grad_enabled());
-    cacheable = hash_value(args, key);
+    put(key, reinterpret_cast<uintptr_t>(target));
+    put(key, method.size());
+    key += method;
+    put(key, probe_grad_enabled());
+    cacheable = encode(args, key);
     if (cacheable && kwargs) {
+      put(key, static_cast<uint64_t>(PyDict_GET_SIZE(kwargs)));
       Py_ssize_t pos = 0;
       PyObject *k, *v;
       while (cacheable && PyDict_Next(kwargs, &pos, &k, &v)) {
-        cacheable = hash_value(k, key) && hash_value(v, key);
+        cacheable = encode(k, key) && encode(v, key);
       }
     }
     if (cacheable) {
@@ -78,7 +94,7 @@ PyObject* MetaExecutor::run(PyObject* target, const std::string& method, PyObjec
     PyRef rest = PyRef::steal(PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args)));
     result = PyObject_Call(fn.get(), rest.get(), kwargs);
   }
-  if (result && cacheable) memo_.emplace(key, PyRef::borrow(result));
+  if (result && cacheable) memo_.emplace(std::move(key), PyRef::borrow(result));
   return result;
 }
 

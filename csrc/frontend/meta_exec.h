@@ -18,8 +18,10 @@ class MetaExecutor {
   int misses() const { return misses_; }
 
  private:
-  bool hash_value(PyObject* o, uint64_t& h, int depth = 0);
-  std::unordered_map<uint64_t, PyRef> memo_;
+  // Appends an exact encoding of `o` to a memo key (no hashes: two signatures share a key only
+  // if they are equal); false for values it cannot encode, which are never memoised.
+  bool encode(PyObject* o, std::string& key, int depth = 0);
+  std::unordered_map<std::string, PyRef> memo_;
   int hits_ = 0, misses_ = 0;
 };
 

@@ -88,6 +88,29 @@ VarPtr Interpreter::unary(PyObject* fn, const VarPtr& v) {
   return fold(fn, {v}, {});
 }
 
+// `layers[:n]` on an nn.ModuleList builds a new ModuleList in eager; here it is the list of
+// those submodules (each read through the module's _modules), typed as a ModuleList for
+// isinstance and never returned from the graph as one.
+VarPtr Interpreter::module_list_slice(const VarPtr& obj, PyObject* slice) {
+  PyObject** dp = _PyObject_GetDictPtr(obj->obj.get());
+  PyObject* modules = dp && *dp ? PyDict_GetItemString(*dp, "_modules") : nullptr;
+  if (!modules || !PyDict_Check(modules)) unsupported("a ModuleList without _modules");
+  PyRef keys = PyRef::steal(PyDict_Keys(modules));
+  Py_ssize_t start, stop, step, len;
+  if (PySlice_GetIndicesEx(slice, PyList_GET_SIZE(keys.get()), &start, &stop, &step, &len) < 0) unsupported(take_python_error());
+  PyRef key_tuple = PyRef::steal(PyList_AsTuple(keys.get()));
+  guard(attr_source(obj->source, PyRef::steal(PyUnicode_FromString("_modules")).get()), GuardLeaf::kDictKeys, key_tuple.get());
+  std::vector<VarPtr> out;
+  for (Py_ssize_t k = 0, p = start; k < len; ++k, p += step) {
+    PyObject* key = PyList_GET_ITEM(keys.get(), p);
+    out.push_back(wrap(PyDict_GetItem(modules, key), module_member_source(obj->source, "_modules", key)));
+  }
+  VarPtr r = make_seq(VarKind::kList, std::move(out));
+  r->obj = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(obj->obj.get())));
+  r->fresh = true;
+  return r;
+}
+
 VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
   if (obj->is_tensor()) return record_op(graph::Op::kCallFunction, op_fn("getitem"), "", {obj, idx}, {});
   if (obj->kind == VarKind::kTuple || obj->kind == VarKind::kList) {
@@ -112,6 +135,9 @@ VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
   if (obj->kind == VarKind::kDict) {
     return call_container(obj, "__getitem__", {idx});
   }
+  if (obj->kind == VarKind::kObject && obj->source && idx->is_const() && PySlice_Check(idx->obj.get()) &&
+      PyObject_TypeCheck(obj->obj.get(), reinterpret_cast<PyTypeObject*>(g_torch.module_list_type)))
+    return module_list_slice(obj, idx->obj.get());
   if (obj->kind == VarKind::kObject || obj->kind == VarKind::kNewObject) {
     PyTypeObject* t = obj->kind == VarKind::kObject ? Py_TYPE(obj->obj.get()) : reinterpret_cast<PyTypeObject*>(obj->obj.get());
     PyObject* gi = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString("__getitem__")).get());
@@ -132,6 +158,17 @@ VarPtr Interpreter::contains(const VarPtr& item, const VarPtr& container) {
   }
   if (container->kind == VarKind::kDictView) {
     if (container->name == "keys") return contains(item, container->self);
+    if (container->name == "items") {  // (key, value) in d.items(): the key is there and its value equals
+      std::vector<VarPtr> kv;
+      if (item->is_const() && PyTuple_Check(item->obj.get()) && PyTuple_GET_SIZE(item->obj.get()) == 2)
+        kv = {make_const(PyTuple_GET_ITEM(item->obj.get(), 0)), make_const(PyTuple_GET_ITEM(item->obj.get(), 1))};
+      else if (item->kind == VarKind::kTuple && item->items.size() == 2)
+        kv = item->items;
+      else
+        return make_const(Py_False);
+      if (!truthy(contains(kv[0], container->self))) return make_const(Py_False);
+      return compare(Py_EQ, call_container(container->self, "__getitem__", {kv[0]}), kv[1]);
+    }
     return contains(item, make_seq(VarKind::kList, unpack(container)));
   }
   if (container->kind == VarKind::kDict) {

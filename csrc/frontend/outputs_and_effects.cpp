@@ -39,6 +39,7 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
       return t;
     case VarKind::kTuple:
     case VarKind::kList:
+      if (v->kind == VarKind::kList && v->obj) break;  // a ModuleList slice: only usable inside
       t.kind = v->kind == VarKind::kTuple ? OutputTemplate::kTuple : OutputTemplate::kList;
       if (v->kind == VarKind::kTuple) t.obj = v->obj;
       for (const auto& it : v->items) t.items.push_back(make_template(self, it, outs, out_index, fail));

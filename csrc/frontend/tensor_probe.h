@@ -48,8 +48,8 @@ std::string probe_describe_tensor(PyObject* t);
 PyObject* probe_make_meta(PyObject* t);
 // New reference: t's torch.device.
 PyObject* probe_device(PyObject* t);
-// A hash of a tensor's metadata (for memoising shape propagation).
-uint64_t probe_meta_hash(PyObject* t);
+// Appends a tensor's metadata, exactly, to a memo key (for memoising shape propagation).
+void probe_meta_key(PyObject* t, std::string& key);
 GlobalStateFacts probe_global_state();
 std::string probe_describe_global_state(const GlobalStateFacts& g);
 bool probe_grad_enabled();

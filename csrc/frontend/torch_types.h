@@ -10,6 +10,7 @@ struct TorchObjects {
   PyObject* tensor_type = nullptr;    // torch.Tensor
   PyObject* parameter_type = nullptr; // torch.nn.Parameter
   PyObject* module_type = nullptr;    // torch.nn.Module
+  PyObject* module_list_type = nullptr;  // torch.nn.ModuleList
   PyObject* dtype_type = nullptr, *device_type = nullptr, *layout_type = nullptr;
   PyObject* memory_format_type = nullptr, *size_type = nullptr;
   PyObject* no_grad = nullptr, *enable_grad = nullptr, *set_grad_enabled = nullptr;

@@ -23,6 +23,7 @@ bool init_torch_objects() {
   t.tensor_type = attr(t.torch, "Tensor");
   t.parameter_type = attr(nn, "Parameter");
   t.module_type = attr(nn, "Module");
+  t.module_list_type = attr(nn, "ModuleList");
   t.dtype_type = attr(t.torch, "dtype");
   t.device_type = attr(t.torch, "device");
   t.layout_type = attr(t.torch, "layout");

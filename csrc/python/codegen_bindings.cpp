@@ -88,6 +88,8 @@ class CodegenGraph {
         outs = graph_->run(inputs);
       } catch (const runtime::KernelCheckFailed&) {
         return eager_(*args);  // raises eager's own exception (IndexError, ...)
+      } catch (const runtime::InputMismatch&) {
+        return eager_(*args);  // inputs of another shape or layout than the traced ones
       }
       return pack(outs);
     }

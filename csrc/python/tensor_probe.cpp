@@ -135,19 +135,17 @@ PyObject* probe_device(PyObject* o) {
   return THPDevice_New(THPVariable_Unpack(o).device());
 }
 
-uint64_t probe_meta_hash(PyObject* o) {
+void probe_meta_key(PyObject* o, std::string& key) {
   const at::Tensor& t = THPVariable_Unpack(o);
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
-  mix(static_cast<uint64_t>(t.scalar_type()));
-  mix(t.requires_grad());
-  mix(static_cast<uint64_t>(t.layout()));
-  for (auto s : t.sizes()) mix(static_cast<uint64_t>(s));
-  mix(0xabcdef);
+  auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(static_cast<int64_t>(t.scalar_type()));
+  put(t.requires_grad());
+  put(static_cast<int64_t>(t.layout()));
+  put(t.dim());
+  for (auto s : t.sizes()) put(s);
   if (t.layout() == at::kStrided)
-    for (auto s : t.strides()) mix(static_cast<uint64_t>(s));
-  mix(static_cast<uint64_t>(t.storage_offset()));
-  return h;
+    for (auto s : t.strides()) put(s);
+  put(t.storage_offset());
 }
 
 GlobalStateFacts probe_global_state() {

@@ -50,6 +50,17 @@ bool CompiledGraph::load(const std::string& library, std::string* error) {
   return true;
 }
 
+// The kernels index an input with the traced sizes and strides (a stride matters only where its
+// size exceeds 1).
+static bool matches(const Buffer& buf, const at::Tensor& t) {
+  if (!t.defined() || !t.device().is_cpu() || static_cast<int>(t.scalar_type()) != static_cast<int>(buf.dtype) ||
+      t.dim() != static_cast<int64_t>(buf.sizes.size()))
+    return false;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) != buf.sizes[d] || (buf.sizes[d] > 1 && t.stride(d) != buf.strides[d])) return false;
+  return true;
+}
+
 std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs) {
   const size_t nb = program_.buffers.size();
   std::vector<at::Tensor> slots(nb);
@@ -59,8 +70,11 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs
   std::vector<at::Tensor> donated(nb);  // per buffer: released memory it may take over
   for (size_t b = 0; b < nb; ++b) {
     const Buffer& buf = program_.buffers[b];
-    if (buf.kind == Buffer::kInput) slots[b] = inputs.at(buf.index);
-    else if (buf.kind == Buffer::kConstant) slots[b] = trace_.constants.at(buf.index);
+    if (buf.kind == Buffer::kInput) {
+      const at::Tensor& t = inputs.at(buf.index);
+      if (!matches(buf, t)) throw InputMismatch("input " + std::to_string(buf.index) + " differs from the traced one");
+      slots[b] = t;
+    } else if (buf.kind == Buffer::kConstant) slots[b] = trace_.constants.at(buf.index);
     else continue;
     ptrs[b] = slots[b].data_ptr();
   }

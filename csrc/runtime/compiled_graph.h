@@ -23,6 +23,11 @@ namespace kiln::runtime {
 struct KernelCheckFailed : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// An input's dtype, sizes or strides differ from the traced ones the kernels were generated for
+// (callers normally guard this; the graph refuses rather than read out of bounds).
+struct InputMismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 class CompiledGraph {
  public:

@@ -39,3 +39,36 @@ def test_dict_view_sees_removal_and_truthiness():
         del d["b"]
         return r * 2 if not vals else r
     check(fn, x2)
+
+
+def test_sizes_whose_python_hashes_collide_are_not_confused():
+    # hash(-1) == hash(-2): the shape-propagation memo once keyed on hashes alone
+    check(lambda x: x.view(x.size(-1), x.size(-2), -1) * 2, lambda: (torch.randn(2, 6, 4),))
+
+
+def test_tensor_type_and_get_device_describe_the_real_tensor():
+    check(lambda x: (x * 2, x.type(), x.long().type(), x.get_device()), lambda: (torch.randn(3),))
+
+
+def test_membership_in_dict_items():
+    check(lambda x: (x + 1, ("a", 1) in {"a": 1}.items(), ("a", 2) in {"a": 1}.items(), 5 in {"a": 1}.items()),
+          lambda: (torch.randn(3),))
+
+
+def test_next_on_a_generator_advances_it():
+    def gen(t):
+        yield t
+        yield t * 2
+        yield t * 3
+
+    def fn(x):
+        g = gen(x)
+        first = next(g)
+        return first, next(g), list(g)
+    check(fn, lambda: (torch.randn(3),))
+
+
+def test_repr_of_a_tensor_is_not_taken_from_its_meta_tensor():
+    def fn(x):
+        return x + 1, f"{x}", str(x.shape)
+    check(fn, lambda: (torch.randn(3),), graphs=None, breaks=None)
