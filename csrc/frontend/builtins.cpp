@@ -163,6 +163,12 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     for (auto& it : items) acc = binary("NB_ADD", acc, it);
     return acc;
   }
+  if ((is("any") || is("all")) && args.size() == 1 && kwargs.empty() && !args[0]->is_tensor()) {
+    const bool any = is("any");
+    for (const VarPtr& it : unpack(args[0]))
+      if (truthy(it) == any) return make_const(any ? Py_True : Py_False);
+    return make_const(any ? Py_False : Py_True);
+  }
   if (is("min") || is("max") || is("any") || is("all") || is("sorted") || is("abs") || is("int") || is("float") ||
       is("bool") || is("str") || is("round") || is("divmod") || is("pow")) {
     std::vector<VarPtr> flat = args;

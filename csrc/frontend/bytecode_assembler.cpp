@@ -141,22 +141,30 @@ ResumeCode build_resume_code(const Bytecode& original, const uint8_t* exception_
     return o;
   };
   std::vector<AsmInstruction> code;
+  if (layout.free_vars) code.push_back({op("COPY_FREE_VARS"), layout.free_vars, -1});
   code.push_back({op("RESUME"), 0, -1});
   int carrier = layout.first_carrier;
   for (bool null : layout.stack_null) code.push_back(null ? AsmInstruction{op("PUSH_NULL"), 0, -1} : AsmInstruction{op("LOAD_FAST"), carrier++, -1});
   for (int slot : layout.unbound) code.push_back({op("DELETE_FAST"), slot, -1});
   const int prologue = static_cast<int>(code.size()) + 1;
   code.push_back({op("JUMP_FORWARD"), 0, prologue + layout.target});
+  int carriers = 0;
+  for (bool null : layout.stack_null) carriers += !null;
+  std::vector<int> slot_ops;  // instructions that name a cell or free variable by its slot
+  for (const char* name : {"LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_CLOSURE", "MAKE_CELL", "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"})
+    if (int o = opcode_number(major, minor, name); o >= 0) slot_ops.push_back(o);
   for (AsmInstruction in : disassemble(original)) {
     if (in.target >= 0) in.target += prologue;
+    for (int o : slot_ops)
+      if (in.opcode == o && in.arg >= layout.first_carrier) in.arg += carriers;
     code.push_back(in);
   }
   std::vector<int> unit_of;
   ResumeCode r;
   r.code = assemble(code, major, minor, &unit_of);
   const int shift = unit_of[prologue];
-  // The original instructions keep their encoding, so everything after the prologue moves by
-  // the same number of units.
+  // The original instructions keep their encoding (a renumbered slot crossing 255 would widen
+  // one: refused), so everything after the prologue moves by the same number of units.
   for (int i = 0; i < original.size(); ++i)
     if (unit_of[prologue + i] != shift + original.at(i).start_offset / 2) throw std::logic_error("resume body changed its layout");
   std::vector<ExceptionEntry> table = parse_exception_table(exception_table, exception_table_size);

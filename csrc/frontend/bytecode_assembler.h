@@ -47,11 +47,14 @@ struct ResumeLayout {
   int first_carrier = 0;          // local slot of the first stack carrier argument
   std::vector<bool> stack_null;   // the live stack, bottom first: NULL (pushed) or a carrier
   std::vector<int> unbound;       // local slots that are unbound at the target
+  int free_vars = 0;              // the code's free variables: copied from the closure first, and
+                                  // their slots (after the carriers) renumbered in the body
 };
 
-// The new code, exception table and line table of a resume function: a prologue (RESUME, the
-// stack loaded from carrier locals, unbound locals deleted, a jump to the target), then the
-// original instructions unchanged. Exception-table ranges move with the code.
+// The new code, exception table and line table of a resume function: a prologue (free variables
+// copied, RESUME, the stack loaded from carrier locals, unbound locals deleted, a jump to the
+// target), then the original instructions, unchanged but for the slot numbers of free
+// variables, which the carriers push back. Exception-table ranges move with the code.
 struct ResumeCode {
   std::vector<uint8_t> code, exception_table, line_table;
 };

@@ -401,7 +401,7 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& fv, bool* effec
     else rc = (PyDict_Clear(containers[i]), PyDict_Update(containers[i], v));
     if (rc < 0) return nullptr;
   }
-  if (e.brk) return continue_after_break(*e.brk, e.code, e.globals.get(), result.get());  // `result`: the state at the break
+  if (e.brk) return continue_after_break(*e.brk, e.code, e.globals.get(), fv.func, result.get());  // `result`: the state at the break
   return result.release();
 }
 

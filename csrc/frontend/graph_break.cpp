@@ -32,7 +32,7 @@ struct HookOnScope {
 // Resume functions by (code, globals, target, stack shape, unbound locals): a break reached
 // again makes no new code object, so the resume frame keeps its cache entries. Never destroyed
 // (it holds Python references and must outlive interpreter finalisation).
-using ResumeKey = std::tuple<PyObject*, PyObject*, int, std::vector<bool>, std::vector<int>>;
+using ResumeKey = std::tuple<PyObject*, PyObject*, PyObject*, int, std::vector<bool>, std::vector<int>>;
 std::map<ResumeKey, PyRef>& resume_functions() {
   static auto& cache = *new std::map<ResumeKey, PyRef>();
   return cache;
@@ -44,9 +44,9 @@ PyRef bytes_of(const std::vector<uint8_t>& v) {
 
 // The resume function continuing `code` at instruction `target` with the given live stack:
 // its parameters are every local slot of the frame, then one carrier per non-NULL stack item.
-PyObject* resume_function(PyCodeObject* code, PyObject* globals, int target, const std::vector<bool>& stack_null,
+PyObject* resume_function(PyCodeObject* code, PyObject* globals, PyObject* closure, int target, const std::vector<bool>& stack_null,
                           const std::vector<int>& unbound) {
-  ResumeKey key{reinterpret_cast<PyObject*>(code), globals, target, stack_null, unbound};
+  ResumeKey key{reinterpret_cast<PyObject*>(code), globals, closure, target, stack_null, unbound};
   auto& cache = resume_functions();
   if (auto it = cache.find(key); it != cache.end()) return it->second.get();
   const DecodedCode& dc = decoded_code(code);
@@ -57,6 +57,7 @@ PyObject* resume_function(PyCodeObject* code, PyObject* globals, int target, con
   layout.first_carrier = code->co_nlocals;
   layout.stack_null = stack_null;
   layout.unbound = unbound;
+  layout.free_vars = code->co_nfreevars;
   ResumeCode rc;
   try {
     rc = build_resume_code(*dc.bc, reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(code->co_exceptiontable)),
@@ -104,14 +105,14 @@ PyObject* resume_function(PyCodeObject* code, PyObject* globals, int target, con
   PyRef new_code = PyRef::steal(PyObject_Call(replace.get(), empty.get(), kw.get()));
   if (!new_code) return nullptr;
   PyRef fn = PyRef::steal(PyFunction_New(new_code.get(), globals));
-  if (!fn) return nullptr;
+  if (!fn || (closure && PyFunction_SetClosure(fn.get(), closure) < 0)) return nullptr;
   return (cache[key] = fn).get();
 }
 
 }  // namespace
 
 std::string break_refusal(PyCodeObject* code, int index) {
-  if (code->co_ncellvars || code->co_nfreevars) return "the function has closures or cells";
+  if (code->co_ncellvars) return "the function has cell variables (closures over its locals)";
   if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) return "the function is a generator";
   const DecodedCode& dc = decoded_code(code);
   if (index < 0 || index >= dc.bc->size()) return "no instruction to break at";
@@ -164,7 +165,7 @@ VarPtr Interpreter::capture_break_state(Frame& f) {
   return make_seq(VarKind::kTuple, std::move(items));
 }
 
-PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObject* globals, PyObject* state) {
+PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObject* globals, PyObject* func, PyObject* state) {
   // The frame's stack with its NULLs, then its locals, from the state tuple.
   std::vector<PyObject*> stack;
   Py_ssize_t k = 0;
@@ -203,7 +204,12 @@ PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObje
     if (s) args.push_back(s);
   }
   if (pushed) { null_after.push_back(false); args.push_back(pushed.get()); }
-  PyObject* fn = resume_function(code, globals, target, null_after, brk.unbound);
+  PyObject* closure = code->co_nfreevars && func && PyFunction_Check(func) ? PyFunction_GET_CLOSURE(func) : nullptr;
+  if (code->co_nfreevars && !closure) {
+    PyErr_SetString(PyExc_RuntimeError, "kiln: a resume function needs the frame's closure");
+    return nullptr;
+  }
+  PyObject* fn = resume_function(code, globals, closure, target, null_after, brk.unbound);
   if (!fn) return nullptr;
   return PyObject_Vectorcall(fn, args.data(), args.size(), nullptr);
 }

@@ -18,7 +18,8 @@ namespace kiln::frontend {
 std::string break_refusal(PyCodeObject* code, int index);
 
 // Runs a break's instruction on the frame's state (the tuple its graph produced) and then the
-// resume function; returns the frame's result (new reference) or null with an exception set.
-PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObject* globals, PyObject* state);
+// resume function (closed over `func`'s closure); returns the frame's result (new reference) or
+// null with an exception set.
+PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObject* globals, PyObject* func, PyObject* state);
 
 }  // namespace kiln::frontend

@@ -39,7 +39,7 @@ bool Interpreter::truthy(const VarPtr& v) {
     case VarKind::kTuple: case VarKind::kList: case VarKind::kDict: return !v->items.empty();
     case VarKind::kDictView: return !v->self->items.empty();
     case VarKind::kTensor: unsupported("data-dependent branch: the truth value of a tensor depends on its data");
-    case VarKind::kNestedFunction: case VarKind::kBoundMethod: case VarKind::kTensorMethod: return true;
+    case VarKind::kNestedFunction: case VarKind::kBoundMethod: case VarKind::kTensorMethod: case VarKind::kPartial: return true;
     case VarKind::kNewObject: {
       PyTypeObject* t = reinterpret_cast<PyTypeObject*>(v->obj.get());
       for (const char* dunder : {"__bool__", "__len__"}) {
@@ -225,6 +225,19 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       unsupported("call of a bound " + py_repr(fn->obj.get()));
     }
     case VarKind::kNestedFunction: return inline_function(nullptr, fn, std::move(args), std::move(kwargs), nullptr);
+    case VarKind::kPartial: {  // the bound arguments first; keywords given to the call win
+      std::vector<VarPtr> full(fn->items.begin(), fn->items.begin() + static_cast<long>(fn->pos));
+      full.insert(full.end(), args.begin(), args.end());
+      std::vector<std::pair<std::string, VarPtr>> kw;
+      for (size_t i = 0; i < fn->keys.size(); ++i) {
+        std::string k = py_str(fn->keys[i].get());
+        bool overridden = false;
+        for (auto& kv : kwargs) overridden |= kv.first == k;
+        if (!overridden) kw.emplace_back(k, fn->items[fn->pos + i]);
+      }
+      kw.insert(kw.end(), kwargs.begin(), kwargs.end());
+      return call(fn->self, std::move(full), std::move(kw));
+    }
     case VarKind::kGradModeExit: {
       record_grad_mode(fn->flag);
       return make_const(Py_None);
@@ -271,6 +284,49 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   if (PyMethod_Check(f)) {
     args.insert(args.begin(), wrap_unguarded(PyMethod_GET_SELF(f), "self"));
     return call(make_object(PyMethod_GET_FUNCTION(f), nullptr), std::move(args), std::move(kwargs));
+  }
+  if (f == functools_attr("partial")) {  // partial(func, *args, **kwargs), kept symbolic
+    if (args.empty()) unsupported("functools.partial() without a function");
+    auto p = std::make_shared<Var>(VarKind::kPartial);
+    p->self = args[0];
+    p->items.assign(args.begin() + 1, args.end());
+    p->pos = p->items.size();
+    for (auto& [k, v] : kwargs) {
+      p->keys.push_back(PyRef::steal(PyUnicode_FromString(k.c_str())));
+      p->items.push_back(v);
+    }
+    p->fresh = true;
+    return p;
+  }
+  if (Py_TYPE(f) == reinterpret_cast<PyTypeObject*>(functools_attr("partial"))) {
+    // An existing partial (its identity is guarded; its function and arguments are read-only).
+    PyRef func = PyRef::steal(PyObject_GetAttrString(f, "func")), pargs = PyRef::steal(PyObject_GetAttrString(f, "args")),
+          pkw = PyRef::steal(PyObject_GetAttrString(f, "keywords"));
+    if (!func || !pargs || !pkw || !PyDict_Check(pkw.get())) unsupported("a functools.partial without func/args/keywords: " + take_python_error());
+    std::vector<VarPtr> full;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) full.push_back(wrap_unguarded(PyTuple_GET_ITEM(pargs.get(), i), "partial argument"));
+    full.insert(full.end(), args.begin(), args.end());
+    std::vector<std::pair<std::string, VarPtr>> kw;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(pkw.get(), &pos, &k, &v)) {
+      bool overridden = false;
+      for (auto& kv : kwargs) overridden |= kv.first == py_str(k);
+      if (!overridden) kw.emplace_back(py_str(k), wrap_unguarded(v, "partial keyword"));
+    }
+    kw.insert(kw.end(), kwargs.begin(), kwargs.end());
+    return call(wrap_unguarded(func.get(), "partial function"), std::move(full), std::move(kw));
+  }
+  if (Py_TYPE(f) == reinterpret_cast<PyTypeObject*>(functools_attr("_lru_cache_wrapper"))) {
+    // The cache only saves work: call the function it wraps (as Dynamo does).
+    PyRef wrapped = PyRef::steal(PyObject_GetAttrString(f, "__wrapped__"));
+    if (!wrapped) unsupported("an lru_cache wrapper without __wrapped__");
+    return call(wrap_unguarded(wrapped.get(), "lru_cache'd function"), std::move(args), std::move(kwargs));
+  }
+  if ((f == finfo_type() || f == iinfo_type()) && all_const(args)) {
+    bool kw_const = true;
+    for (auto& kv : kwargs) kw_const &= kv.second->is_const();
+    if (kw_const) return fold(f, args, kwargs);  // torch.finfo(dtype): constants of the dtype
   }
   if (PyType_Check(f)) {
     if (f == g_torch.no_grad || f == g_torch.enable_grad) {

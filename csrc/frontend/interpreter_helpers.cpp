@@ -55,6 +55,16 @@ PyObject* os_environ() {
   return env;
 }
 
+PyObject* finfo_type() {
+  static PyObject* t = PyObject_GetAttrString(g_torch.torch, "finfo");
+  return t;
+}
+
+PyObject* iinfo_type() {
+  static PyObject* t = PyObject_GetAttrString(g_torch.torch, "iinfo");
+  return t;
+}
+
 PyObject* inspect_signature() {
   static PyObject* f = [] {
     PyObject* m = PyImport_ImportModule("inspect");
@@ -64,6 +74,15 @@ PyObject* inspect_signature() {
     return r;
   }();
   return f;
+}
+
+PyObject* functools_attr(const char* name) {
+  static PyObject* mod = PyImport_ImportModule("functools");
+  if (!mod) { PyErr_Clear(); return nullptr; }
+  PyObject* r = PyObject_GetAttrString(mod, name);  // module attributes live as long as the module
+  if (!r) PyErr_Clear();
+  Py_XDECREF(r);
+  return r;
 }
 
 PyObject* islice_fn() {

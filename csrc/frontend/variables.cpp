@@ -124,6 +124,7 @@ const char* kind_name(VarKind k) {
     case VarKind::kSuper: return "super";
     case VarKind::kNewObject: return "new object";
     case VarKind::kDictView: return "dict view";
+    case VarKind::kPartial: return "functools.partial";
   }
   return "?";
 }

@@ -39,6 +39,8 @@ enum class VarKind {
                    // self = its dict contents (a kDict) when the class derives from dict
   kDictView,       // d.keys()/values()/items(): self = the dict Var, name = which; live, so it
                    // reads the dict's contents whenever it is iterated, measured or searched
+  kPartial,        // functools.partial made during capture: self = the function, items = its
+                   // positional arguments then its keyword values, keys = the keywords' names
 };
 
 struct Var {

@@ -226,3 +226,42 @@ def test_aliased_containers_are_never_written_back_over_each_other():
     same = []
     assert_same(compiled(torch.ones(1), same, same), fn(torch.ones(1), [], []) + 1)
     assert len(same) == 1
+
+
+def test_break_inside_a_closure_keeps_its_free_variables():
+    import functools
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            y = args[0] * 2
+            print("in wrapper", file=SINK)
+            return fn(y, **kwargs) + 1
+        return wrapper
+
+    @deco
+    def body(x, k=1):
+        return x.sin() * k
+    compiled = kiln.compile(body)
+    for _ in range(3):
+        x = torch.randn(4)
+        assert_same(compiled(x, k=3), body(x, k=3))
+    s = kiln.stats()
+    assert s["graph_breaks"] == 1 and s["graphs"] == 2, s["breaks"]
+
+
+def test_functools_partial_lru_cache_and_finfo_are_captured():
+    import functools
+    import torch.nn.functional as F
+    gelu_tanh = functools.partial(F.gelu, approximate="tanh")
+
+    @functools.lru_cache(maxsize=None)
+    def scale(n):
+        return n * 0.5
+
+    def fn(x):
+        add2 = functools.partial(torch.add, alpha=2)
+        low = torch.finfo(x.dtype).min
+        ok = all(v is not None for v in (x, 1)) and not any([0, None])
+        return gelu_tanh(add2(x, x)) + scale(4) + low * 0 + ok
+    check(fn, x1, graphs=1, breaks=0)
