@@ -84,12 +84,31 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
   }
   if (is("dict")) {
     auto d = std::make_shared<Var>(VarKind::kDict);
+    d->fresh = true;
+    auto set = [&](PyObject* key, const VarPtr& value) {  // later keys replace earlier ones in place
+      for (size_t i = 0; i < d->keys.size(); ++i) {
+        int r = PyObject_RichCompareBool(d->keys[i].get(), key, Py_EQ);
+        if (r < 0) PyErr_Clear();
+        if (r == 1) { d->items[i] = value; return; }
+      }
+      d->keys.push_back(PyRef::borrow(key));
+      d->items.push_back(value);
+    };
     if (args.size() == 1) {
-      if (args[0]->kind != VarKind::kDict) unsupported("dict() of a non-dict");
-      d->keys = args[0]->keys;
-      d->items = args[0]->items;
+      VarPtr src = args[0];
+      if (src->kind == VarKind::kNewObject && src->self) src = src->self;  // a dict subclass made here
+      if (src->kind == VarKind::kDict) {
+        for (size_t i = 0; i < src->keys.size(); ++i) set(src->keys[i].get(), src->items[i]);
+      } else {  // an iterable of (key, value) pairs: items(), zip(), a list of tuples
+        for (const VarPtr& pair : unpack(src)) {
+          std::vector<VarPtr> kv = pair->kind == VarKind::kTuple || pair->kind == VarKind::kList ? pair->items : unpack(pair);
+          if (kv.size() != 2) unsupported("dict() of an item that is not a pair");
+          if (!kv[0]->is_const()) unsupported("dict() with a non-constant key");
+          set(kv[0]->obj.get(), kv[1]);
+        }
+      }
     } else if (!args.empty()) unsupported("dict() with several arguments");
-    for (auto& [k, v] : kwargs) { d->keys.push_back(PyRef::steal(PyUnicode_FromString(k.c_str()))); d->items.push_back(v); }
+    for (auto& [k, v] : kwargs) set(PyRef::steal(PyUnicode_FromString(k.c_str())).get(), v);
     return d;
   }
   if (is("enumerate")) {

@@ -318,7 +318,12 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     return call(wrap_unguarded(func.get(), "partial function"), std::move(full), std::move(kw));
   }
   if (Py_TYPE(f) == reinterpret_cast<PyTypeObject*>(functools_attr("_lru_cache_wrapper"))) {
-    // The cache only saves work: call the function it wraps (as Dynamo does).
+    // On plain Python values the cached answer is the answer (an lru_cache'd function is pure by
+    // its author's word); on symbolic ones, the cache only saves work: call what it wraps.
+    bool plain = true;
+    for (const auto& a : args) plain &= !a->is_tensor() && static_cast<bool>(as_python(a));
+    for (const auto& kv : kwargs) plain &= !kv.second->is_tensor() && static_cast<bool>(as_python(kv.second));
+    if (plain) return fold(f, args, kwargs);
     PyRef wrapped = PyRef::steal(PyObject_GetAttrString(f, "__wrapped__"));
     if (!wrapped) unsupported("an lru_cache wrapper without __wrapped__");
     return call(wrap_unguarded(wrapped.get(), "lru_cache'd function"), std::move(args), std::move(kwargs));

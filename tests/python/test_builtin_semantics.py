@@ -72,3 +72,13 @@ def test_repr_of_a_tensor_is_not_taken_from_its_meta_tensor():
     def fn(x):
         return x + 1, f"{x}", str(x.shape)
     check(fn, lambda: (torch.randn(3),), graphs=None, breaks=None)
+
+
+def test_dict_constructor_from_pairs_views_and_keywords():
+    def fn(x):
+        d = {"a": x, "b": x * 2}
+        e = dict(d.items())
+        f = dict(zip(["p", "q"], [x + 1, x + 2]), q=x * 5)
+        g = dict([("k", x), ("k", x - 1)])
+        return e, f, g
+    check(fn, lambda: (torch.randn(3),))
