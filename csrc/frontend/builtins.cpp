@@ -346,6 +346,18 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
         return v;
       }
       if (name == "reverse") { mutate(); std::reverse(self->items.begin(), self->items.end()); return make_const(Py_None); }
+      if (name == "sort" && args.empty()) {
+        VarPtr key, rev;
+        for (auto& [k, v] : kwargs) {
+          if (k == "key") key = v;
+          else if (k == "reverse") rev = v;
+          else unsupported("list.sort() keyword " + k);
+        }
+        std::vector<VarPtr> sorted = sort_by_key(self->items, key, rev && truthy(rev));
+        mutate();
+        self->items = std::move(sorted);
+        return make_const(Py_None);
+      }
       if (name == "clear") { mutate(); self->items.clear(); return make_const(Py_None); }
       if (name == "copy") return make_seq(VarKind::kList, self->items);
     }

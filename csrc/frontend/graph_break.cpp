@@ -29,12 +29,18 @@ struct HookOnScope {
   ~HookOnScope() { kiln_hook_set_mode(saved); }
 };
 
-// Resume functions by (code, globals, target, stack shape, unbound locals): a break reached
-// again makes no new code object, so the resume frame keeps its cache entries. Never destroyed
-// (it holds Python references and must outlive interpreter finalisation).
+// Resume functions by (code, globals, closure, target, stack shape, unbound locals): a break
+// reached again makes no new code object, so the resume frame keeps its cache entries. Each
+// value holds the original code as well as the function (which holds the globals and the
+// closure), so no key's address can be reused by another object. Never destroyed (it holds
+// Python references and must outlive interpreter finalisation).
 using ResumeKey = std::tuple<PyObject*, PyObject*, PyObject*, int, std::vector<bool>, std::vector<int>>;
-std::map<ResumeKey, PyRef>& resume_functions() {
-  static auto& cache = *new std::map<ResumeKey, PyRef>();
+struct ResumeEntry {
+  PyRef original;
+  PyRef function;
+};
+std::map<ResumeKey, ResumeEntry>& resume_functions() {
+  static auto& cache = *new std::map<ResumeKey, ResumeEntry>();
   return cache;
 }
 
@@ -48,7 +54,7 @@ PyObject* resume_function(PyCodeObject* code, PyObject* globals, PyObject* closu
                           const std::vector<int>& unbound) {
   ResumeKey key{reinterpret_cast<PyObject*>(code), globals, closure, target, stack_null, unbound};
   auto& cache = resume_functions();
-  if (auto it = cache.find(key); it != cache.end()) return it->second.get();
+  if (auto it = cache.find(key); it != cache.end()) return it->second.function.get();
   const DecodedCode& dc = decoded_code(code);
   PyRef raw = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(code), "co_code"));
   if (!raw) return nullptr;
@@ -106,7 +112,8 @@ PyObject* resume_function(PyCodeObject* code, PyObject* globals, PyObject* closu
   if (!new_code) return nullptr;
   PyRef fn = PyRef::steal(PyFunction_New(new_code.get(), globals));
   if (!fn || (closure && PyFunction_SetClosure(fn.get(), closure) < 0)) return nullptr;
-  return (cache[key] = fn).get();
+  cache[key] = ResumeEntry{PyRef::borrow(reinterpret_cast<PyObject*>(code)), fn};
+  return fn.get();
 }
 
 }  // namespace

@@ -141,6 +141,7 @@ class Interpreter {
   // with fake_tensors, tensors become their meta tensors (arguments for shape propagation).
   PyRef as_python(const VarPtr& v, bool fake_tensors = false);
   bool all_const(const std::vector<VarPtr>& vs);
+  bool all_python_values(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
 
   // --- graph recording
   int handle(PyObject* o);
@@ -155,6 +156,8 @@ class Interpreter {
   // --- operations
   VarPtr call(const VarPtr& fn, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
   VarPtr call_builtin(PyObject* fn, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs, bool* handled);
+  VarPtr call_library(PyObject* fn, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs, bool* handled);
+  std::vector<VarPtr> sort_by_key(std::vector<VarPtr> items, const VarPtr& key, bool reverse);
   VarPtr call_container_method(const VarPtr& m, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
   VarPtr inline_function(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,
                          std::vector<std::pair<std::string, VarPtr>> kwargs, const SourcePtr& func_source);
@@ -191,7 +194,7 @@ class Interpreter {
   // them are the same object.
   struct InputContainer {
     VarPtr var;
-    PyObject* object;  // borrowed: held by the frame for the capture's duration
+    PyRef object;  // owned: capture may run Python code that drops the frame's references
   };
   std::vector<InputContainer> input_containers_;
   std::vector<VarPtr> mutated_containers_;

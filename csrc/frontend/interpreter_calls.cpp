@@ -250,7 +250,9 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   if (PyObject* inner = unwrap_compiled_function(f))  // a kiln.compile'd callable: capture through it
     return call(wrap_unguarded(inner, "compiled"), std::move(args), std::move(kwargs));
   bool handled = false;
-  VarPtr r = call_builtin(f, args, kwargs, &handled);
+  VarPtr r = call_library(f, args, kwargs, &handled);
+  if (handled) return r;
+  r = call_builtin(f, args, kwargs, &handled);
   if (handled) return r;
   if ((Py_IS_TYPE(f, &PyWrapperDescr_Type) || Py_IS_TYPE(f, &PyMethodDescr_Type)) && !args.empty() &&
       args[0]->kind == VarKind::kNewObject) {  // e.g. object.__setattr__(self, name, value)
@@ -342,11 +344,8 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     static const std::unordered_set<std::string> foldable = {"int", "float", "bool", "str", "complex", "slice", "range", "Size", "device", "dtype"};
     std::string tn = reinterpret_cast<PyTypeObject*>(f)->tp_name;
     auto dot = tn.rfind('.');
-    if (foldable.count(dot == std::string::npos ? tn : tn.substr(dot + 1)) && all_const(args)) {
-      bool kw_const = true;
-      for (auto& kv : kwargs) kw_const &= kv.second->is_const();
-      if (kw_const) return fold(f, args, kwargs);
-    }
+    if (foldable.count(dot == std::string::npos ? tn : tn.substr(dot + 1)) && all_python_values(args, kwargs))
+      return fold(f, args, kwargs);  // immutable values from Python values (torch.Size([a, b]))
     return construct(f, std::move(args), std::move(kwargs));
   }
   // Pure builtin functions on constants, and read-only methods of dicts, lists and tuples.
@@ -360,6 +359,10 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     if (m == "math" || m == "builtins" || m == "_operator" || m == "operator" || (self && is_constant_like(self)) || readonly_method)
       return fold(f, args, kwargs);
   }
+  // Methods of immutable values (", ".join(names), "{}".format(...)) on copies of Python values.
+  if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) && is_constant_like(PyCFunction_GET_SELF(f)) && !PyType_Check(PyCFunction_GET_SELF(f)) &&
+      all_python_values(args, kwargs))
+    return fold(f, args, kwargs);
   PyObject* call_attr = _PyType_Lookup(Py_TYPE(f), PyRef::steal(PyUnicode_FromString("__call__")).get());
   if (call_attr && PyFunction_Check(call_attr)) {
     args.insert(args.begin(), fn);

@@ -48,7 +48,7 @@ void Interpreter::note_container_mutation(const VarPtr& c, const std::string& wh
     if (ic.var == c) found = &ic;
   if (!found || c->source->kind == Source::kConstant) unsupported("mutation of a shared " + kind + " (" + what + ") is a side effect");
   for (const auto& ic : input_containers_)
-    if (ic.var != c && ic.object == found->object) unsupported("mutation of a " + kind + " the frame reaches two ways (" + what + ")");
+    if (ic.var != c && ic.object.get() == found->object.get()) unsupported("mutation of a " + kind + " the frame reaches two ways (" + what + ")");
   if (input_containers_.size() > 64) unsupported("mutation of a " + kind + " among too many input containers");
   for (const auto& m : mutated_containers_)
     if (m == c) return;
@@ -76,7 +76,7 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
     v = make_seq(PyList_CheckExact(o) ? VarKind::kList : VarKind::kTuple, {});
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i)
       v->items.push_back(wrap(PySequence_Fast_GET_ITEM(o, i), item_source(src, static_cast<int>(i))));
-    if (v->kind == VarKind::kList) input_containers_.push_back({v, o});
+    if (v->kind == VarKind::kList) input_containers_.push_back({v, PyRef::borrow(o)});
   } else if (PyDict_CheckExact(o) && PyDict_GET_SIZE(o) <= 512) {
     PyRef keys = PyRef::steal(PyDict_Keys(o));
     bool const_keys = true;
@@ -91,7 +91,7 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
         v->keys.push_back(PyRef::borrow(k));
         v->items.push_back(wrap(PyDict_GetItem(o, k), dict_item_source(src, k)));
       }
-      input_containers_.push_back({v, o});
+      input_containers_.push_back({v, PyRef::borrow(o)});
     }
   }
   if (!v) {
@@ -130,6 +130,24 @@ PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
     }
     default: return PyRef();
   }
+}
+
+// Constants, and tuples, lists and dicts of them: values a pure function can be evaluated on now
+// (objects are left out: what a function reads of them is not guarded).
+static bool plain_value(const VarPtr& v, int depth = 0) {
+  if (v->is_const()) return true;
+  if (depth > 8 || (v->kind != VarKind::kTuple && v->kind != VarKind::kList && v->kind != VarKind::kDict)) return false;
+  for (const auto& it : v->items)
+    if (!plain_value(it, depth + 1)) return false;
+  return true;
+}
+
+bool Interpreter::all_python_values(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  for (const auto& a : args)
+    if (!plain_value(a)) return false;
+  for (const auto& kv : kwargs)
+    if (!plain_value(kv.second)) return false;
+  return true;
 }
 
 bool Interpreter::all_const(const std::vector<VarPtr>& vs) {

@@ -82,3 +82,27 @@ def test_dict_constructor_from_pairs_views_and_keywords():
         g = dict([("k", x), ("k", x - 1)])
         return e, f, g
     check(fn, lambda: (torch.randn(3),))
+
+
+def test_sorting_filtering_itertools_namedtuples_and_string_methods_are_captured():
+    import collections
+    import itertools
+    Pair = collections.namedtuple("Pair", ["a", "b"], defaults=[0])
+
+    def fn(x):
+        xs = [x * 3, x, x * 2]
+        order = sorted(range(3), key=lambda i: -i)
+        names = sorted(["b", "a", "c"], reverse=True)
+        best = max(["aa", "b", "ccc", "ddd"], key=len)  # the first of the longest
+        evens = list(filter(lambda v: v % 2 == 0, range(6)))
+        chained = list(itertools.chain([1, 2], (3,)))
+        pairs = list(itertools.product([1, 2], ["x"]))
+        running = list(itertools.accumulate([1, 2, 3]))
+        p, q = Pair(x, b=x + 1), Pair(x)
+        d = dict.fromkeys(["k", "m"], 1)
+        size = torch.Size([2, len(names)])
+        joined = ", ".join(names)
+        ys = list(xs)
+        ys.sort(key=lambda t: 0)  # stable: order kept
+        return xs[order[0]], names, best, evens, chained, pairs, running, p.b + q.a, q.b, d, size, joined, ys, p
+    check(fn, lambda: (torch.randn(3),), graphs=1, breaks=0)
