@@ -3,7 +3,7 @@ and through kiln.compile (first call, repeat, fresh values, new shapes) in crash
 processes. Any crash, wrong value, exception mismatch or timeout fails the test; the message holds
 the failing programs' sources (replay one with `python -m tests.fuzz.minimize FILE`).
 
-    pytest tests/python/test_fuzz.py                 # seeds 0:250 (env KILN_FUZZ_SEEDS=A:B to change)
+    pytest tests/python/test_fuzz.py                 # seeds 0:400 (env KILN_FUZZ_SEEDS=A:B to change)
     python -m tests.fuzz --seeds 0:5000              # the long run (see tests/fuzz/README.md)
 """
 import os
@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..",
 from tests.fuzz.generator import generate  # noqa: E402
 from tests.fuzz.runner import FAILURES, parse_seeds, run_seeds, save_failure, summarize  # noqa: E402
 
-SEEDS = os.environ.get("KILN_FUZZ_SEEDS", "0:250")
+SEEDS = os.environ.get("KILN_FUZZ_SEEDS", "0:400")
 
 
 def test_generator_is_deterministic_and_valid():
