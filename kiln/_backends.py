@@ -41,7 +41,7 @@ def resolve(backend) -> tuple[object, str]:
         raise TypeError(f"kiln.compile: backend must be a name or a callable, got {type(backend).__name__}")
     if backend == "kiln":
         from . import _codegen
-        return _codegen.compile_fx, backend
+        return _codegen.compile_frontend_fx, backend
     if backend in _BUILTIN:
         return None, backend
     if backend in _CUSTOM:

@@ -25,9 +25,18 @@ def _report(g) -> None:
                       + f"; {g.num_kernels} kernels, {g.num_externs} extern calls; {g.status}")
 
 
-def compile_fx(gm, example_inputs):
-    """fx.GraphModule -> callable running kiln's generated code (traced and compiled on first call)."""
+def compile_fx(gm, example_inputs, frontend=False):
+    """fx.GraphModule -> callable running kiln's generated code (traced and compiled on first call).
+
+    Under kiln's own frontend (frontend=True) a call the generated code cannot take with its inputs
+    untouched raises kiln._C.GraphDeclined instead of running the graph eagerly itself: the frontend
+    then runs the whole frame eagerly, so side effects it replays after the graph keep their order
+    with an exception the graph raises."""
     g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), _report, _options.get("fusion"),
-                        _options.get("compile_background"), _options.get("compile_jobs"))
+                        _options.get("compile_background"), _options.get("compile_jobs"), frontend)
     GRAPHS.append(g)
     return g
+
+
+def compile_frontend_fx(gm, example_inputs):
+    return compile_fx(gm, example_inputs, frontend=True)

@@ -41,6 +41,16 @@ struct CodeState {
   // Compile contexts (kiln.compile calls) for which this code hit the recompile limit: a miss
   // for them runs the frame eagerly at once, without looking for a reason or a lock.
   std::vector<int> limit_hit;
+  // Per compile context: recompiles caused by a tensor's sizes/layout or by a new object where an
+  // identity was guarded. Those change on every call in real programs (growing caches, per-call
+  // outputs); past a small budget the frame runs eagerly rather than recompile each time.
+  std::vector<std::pair<int, int>> volatile_recompiles;
+  int count_volatile(int context) {
+    for (auto& [c, n] : volatile_recompiles)
+      if (c == context) return ++n;
+    volatile_recompiles.emplace_back(context, 1);
+    return 1;
+  }
   bool hit_limit(int context) const {
     for (int c : limit_hit)
       if (c == context) return true;

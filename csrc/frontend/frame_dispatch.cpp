@@ -23,6 +23,7 @@
 namespace kiln::frontend {
 
 PyObject* g_unsupported_error = nullptr;
+PyObject* g_graph_declined = nullptr;
 static PyObject* g_fx_compiler = nullptr;
 // Ordered (path prefix, skip?) rules; the first prefix that matches a code object's file decides.
 static std::vector<std::pair<std::string, bool>> g_skip_rules;
@@ -347,7 +348,8 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
 }
 
 // Runs an entry on a frame; `effects_started` tells, on failure, whether anything the frame
-// could observe had happened yet (side effects replayed, the break's instruction run).
+// could observe had happened yet (an input written in place, side effects replayed, the break's
+// instruction run).
 static PyObject* run_entry(const CacheEntry& e, const FrameView& fv, bool* effects_started) {
   *effects_started = false;
   const size_t n = e.inputs.size(), nplan = e.fetch_plan.size();
@@ -367,8 +369,18 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& fv, bool* effec
       return nullptr;
     }
   }
+  // A graph that writes its inputs: if it raises, the frame may rerun eagerly only when no input
+  // was written yet (their version counters tell; an in-place op that raised may count as a write).
+  const bool watch = e.mutates_inputs;
+  std::vector<uint64_t> versions;
+  if (watch)
+    for (size_t i = 0; i < n; ++i) versions.push_back(probe_is_tensor(argv[i]) ? probe_version(argv[i]) : 0);
   PyRef outs = PyRef::steal(PyObject_Vectorcall(e.compiled.get(), argv, n, nullptr));
-  if (!outs) return nullptr;
+  if (!outs) {
+    for (size_t i = 0; watch && i < n; ++i)
+      if (probe_is_tensor(argv[i]) && probe_version(argv[i]) != versions[i]) *effects_started = true;
+    return nullptr;
+  }
   PyRef seq = PyTuple_CheckExact(outs.get()) ? outs : PyRef::steal(PySequence_Fast(outs.get(), "kiln: a backend's compiled callable must return a sequence"));
   if (!seq) return nullptr;
   PyObject* const* items = PySequence_Fast_ITEMS(seq.get());
@@ -431,7 +443,8 @@ static PyObject* run_or_pass(const std::shared_ptr<CacheEntry>& e, const FrameVi
   }
   bool effects_started = false;
   PyObject* r = run_entry(*e, fv, &effects_started);
-  if (!r && !effects_started && !e->mutates_inputs && PyErr_ExceptionMatches(PyExc_Exception)) {
+  if (!r && PyErr_ExceptionMatches(g_graph_declined)) effects_started = false;  // nothing happened
+  if (!r && !effects_started && PyErr_ExceptionMatches(PyExc_Exception)) {
     // The graph raised before anything the frame could observe happened (its list, dict and
     // attribute updates are replayed only after it): the frame's own bytecode runs instead, so
     // the exception arrives after exactly the side effects eager makes before it.
@@ -518,14 +531,21 @@ static PyObject* on_frame(kiln_frame* frame, int* handled) {
   std::string label = function_label(frame->code);
   if (existing > 0) {
     std::string reason;
+    int kind = -1;
     for (const auto& e : st->entries)
-      if (e->context_id == ctx->id) { reason = e->guards->first_failure(fv); break; }
+      if (e->context_id == ctx->id) { reason = e->guards->first_failure(fv, &kind); break; }
     stats().guard_failures++;
-    if (existing >= ctx->recompile_limit) {
+    // Sizes and per-call objects keep changing (without dynamic shapes, each is a new graph):
+    // after kVolatileRecompiles of those, the frame stops recompiling.
+    constexpr int kVolatileRecompiles = 2;
+    const bool churn = (kind == GuardLeaf::kTensor || kind == GuardLeaf::kId) && st->count_volatile(ctx->id) > kVolatileRecompiles;
+    if (existing >= ctx->recompile_limit || churn) {
       stats().recompile_limit_hits++;
       st->limit_hit.push_back(ctx->id);
       lock.unlock();
-      if (!st->limit_warned) {
+      if (existing < ctx->recompile_limit) {
+        log(kLogRecompiles, "not recompiling " + label + " again: " + reason + " -- it keeps changing between calls, so the frame runs eagerly from now on");
+      } else if (!st->limit_warned) {
         st->limit_warned = true;
         std::string msg = "kiln: " + label + " hit the recompile limit (" + std::to_string(ctx->recompile_limit) +
                           "); it now runs eagerly when no cached entry matches. Last failing guard: " + reason;

@@ -15,5 +15,8 @@ void set_fx_compiler(PyObject* fn);
 // site-packages/, skip the standard library). Files no rule matches are captured.
 void set_skip_rules(PyObject* rules);
 extern PyObject* g_unsupported_error;
+// Raised by a backend's compiled graph (kiln's code generator under kiln's frontend) that declines
+// a call with its inputs untouched: the frontend runs the frame's own bytecode instead.
+extern PyObject* g_graph_declined;
 
 }  // namespace kiln::frontend

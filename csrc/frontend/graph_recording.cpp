@@ -248,7 +248,7 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
     PyErr_Clear();
   }
   if (inplace) {
-    if (args[0]->source) cap_.mutates_inputs = true;
+    cap_.mutates_inputs = true;  // maybe an input, or a view of one: their version counters will tell
     std::vector<graph::Arg> gargs;
     for (const auto& a : args) gargs.push_back(to_arg(a));
     std::vector<std::pair<std::string, graph::Arg>> gkw;

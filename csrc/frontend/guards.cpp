@@ -135,25 +135,29 @@ bool GuardTree::check(const FrameView& f) const {
   return check_children(root_->children, nullptr, f) && (distinct_.empty() || distinct_ok(f));
 }
 
-static std::string fail_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, const FrameView& f) {
+static std::string fail_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, const FrameView& f, int* kind) {
   for (const auto& c : children) {
     PyObject* v = c->source->fetch(f);
     if (!v) return c->source->repr() + ": no longer present";
     for (const auto& l : c->leaves)
-      if (!l.check(v)) return l.describe(c->source->repr()) + "  (" + l.why_failed(v) + ")";
-    std::string r = fail_children(c->children, f);
+      if (!l.check(v)) {
+        if (kind) *kind = l.kind;
+        return l.describe(c->source->repr()) + "  (" + l.why_failed(v) + ")";
+      }
+    std::string r = fail_children(c->children, f, kind);
     if (!r.empty()) return r;
   }
   return "";
 }
 
-std::string GuardTree::first_failure(const FrameView& f) const {
+std::string GuardTree::first_failure(const FrameView& f, int* kind) const {
+  if (kind) *kind = -1;
   if (has_global_) {
     GlobalStateFacts now = probe_global_state();
     if (!(now == global_))
       return "global state changed: expected " + probe_describe_global_state(global_) + "; actual " + probe_describe_global_state(now);
   }
-  std::string r = fail_children(root_->children, f);
+  std::string r = fail_children(root_->children, f, kind);
   if (r.empty() && !distinct_.empty() && !distinct_ok(f)) return "two containers the frame mutates are now the same object";
   return r;
 }

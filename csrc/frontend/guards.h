@@ -36,8 +36,9 @@ class GuardTree {
   void add_distinct(std::vector<SourcePtr> sources) { distinct_.push_back(std::move(sources)); }
 
   bool check(const FrameView& frame) const;
-  // The first failing guard, as "<expr>: <reason>", or "" if all pass.
-  std::string first_failure(const FrameView& frame) const;
+  // The first failing guard, as "<expr>: <reason>", or "" if all pass; `kind` (optional) gets
+  // its GuardLeaf::Kind, or -1 when the global state or aliasing failed.
+  std::string first_failure(const FrameView& frame, int* kind = nullptr) const;
   // Readable code, one guard a line: `check_tensor(L['x'], f32[4, 8])` ...
   std::string to_string() const;
   int num_leaves() const;

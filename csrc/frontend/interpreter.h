@@ -92,7 +92,7 @@ struct Capture {
   std::string where;                     // its file:line
   int inlined_functions = 0;
   std::unique_ptr<BreakState> brk;       // set when the capture stopped at a graph break
-  bool mutates_inputs = false;           // an in-place op writes a tensor the frame was given
+  bool mutates_inputs = false;           // an in-place op may write a tensor the frame was given
 };
 
 struct CaptureOptions {

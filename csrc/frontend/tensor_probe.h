@@ -50,6 +50,8 @@ PyObject* probe_make_meta(PyObject* t);
 PyObject* probe_device(PyObject* t);
 // Appends a tensor's metadata, exactly, to a memo key (for memoising shape propagation).
 void probe_meta_key(PyObject* t, std::string& key);
+// The tensor's version counter (bumped by every in-place write).
+uint64_t probe_version(PyObject* t);
 GlobalStateFacts probe_global_state();
 std::string probe_describe_global_state(const GlobalStateFacts& g);
 bool probe_grad_enabled();

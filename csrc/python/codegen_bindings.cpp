@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 
+#include "frontend/frame_dispatch.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/graph_build.h"
 #include "torch_bridge/tracer.h"
@@ -54,8 +55,8 @@ static double since(std::chrono::steady_clock::time_point t0) {
 // on, with the reason kept in `status`.
 class CodegenGraph {
  public:
-  CodegenGraph(py::object eager, std::string cache_dir, py::object on_compiled, bool fuse, bool background, int jobs)
-      : eager_(std::move(eager)), on_compiled_(std::move(on_compiled)), background_(background) {
+  CodegenGraph(py::object eager, std::string cache_dir, py::object on_compiled, bool fuse, bool background, int jobs, bool frontend)
+      : eager_(std::move(eager)), on_compiled_(std::move(on_compiled)), background_(background), frontend_(frontend) {
     opts_.cache_dir = std::move(cache_dir);
     opts_.fuse = fuse;
     opts_.jobs = jobs;
@@ -86,10 +87,10 @@ class CodegenGraph {
       try {
         py::gil_scoped_release nogil;
         outs = graph_->run(inputs);
-      } catch (const runtime::KernelCheckFailed&) {
-        return eager_(*args);  // raises eager's own exception (IndexError, ...)
-      } catch (const runtime::InputMismatch&) {
-        return eager_(*args);  // inputs of another shape or layout than the traced ones
+      } catch (const runtime::KernelCheckFailed& e) {
+        return decline(e.what(), args);  // eager raises its own exception (IndexError, ...)
+      } catch (const runtime::InputMismatch& e) {
+        return decline(e.what(), args);  // inputs of another layout, or aliased where one is written
       }
       return pack(outs);
     }
@@ -124,7 +125,16 @@ class CodegenGraph {
     state_ = kEager;
     status_ = "eager: " + why;
     if (!on_compiled_.is_none()) on_compiled_(this);
-    return eager_(*args);
+    return decline(why, args);
+  }
+
+  // This call runs eagerly with its inputs untouched: under kiln's frontend the whole frame does
+  // (GraphDeclined), so what the frame replays after its graph stays in order with whatever the
+  // eager run raises; elsewhere (PyTorch's Dynamo) the graph runs eagerly here.
+  py::object decline(const std::string& why, py::args args) {
+    if (!frontend_) return eager_(*args);
+    PyErr_SetString(frontend::g_graph_declined, why.c_str());
+    throw py::error_already_set();
   }
 
   py::object pack(const std::vector<at::Tensor>& outs) {
@@ -172,6 +182,14 @@ class CodegenGraph {
       // If eager raises too, the inputs were bad (a zero divisor, a shape mismatch): that is
       // the user's exception, and the next call traces again. Otherwise kiln could not trace it.
       std::string why = std::string("trace failed: ") + e.what();
+      if (frontend_) {  // the frame reruns eagerly; a second failure gives up on generated code
+        if (++trace_failures_ >= 2) {
+          state_ = kEager;
+          status_ = "eager: " + why;
+          if (!on_compiled_.is_none()) on_compiled_(this);
+        }
+        return decline(why, args);
+      }
       py::object r = eager_(*args);
       state_ = kEager;
       status_ = "eager: " + why;
@@ -186,6 +204,9 @@ class CodegenGraph {
     for (const auto& [input, value] : tr.graph.input_mutations)
       if (at::has_internal_overlap(inputs.at(input)) == at::MemOverlap::Yes)
         return fall_back("an input mutated in place has overlapping memory (an expanded tensor)", args);
+    // Inputs that alias one another where one is written: this call runs eagerly (the trace left
+    // the inputs untouched) and the next call traces again.
+    if (runtime::mutated_input_aliases(tr.graph.input_mutations, inputs)) return decline("an input written in place shares memory with another input", args);
     trace_s_ = since(t0);
     timings_["trace"] = trace_s_;
     // The traced run is this call's result; apply its input mutations as eager would.
@@ -220,12 +241,15 @@ class CodegenGraph {
   std::unique_ptr<runtime::BackgroundBuild> pending_;
   std::shared_ptr<runtime::CompiledGraph> graph_;
   bool single_ = false, as_list_ = false;
+  bool frontend_ = false;   // called by kiln's frontend, which can run the frame eagerly instead
+  int trace_failures_ = 0;
 };
 
 void bind_codegen(py::module_& m) {
   py::class_<CodegenGraph>(m, "CodegenGraph")
-      .def(py::init<py::object, std::string, py::object, bool, bool, int>(), py::arg("eager"), py::arg("cache_dir") = "",
-           py::arg("on_compiled") = py::none(), py::arg("fuse") = true, py::arg("background") = false, py::arg("jobs") = 0)
+      .def(py::init<py::object, std::string, py::object, bool, bool, int, bool>(), py::arg("eager"), py::arg("cache_dir") = "",
+           py::arg("on_compiled") = py::none(), py::arg("fuse") = true, py::arg("background") = false, py::arg("jobs") = 0,
+           py::arg("frontend") = false)
       .def("__call__", &CodegenGraph::call)
       .def("wait", &CodegenGraph::wait, "Wait for a background build to finish.")
       .def_property_readonly("status", &CodegenGraph::status)

@@ -61,6 +61,9 @@ PYBIND11_MODULE(_C, m) {
   g_unsupported_error = PyErr_NewExceptionWithDoc("kiln.Unsupported", "kiln could not capture a frame (raised with fullgraph=True)",
                                                   PyExc_RuntimeError, nullptr);
   m.add_object("Unsupported", py::handle(g_unsupported_error));
+  g_graph_declined = PyErr_NewExceptionWithDoc("kiln._C.GraphDeclined", "a compiled graph declined a call, inputs untouched (internal)",
+                                               PyExc_Exception, nullptr);
+  m.add_object("GraphDeclined", py::handle(g_graph_declined));
   m.def("_init", [] {
     if (!init_torch_objects() || !init_code_state()) throw py::error_already_set();
   });

@@ -148,6 +148,8 @@ void probe_meta_key(PyObject* o, std::string& key) {
   put(t.storage_offset());
 }
 
+uint64_t probe_version(PyObject* o) { return THPVariable_Unpack(o)._version(); }
+
 GlobalStateFacts probe_global_state() {
   GlobalStateFacts g;
   g.grad_enabled = c10::GradMode::is_enabled();

@@ -64,6 +64,8 @@ static bool matches(const Buffer& buf, const at::Tensor& t) {
 std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs) {
   const size_t nb = program_.buffers.size();
   std::vector<at::Tensor> slots(nb);
+  if (!program_.input_mutations.empty() && mutated_input_aliases(program_.input_mutations, inputs))
+    throw InputMismatch("an input written in place shares memory with another input");
   std::vector<void*> ptrs(nb + 1, nullptr);
   int error = 0;          // this run's kernel error flag, the table's last entry
   ptrs[nb] = &error;

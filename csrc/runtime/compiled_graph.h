@@ -29,6 +29,18 @@ struct InputMismatch : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// True when an input the graph writes in place shares memory with another input: the graph,
+// which reads its inputs as independent values, would miss the write through the other one.
+template <class Mutations>
+bool mutated_input_aliases(const Mutations& mutations, const std::vector<at::Tensor>& inputs) {
+  for (const auto& m : mutations) {
+    const at::Tensor& w = inputs.at(m.first);
+    for (size_t j = 0; j < inputs.size(); ++j)
+      if (static_cast<int>(j) != m.first && inputs[j].defined() && inputs[j].storage().is_alias_of(w.storage())) return true;
+  }
+  return false;
+}
+
 class CompiledGraph {
  public:
   CompiledGraph(bridge::TraceResult trace, ir::Program program);

@@ -265,3 +265,40 @@ def test_functools_partial_lru_cache_and_finfo_are_captured():
         ok = all(v is not None for v in (x, 1)) and not any([0, None])
         return gelu_tanh(add2(x, x)) + scale(4) + low * 0 + ok
     check(fn, x1, graphs=1, breaks=0)
+
+
+def test_side_effects_before_a_failing_in_place_write_into_an_expanded_input():
+    def fn(a, d):
+        d["w"] = d["y"] + 1
+        a.neg_()  # eager raises: the elements share memory
+        return d["w"]
+    for backend in ("kiln", "eager"):
+        kiln.reset()
+        d = {"y": torch.ones(1)}
+        with pytest.raises(RuntimeError, match="single memory location"):
+            kiln.compile(fn, backend=backend)(torch.ones(4, 1).expand(4, 3), d)
+        assert list(d) == ["y", "w"], backend
+
+
+def test_in_place_write_through_a_view_of_an_input_then_an_exception_happens_once():
+    def fn(a, t):
+        a[0].add_(1)
+        return (t > 0).argmin()  # raises for bool input, after the write
+    compiled = kiln.compile(fn)
+    for _ in range(4):  # trace, retrace, then the graph running eagerly
+        a1, a2 = torch.zeros(2, 2), torch.zeros(2, 2)
+        with pytest.raises(RuntimeError):
+            fn(a1, torch.ones(2))
+        with pytest.raises(RuntimeError):
+            compiled(a2, torch.ones(2))
+        assert torch.equal(a1, a2)
+
+
+def test_view_carried_across_a_break_sees_a_later_in_place_write():
+    def fn(a, t5):
+        t4 = a.flatten()  # a view of the input, live across the break
+        print("sum", file=SINK)
+        t11 = t4.reshape(-1)
+        a.mul_(a)  # the graph after the break gets a and its view as two inputs
+        return t11 + t5
+    check(fn, lambda: (torch.randn(5, 13), torch.randn(65)), graphs=None, breaks=1)
