@@ -134,7 +134,7 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     }
     return make_seq(VarKind::kList, out);
   }
-  if (f == islice_fn()) {
+  if (f == module_attr("itertools", "islice")) {
     if (args.size() < 2 || args.size() > 4) unsupported("islice() argument count");
     for (size_t i = 1; i < args.size(); ++i)
       if (!args[i]->is_const()) unsupported("islice() with non-constant bounds");

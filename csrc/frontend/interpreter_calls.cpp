@@ -211,7 +211,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     case VarKind::kBoundMethod: {
       // os.environ lookups (`os.environ.get(k, d)`, `k in os.environ`) are read as constants, as
       // Dynamo does: Mapping.get would otherwise raise KeyError inside the capture.
-      if (fn->self->kind == VarKind::kObject && fn->self->obj.get() == os_environ() && all_const(args) && kwargs.empty()) {
+      if (fn->self->kind == VarKind::kObject && fn->self->obj.get() == module_attr("os", "environ") && all_const(args) && kwargs.empty()) {
         PyRef name = PyRef::steal(PyObject_GetAttrString(fn->obj.get(), "__name__"));
         if (name && (py_str(name.get()) == "get" || py_str(name.get()) == "__contains__" || py_str(name.get()) == "__getitem__"))
           return fold(PyRef::steal(PyObject_GetAttr(fn->self->obj.get(), name.get())).get(), args, {});
@@ -262,7 +262,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     return call_container_method(make_container_method(self, py_str(nm.get())), args, kwargs);
   }
   if (PyObject* answer = torch_query_answer(f)) return answer == Py_Ellipsis ? fold(f, args, kwargs) : make_const(answer);
-  if (f == inspect_signature() && args.size() == 1 && kwargs.empty()) {
+  if (f == module_attr("inspect", "signature") && args.size() == 1 && kwargs.empty()) {
     // A signature depends only on the function: of a bound method, on its __func__ (whose
     // identity the attribute lookup that produced it has guarded), whatever it is bound to.
     const VarPtr& a = args[0];
@@ -287,7 +287,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     args.insert(args.begin(), wrap_unguarded(PyMethod_GET_SELF(f), "self"));
     return call(make_object(PyMethod_GET_FUNCTION(f), nullptr), std::move(args), std::move(kwargs));
   }
-  if (f == functools_attr("partial")) {  // partial(func, *args, **kwargs), kept symbolic
+  if (f == module_attr("functools", "partial")) {  // partial(func, *args, **kwargs), kept symbolic
     if (args.empty()) unsupported("functools.partial() without a function");
     auto p = std::make_shared<Var>(VarKind::kPartial);
     p->self = args[0];
@@ -300,7 +300,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     p->fresh = true;
     return p;
   }
-  if (Py_TYPE(f) == reinterpret_cast<PyTypeObject*>(functools_attr("partial"))) {
+  if (Py_TYPE(f) == reinterpret_cast<PyTypeObject*>(module_attr("functools", "partial"))) {
     // An existing partial (its identity is guarded; its function and arguments are read-only).
     PyRef func = PyRef::steal(PyObject_GetAttrString(f, "func")), pargs = PyRef::steal(PyObject_GetAttrString(f, "args")),
           pkw = PyRef::steal(PyObject_GetAttrString(f, "keywords"));
@@ -319,7 +319,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     kw.insert(kw.end(), kwargs.begin(), kwargs.end());
     return call(wrap_unguarded(func.get(), "partial function"), std::move(full), std::move(kw));
   }
-  if (Py_TYPE(f) == reinterpret_cast<PyTypeObject*>(functools_attr("_lru_cache_wrapper"))) {
+  if (Py_TYPE(f) == reinterpret_cast<PyTypeObject*>(module_attr("functools", "_lru_cache_wrapper"))) {
     // On plain Python values the cached answer is the answer (an lru_cache'd function is pure by
     // its author's word); on symbolic ones, the cache only saves work: call what it wraps.
     bool plain = true;
@@ -330,7 +330,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     if (!wrapped) unsupported("an lru_cache wrapper without __wrapped__");
     return call(wrap_unguarded(wrapped.get(), "lru_cache'd function"), std::move(args), std::move(kwargs));
   }
-  if ((f == finfo_type() || f == iinfo_type()) && all_const(args)) {
+  if ((f == module_attr("torch", "finfo") || f == module_attr("torch", "iinfo")) && all_const(args)) {
     bool kw_const = true;
     for (auto& kv : kwargs) kw_const &= kv.second->is_const();
     if (kw_const) return fold(f, args, kwargs);  // torch.finfo(dtype): constants of the dtype

@@ -42,12 +42,7 @@ std::string qualified_name(PyObject* fn);
 PyObject* op_fn(const char* name);       // operator.<name>, borrowed
 PyObject* builtin(const char* name);     // builtins.<name>, borrowed
 PyObject* sequence_iter();               // collections.abc.Sequence.__iter__
-PyObject* islice_fn();                   // itertools.islice
-PyObject* os_environ();                  // os.environ
-PyObject* finfo_type();                  // torch.finfo
-PyObject* iinfo_type();                  // torch.iinfo
-PyObject* inspect_signature();           // inspect.signature
-PyObject* functools_attr(const char* name);  // functools.<name> (partial, _lru_cache_wrapper)
+PyObject* module_attr(const char* module, const char* name);  // e.g. ("itertools", "islice"), borrowed
 std::string module_of(PyObject* fn);
 bool starts_with(const std::string& s, const char* prefix);
 bool is_torch_op(PyObject* fn);

@@ -11,24 +11,9 @@
 
 namespace kiln::frontend {
 
-PyObject* op_fn(const char* name) {  // borrowed, kept alive by the operator module
-  static std::unordered_map<std::string, PyObject*> cache;
-  auto it = cache.find(name);
-  if (it != cache.end()) return it->second;
-  PyObject* f = PyObject_GetAttrString(g_torch.operator_mod, name);
-  cache[name] = f;  // keep the reference
-  return f;
-}
+PyObject* op_fn(const char* name) { return module_attr("operator", name); }
 
-PyObject* builtin(const char* name) {
-  static std::unordered_map<std::string, PyObject*> cache;
-  auto it = cache.find(name);
-  if (it != cache.end()) return it->second;
-  PyObject* f = PyObject_GetAttrString(g_torch.builtins_mod, name);
-  if (!f) PyErr_Clear();
-  cache[name] = f;
-  return f;
-}
+PyObject* builtin(const char* name) { return module_attr("builtins", name); }
 
 PyObject* sequence_iter() {
   static PyObject* f = [] {
@@ -44,56 +29,17 @@ PyObject* sequence_iter() {
   return f;
 }
 
-PyObject* os_environ() {
-  static PyObject* env = [] {
-    PyObject* m = PyImport_ImportModule("os");
-    PyObject* r = m ? PyObject_GetAttrString(m, "environ") : nullptr;
-    Py_XDECREF(m);
-    if (!r) PyErr_Clear();
-    return r;
-  }();
-  return env;
-}
-
-PyObject* finfo_type() {
-  static PyObject* t = PyObject_GetAttrString(g_torch.torch, "finfo");
-  return t;
-}
-
-PyObject* iinfo_type() {
-  static PyObject* t = PyObject_GetAttrString(g_torch.torch, "iinfo");
-  return t;
-}
-
-PyObject* inspect_signature() {
-  static PyObject* f = [] {
-    PyObject* m = PyImport_ImportModule("inspect");
-    PyObject* r = m ? PyObject_GetAttrString(m, "signature") : nullptr;
-    Py_XDECREF(m);
-    if (!r) PyErr_Clear();
-    return r;
-  }();
-  return f;
-}
-
-PyObject* functools_attr(const char* name) {
-  static PyObject* mod = PyImport_ImportModule("functools");
-  if (!mod) { PyErr_Clear(); return nullptr; }
-  PyObject* r = PyObject_GetAttrString(mod, name);  // module attributes live as long as the module
+// A module-level object (`module.name`), imported on first use and kept for the process
+// (borrowed; nullptr, with no error set, if it does not exist).
+PyObject* module_attr(const char* module, const char* name) {
+  static auto& cache = *new std::unordered_map<std::string, PyObject*>();  // outlives finalisation
+  std::string key = std::string(module) + "." + name;
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  PyObject* m = PyImport_ImportModule(module);
+  PyObject* r = m ? PyObject_GetAttrString(m, name) : nullptr;
+  Py_XDECREF(m);
   if (!r) PyErr_Clear();
-  Py_XDECREF(r);
-  return r;
-}
-
-PyObject* islice_fn() {
-  static PyObject* f = [] {
-    PyObject* m = PyImport_ImportModule("itertools");
-    PyObject* r = m ? PyObject_GetAttrString(m, "islice") : nullptr;
-    Py_XDECREF(m);
-    if (!r) PyErr_Clear();
-    return r;
-  }();
-  return f;
+  return cache[key] = r;
 }
 
 

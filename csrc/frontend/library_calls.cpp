@@ -11,15 +11,6 @@ namespace kiln::frontend {
 
 namespace {
 
-PyObject* itertools_attr(const char* name) {
-  static PyObject* mod = PyImport_ImportModule("itertools");
-  if (!mod) { PyErr_Clear(); return nullptr; }
-  PyObject* r = PyObject_GetAttrString(mod, name);  // kept alive by the module
-  if (!r) PyErr_Clear();
-  Py_XDECREF(r);
-  return r;
-}
-
 const VarPtr* kwarg(const std::vector<std::pair<std::string, VarPtr>>& kwargs, const char* name) {
   for (const auto& kv : kwargs)
     if (kv.first == name) return &kv.second;
@@ -96,7 +87,7 @@ VarPtr Interpreter::call_library(PyObject* f, std::vector<VarPtr>& args, std::ve
     }
     return d;
   }
-  if (f == itertools_attr("chain") && kwargs.empty()) {
+  if (f == module_attr("itertools", "chain") && kwargs.empty()) {
     std::vector<VarPtr> out;
     for (const VarPtr& a : args) {
       auto part = unpack(a);
@@ -104,7 +95,7 @@ VarPtr Interpreter::call_library(PyObject* f, std::vector<VarPtr>& args, std::ve
     }
     return make_iterator(make_seq(VarKind::kList, out));
   }
-  if (f == itertools_attr("product")) {
+  if (f == module_attr("itertools", "product")) {
     long repeat = 1;
     if (const VarPtr* r = kwarg(kwargs, "repeat")) {
       if (!(*r)->is_const()) unsupported("itertools.product with a non-constant repeat");
@@ -128,7 +119,7 @@ VarPtr Interpreter::call_library(PyObject* f, std::vector<VarPtr>& args, std::ve
     for (auto& row : rows) out.push_back(make_seq(VarKind::kTuple, std::move(row)));
     return make_iterator(make_seq(VarKind::kList, out));
   }
-  if (f == itertools_attr("accumulate") && !args.empty() && args.size() <= 2) {
+  if (f == module_attr("itertools", "accumulate") && !args.empty() && args.size() <= 2) {
     const VarPtr* fn = args.size() == 2 ? &args[1] : kwarg(kwargs, "func");
     const VarPtr* initial = kwarg(kwargs, "initial");
     std::vector<VarPtr> out;
