@@ -87,6 +87,9 @@ template <class T> static inline T gelu(T x) { return T(0.5) * x * (T(1) + erf_g
 template <class T> static inline T gelu_tanh(T x) {
   return T(0.5) * x * (T(1) + kiln::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
 }
+// An integer converts to +0.0, never -0.0; written as a select because GCC, with
+// -fno-trapping-math, folds float -> integer -> float into trunc(), which keeps -0.5's sign.
+template <class F, class I> static inline F int_to_float(I v) { F f = static_cast<F>(v); return f == F(0) ? F(0) : f; }
 template <class T> static inline T maxnan(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
 template <class T> static inline T minnan(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
 template <class T> static inline T fmaxv(T a, T b) { return a != a ? b : (b != b ? a : (a > b ? a : b)); }
