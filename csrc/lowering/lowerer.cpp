@@ -387,7 +387,8 @@ Program Lowerer::run() {
     // Without fusion every computed value (views aside) gets its own buffer and kernel.
     for (int v : g_.nodes[i].outputs)
       if (v >= 0 && values_[v].buffer < 0 && values_[v].loader && uses_[v] > 0 &&
-          (opts_.fuse ? uses_[v] > 1 && values_[v].cost > opts_.max_inline_cost : !values_[v].realize))
+          (opts_.fuse ? (uses_[v] > 1 && values_[v].cost > opts_.max_inline_cost) || values_[v].cost > opts_.max_expression_cost
+                      : !values_[v].realize))
         ensure_buffer(v);
   }
   for (int v : g_.outputs) {

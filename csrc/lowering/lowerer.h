@@ -43,6 +43,8 @@ struct TensorValue {
 
 struct LoweringOptions {
   int max_inline_cost = 48;    // a value read more than once is realized above this cost
+  int max_expression_cost = 400;  // any value is realized above this: the code generator renders
+                                  // expressions recursively, so their depth must stay bounded
   bool fuse = true;            // false: every value is realized in its own kernel (debugging)
 };
 

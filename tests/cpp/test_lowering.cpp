@@ -208,3 +208,16 @@ TEST(ProgramText, DistinguishesEverythingThatChangesTheCode) {
   EXPECT_NE(text_of("%1 = aten::lt.Scalar(%0, other=0.5) : b8[4]{1}"),
             text_of("%1 = aten::lt.Scalar(%0, other=0.5000000000000001) : b8[4]{1}"));
 }
+
+TEST(Fusion, LongPointwiseChainsAreCutSoExpressionsStayShallow) {
+  // 3,000 single-use pointwise ops would fuse into one expression 3,000 deep, which the code
+  // generator renders recursively (a stack overflow under AddressSanitizer): values are realized
+  // once their inlined expression passes max_expression_cost.
+  std::string text = "%0 = input 0 : f32[8]{1}\n";
+  for (int i = 1; i <= 3000; ++i) text += "%" + std::to_string(i) + " = aten::relu(%" + std::to_string(i - 1) + ") : f32[8]{1}\n";
+  text += "return %3000\n";
+  ir::Program p = lower(text);
+  lowering::LoweringOptions o;
+  EXPECT_GE(p.kernels.size(), static_cast<size_t>(3000 / o.max_expression_cost));
+  EXPECT_LE(p.kernels.size(), static_cast<size_t>(3000 / o.max_expression_cost + 2));
+}
