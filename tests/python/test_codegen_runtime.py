@@ -13,7 +13,9 @@ import torch.nn.functional as F
 import kiln
 from kiln import _C
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# Where the kiln under test lives (the checkout, or scripts/sanitize.sh's instrumented copy):
+# child processes import that same build, whose compile flags are part of the kernel cache key.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(kiln.__file__)))
 
 
 def fn(x, w):

@@ -146,7 +146,7 @@ def test_clean_interpreter_exit_after_compiling(tmp_path):
         "        return super().__init__(), x\n"
         "kiln.compile(lambda x: K().f(x)[1] * 2)(torch.randn(2))\n"
         "print('done')\n")
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(kiln.__file__))))  # the kiln under test
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
     assert "done" in r.stdout
