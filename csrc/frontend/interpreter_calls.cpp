@@ -301,23 +301,22 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     return p;
   }
   if (Py_TYPE(f) == reinterpret_cast<PyTypeObject*>(module_attr("functools", "partial"))) {
-    // An existing partial (its identity is guarded; its function and arguments are read-only).
+    // An existing partial (its identity is guarded; its function and arguments are read-only):
+    // called as the symbolic partial of its pieces.
     PyRef func = PyRef::steal(PyObject_GetAttrString(f, "func")), pargs = PyRef::steal(PyObject_GetAttrString(f, "args")),
           pkw = PyRef::steal(PyObject_GetAttrString(f, "keywords"));
     if (!func || !pargs || !pkw || !PyDict_Check(pkw.get())) unsupported("a functools.partial without func/args/keywords: " + take_python_error());
-    std::vector<VarPtr> full;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) full.push_back(wrap_unguarded(PyTuple_GET_ITEM(pargs.get(), i), "partial argument"));
-    full.insert(full.end(), args.begin(), args.end());
-    std::vector<std::pair<std::string, VarPtr>> kw;
+    auto p = std::make_shared<Var>(VarKind::kPartial);
+    p->self = wrap_unguarded(func.get(), "partial function");
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) p->items.push_back(wrap_unguarded(PyTuple_GET_ITEM(pargs.get(), i), "partial argument"));
+    p->pos = p->items.size();
     Py_ssize_t pos = 0;
     PyObject *k, *v;
     while (PyDict_Next(pkw.get(), &pos, &k, &v)) {
-      bool overridden = false;
-      for (auto& kv : kwargs) overridden |= kv.first == py_str(k);
-      if (!overridden) kw.emplace_back(py_str(k), wrap_unguarded(v, "partial keyword"));
+      p->keys.push_back(PyRef::borrow(k));
+      p->items.push_back(wrap_unguarded(v, "partial keyword"));
     }
-    kw.insert(kw.end(), kwargs.begin(), kwargs.end());
-    return call(wrap_unguarded(func.get(), "partial function"), std::move(full), std::move(kw));
+    return call(p, std::move(args), std::move(kwargs));
   }
   if (Py_TYPE(f) == reinterpret_cast<PyTypeObject*>(module_attr("functools", "_lru_cache_wrapper"))) {
     // On plain Python values the cached answer is the answer (an lru_cache'd function is pure by
@@ -330,18 +329,15 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     if (!wrapped) unsupported("an lru_cache wrapper without __wrapped__");
     return call(wrap_unguarded(wrapped.get(), "lru_cache'd function"), std::move(args), std::move(kwargs));
   }
-  if ((f == module_attr("torch", "finfo") || f == module_attr("torch", "iinfo")) && all_const(args)) {
-    bool kw_const = true;
-    for (auto& kv : kwargs) kw_const &= kv.second->is_const();
-    if (kw_const) return fold(f, args, kwargs);  // torch.finfo(dtype): constants of the dtype
-  }
   if (PyType_Check(f)) {
     if (f == g_torch.no_grad || f == g_torch.enable_grad) {
       auto v = std::make_shared<Var>(VarKind::kGradMode);
       v->flag = f == g_torch.enable_grad;
       return v;
     }
-    static const std::unordered_set<std::string> foldable = {"int", "float", "bool", "str", "complex", "slice", "range", "Size", "device", "dtype"};
+    // Types whose instances are immutable values (torch.finfo(dtype): the dtype's constants).
+    static const std::unordered_set<std::string> foldable = {"int", "float", "bool", "str", "complex", "slice", "range", "Size", "device", "dtype",
+                                                             "finfo", "iinfo"};
     std::string tn = reinterpret_cast<PyTypeObject*>(f)->tp_name;
     auto dot = tn.rfind('.');
     if (foldable.count(dot == std::string::npos ? tn : tn.substr(dot + 1)) && all_python_values(args, kwargs))
