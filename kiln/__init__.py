@@ -61,11 +61,26 @@ def _push_options() -> None:
     mask = 0
     for name, bit in (("graph_breaks", _C.LOG_GRAPH_BREAKS), ("recompiles", _C.LOG_RECOMPILES),
                       ("guards", _C.LOG_GUARDS), ("graph_code", _C.LOG_GRAPH_CODE), ("output_code", _C.LOG_GRAPH_CODE),
-                      ("perf", _C.LOG_PERF)):
+                      ("perf", _C.LOG_PERF), ("dynamic", _C.LOG_DYNAMIC)):
         if name in ch:
             mask |= bit
     _C.set_options(mask, _options.get("memoize_shape_propagation"), _options.get("max_inline_depth"))
 
+
+def _sym_sum(self, nodes):
+    out = nodes[0]
+    for n in nodes[1:]:
+        out = out.add(n)
+    return out
+
+
+# PyTorch's Python meta functions and decompositions treat every size node like its own Python
+# SymNode: they ask for `sym_sum` (torch.cat), and statically_known_true reads `_hint` and `expr`
+# (then finds no shape env and answers "not known", which only costs a guard). kiln's symbolic
+# sizes are C++ nodes (torch._C._SymNode, see csrc/torch_bridge/sym_node.cpp).
+for _name, _value in (("sym_sum", _sym_sum), ("_hint", property(lambda self: None)), ("expr", property(lambda self: self))):
+    if not hasattr(torch._C._SymNode, _name):
+        setattr(torch._C._SymNode, _name, _value)
 
 _C._init()
 _C.set_skip_rules(_skip_rules())
@@ -103,8 +118,6 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="kiln", mode=N
                                  options=options, disable=disable)
     opts = _validate(fullgraph, dynamic, backend, mode, options, disable)
     fn_backend, name = _backends.resolve(backend)
-    if dynamic:
-        _note("dynamic=True: symbolic shapes are not implemented yet; kiln specialises on shapes and recompiles")
     if mode in ("reduce-overhead", "max-autotune"):
         _note(f"mode={mode!r}: CUDA graphs are not implemented yet; running as mode='default'")
     if name == "aot_eager":
@@ -113,7 +126,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="kiln", mode=N
         raise TypeError(f"kiln.compile expects a callable or nn.Module, got {type(model).__name__}")
     limit = opts.get("recompile_limit", _options.get("recompile_limit"))
     _meta_kernels.avoid_dynamo_import()
-    compiled = _C.CompiledFunction(model, fn_backend, name, fullgraph, limit, disable)
+    compiled = _C.CompiledFunction(model, fn_backend, name, fullgraph, limit, disable, dynamic)
     if isinstance(model, torch.nn.Module):
         return CompiledModule(model, compiled)
     functools.update_wrapper(compiled, model, updated=())
@@ -123,6 +136,27 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="kiln", mode=N
 def _note(msg: str) -> None:
     if msg not in _notes:
         _notes.append(msg)
+
+
+def _dims(t, dims):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"expected a tensor, got {type(t).__name__}")
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    for d in dims:
+        if not isinstance(d, int) or not -t.dim() <= d < t.dim():
+            raise ValueError(f"dimension {d!r} is out of range for a {t.dim()}-d tensor")
+    return {d % t.dim() for d in dims}
+
+
+def mark_dynamic(t, dims):
+    """Make these dimensions of `t` symbolic in the next capture that sees it (torch._dynamo.mark_dynamic's
+    contract: the same tensor attribute, so either function works with kiln and with torch.compile)."""
+    t._dynamo_dynamic_indices = getattr(t, "_dynamo_dynamic_indices", set()) | _dims(t, dims)
+
+
+def mark_static(t, dims):
+    """Keep these dimensions of `t` static (specialised) whatever the dynamic policy."""
+    t._dynamo_static_indices = getattr(t, "_dynamo_static_indices", set()) | _dims(t, dims)
 
 
 def disable(fn):

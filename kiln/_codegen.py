@@ -33,7 +33,8 @@ def compile_fx(gm, example_inputs, frontend=False):
     then runs the whole frame eagerly, so side effects it replays after the graph keep their order
     with an exception the graph raises."""
     g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), _report, _options.get("fusion"),
-                        _options.get("compile_background"), _options.get("compile_jobs"), frontend)
+                        _options.get("compile_background"), _options.get("compile_jobs"), frontend,
+                        _options.get("size_specializations"))
     GRAPHS.append(g)
     return g
 

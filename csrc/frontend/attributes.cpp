@@ -40,6 +40,7 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
       PyRef v = PyRef::steal(PyObject_GetAttr(obj->fake.get(), name));
       if (!v) unsupported("tensor attribute " + n + ": " + take_python_error());
       if (is_constant_like(v.get())) return make_const(v.get());
+      if (n == "shape" && holds_symint(v.get())) return record_op(graph::Op::kCallMethod, nullptr, "size", {obj}, {});
       unsupported("tensor attribute " + n + " of type " + Py_TYPE(v.get())->tp_name);
     }
     case VarKind::kTuple:

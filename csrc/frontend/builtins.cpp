@@ -23,6 +23,8 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     if (v->is_tensor()) {
       PyRef shape = PyRef::steal(PyObject_GetAttrString(v->fake.get(), "shape"));
       if (PyTuple_GET_SIZE(shape.get()) == 0) unsupported("len() of a 0-d tensor");
+      if (holds_symint(PyTuple_GET_ITEM(shape.get(), 0)))
+        return record_op(graph::Op::kCallMethod, nullptr, "size", {v, make_const(PyRef::steal(PyLong_FromLong(0)).get())}, {});
       return make_const(PyTuple_GET_ITEM(shape.get(), 0));
     }
     if (v->kind == VarKind::kTuple || v->kind == VarKind::kList || v->kind == VarKind::kDict)

@@ -44,6 +44,7 @@ void clear_all_code_states() {
   for (CodeState* s : g_live) {
     s->entries.clear();
     s->limit_warned = false;
+    s->size_history.by_source.clear();
   }
 }
 

@@ -51,6 +51,7 @@ struct CodeState {
     volatile_recompiles.emplace_back(context, 1);
     return 1;
   }
+  SizeHistory size_history;  // tensor input sizes per source, for automatic dynamic shapes
   bool hit_limit(int context) const {
     for (int c : limit_hit)
       if (c == context) return true;

@@ -80,6 +80,12 @@ static PyObject* kiln_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, 
   int handled = 0;
   PyObject* result = kiln_on_frame(&view, &handled);
   if (!handled) return eval_default(ts, frame, throw_flag);
+  if (handled == KILN_RUN_UNCAPTURED) {  /* the frame's own bytecode, and nothing it calls captured */
+    tls_mode = 0;
+    result = eval_default(ts, frame, throw_flag);
+    tls_mode = 1;
+    return result;
+  }
 #if PY_VERSION_HEX >= 0x030C0000
   clear_and_pop_unrun_frame(ts, frame);
 #endif

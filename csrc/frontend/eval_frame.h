@@ -19,7 +19,9 @@ typedef struct {
 
 /* Implemented in C++ (frame_dispatch.cpp). Returns a new reference and sets *handled = 1 when
  * it produced the frame's result itself (or NULL with an exception set, also handled); leaves
- * *handled = 0 to have the frame evaluated normally. */
+ * *handled = 0 to have the frame evaluated normally, or KILN_RUN_UNCAPTURED to have it evaluated
+ * normally with no frame it calls offered to kiln. */
+#define KILN_RUN_UNCAPTURED 2
 PyObject* kiln_on_frame(kiln_frame* frame, int* handled);
 
 /* Per-thread mode: 0 = pass every frame through, 1 = offer frames to kiln_on_frame. */

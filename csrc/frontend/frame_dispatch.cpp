@@ -52,6 +52,7 @@ struct CompiledFunction {
   int fullgraph;
   int recompile_limit;
   int disable;
+  int dynamic;  // DynamicPolicy
 };
 
 static thread_local CompiledFunction* tls_ctx = nullptr;
@@ -74,11 +75,12 @@ static PyObject* compiled_function_call(PyObject* self_obj, PyObject* const* arg
 
 static int compiled_function_init(PyObject* self_obj, PyObject* args, PyObject* kwargs) {
   auto* self = reinterpret_cast<CompiledFunction*>(self_obj);
-  static const char* kw[] = {"fn", "backend", "backend_name", "fullgraph", "recompile_limit", "disable", nullptr};
-  PyObject *fn, *backend, *name;
+  static const char* kw[] = {"fn", "backend", "backend_name", "fullgraph", "recompile_limit", "disable", "dynamic", nullptr};
+  PyObject *fn, *backend, *name, *dynamic = Py_None;
   int fullgraph = 0, limit = 8, disable = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOU|pip", const_cast<char**>(kw), &fn, &backend, &name, &fullgraph, &limit, &disable))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOU|pipO", const_cast<char**>(kw), &fn, &backend, &name, &fullgraph, &limit, &disable, &dynamic))
     return -1;
+  self->dynamic = static_cast<int>(dynamic == Py_None ? DynamicPolicy::kAutomatic : PyObject_IsTrue(dynamic) ? DynamicPolicy::kAll : DynamicPolicy::kStatic);
   if (!PyCallable_Check(fn)) { PyErr_SetString(PyExc_TypeError, "kiln.compile expects a callable"); return -1; }
   Py_INCREF(fn); Py_XSETREF(self->fn, fn);
   Py_INCREF(backend); Py_XSETREF(self->backend, backend);
@@ -248,6 +250,8 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   CaptureOptions copts;
   copts.memoize_meta = options().memoize_meta;
   copts.max_inline_depth = options().max_inline_depth;
+  copts.dynamic = static_cast<DynamicPolicy>(ctx->dynamic);
+  copts.size_history = &st->size_history;
   auto interp = std::make_unique<Interpreter>(*frame, copts);
   std::string label = function_label(frame->code);
   try {
@@ -294,6 +298,8 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   }
   auto t1 = std::chrono::steady_clock::now();
   Capture& cap = interp->capture();
+  for (const auto& change : cap.dynamic_changes)
+    log(kLogRecompiles, "dynamic shapes: " + label + ": " + change + ", so that dimension is symbolic from now on");
   entry->guards = cap.guards;
   entry->inputs = cap.inputs;
   plan_input_fetches(*entry);
@@ -443,7 +449,14 @@ static PyObject* run_or_pass(const std::shared_ptr<CacheEntry>& e, const FrameVi
   }
   bool effects_started = false;
   PyObject* r = run_entry(*e, fv, &effects_started);
-  if (!r && PyErr_ExceptionMatches(g_graph_declined)) effects_started = false;  // nothing happened
+  if (!r && PyErr_ExceptionMatches(g_graph_declined)) {
+    // The backend cannot take this call's inputs (sizes it has no kernels for): the frame runs
+    // eagerly this once, and so do its callees (captured on their own, each would recompile).
+    PyErr_Clear();
+    stats().eager_runs++;
+    *handled = KILN_RUN_UNCAPTURED;
+    return nullptr;
+  }
   if (!r && !effects_started && PyErr_ExceptionMatches(PyExc_Exception)) {
     // The graph raised before anything the frame could observe happened (its list, dict and
     // attribute updates are replayed only after it): the frame's own bytecode runs instead, so
@@ -538,7 +551,9 @@ static PyObject* on_frame(kiln_frame* frame, int* handled) {
     // Sizes and per-call objects keep changing (without dynamic shapes, each is a new graph):
     // after kVolatileRecompiles of those, the frame stops recompiling.
     constexpr int kVolatileRecompiles = 2;
-    const bool churn = (kind == GuardLeaf::kTensor || kind == GuardLeaf::kId) && st->count_volatile(ctx->id) > kVolatileRecompiles;
+    // With dynamic shapes on, a size change recompiles that dimension as symbolic: not churn.
+    const bool volatile_kind = kind == GuardLeaf::kId || (kind == GuardLeaf::kTensor && ctx->dynamic == static_cast<int>(DynamicPolicy::kStatic));
+    const bool churn = volatile_kind && st->count_volatile(ctx->id) > kVolatileRecompiles;
     if (existing >= ctx->recompile_limit || churn) {
       stats().recompile_limit_hits++;
       st->limit_hit.push_back(ctx->id);

@@ -5,6 +5,7 @@
 
 #include "frontend/interpreter.h"
 #include "frontend/interpreter_frame.h"
+#include "frontend/options.h"
 #include "frontend/tensor_probe.h"
 #include "frontend/torch_types.h"
 
@@ -38,7 +39,9 @@ std::string qualified_name(PyObject* fn) {
 
 graph::Arg Interpreter::to_arg(const VarPtr& v) {
   switch (v->kind) {
-    case VarKind::kTensor: return graph::Arg::of_node(v->node);
+    case VarKind::kTensor:
+    case VarKind::kSymInt:
+    case VarKind::kSymSlice: return graph::Arg::of_node(v->node);
     case VarKind::kConst: return graph::Arg::of_const(handle(v->obj.get()), py_repr(v->obj.get()));
     case VarKind::kTuple:
     case VarKind::kList: {
@@ -166,9 +169,10 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   for (const auto& a : args) collect_tensor_devices(a, devs);
   for (const auto& kv : kwargs) collect_tensor_devices(kv.second, devs);
 
+  const bool scalar_sizes = scalar_operands(op == graph::Op::kCallMethod ? method : qualified_name(target));
   PyRef fargs = PyRef::steal(PyTuple_New(args.size()));
   for (size_t i = 0; i < args.size(); ++i) {
-    PyRef f = to_fake(args[i]);
+    PyRef f = scalar_sizes && args[i]->is_symint() ? symint_hint(args[i]) : to_fake(args[i]);
     if (rewrite_devices && i > 0 && is_device_like(f.get())) {
       device = to_device_object(f.get());
       if (!device) unsupported("bad device argument: " + take_python_error());
@@ -222,6 +226,7 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
     PyRef copy = PyRef::steal(probe_make_meta(args[0]->fake.get()));
     PyTuple_SetItem(fargs.get(), 0, copy.release());
   }
+  const size_t shape_guards = cap_.shape_env->guards().size();
   PyRef result;
   if (method == "cuda" || method == "cpu") {
     result = to_fake(args[0]);
@@ -236,6 +241,7 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
     }
   }
   std::string name = op == graph::Op::kCallMethod ? method : qualified_name(target);
+  note_shape_guards(shape_guards, name);
   if (!result) unsupported("shape propagation failed for " + name + ": " + take_python_error());
   if (probe_is_tensor(result.get())) {
     // Results that are real tensors (a callable that ignored `device`) become meta too.
@@ -269,9 +275,19 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   if (!has_tensor) {
     // A string made from a meta tensor (its repr, a format) would describe the meta tensor.
     if (PyUnicode_Check(result.get())) unsupported(name + " of a tensor depends on its data or device");
-    if (!is_constant_like(result.get()))
+    if (holds_symint(result.get())) {  // sizes of symbolic dimensions: read at run time
+      std::vector<graph::Arg> gargs;
+      for (const auto& a : args) gargs.push_back(to_arg(a));
+      std::vector<std::pair<std::string, graph::Arg>> gkw;
+      for (const auto& kv : kwargs) gkw.emplace_back(kv.first, to_arg(kv.second));
+      int node = cap_.graph->add_call(op, name, op == graph::Op::kCallFunction ? handle(target) : -1, std::move(gargs),
+                                      std::move(gkw), "", where());
+      cap_.removable.push_back(true);
+      return wrap_symbolic(result.get(), node);
+    }
+    if (!is_constant_like(result.get()) && !is_symbolic_scalar(result.get()))
       unsupported(name + " returned a non-tensor value of type " + Py_TYPE(result.get())->tp_name);
-    return make_const(result.get());
+    return wrap_symbolic(result.get(), -1);
   }
   std::vector<graph::Arg> gargs;
   for (const auto& a : args) gargs.push_back(to_arg(a));
@@ -282,6 +298,194 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
                                   std::move(gkw), meta, where());
   cap_.removable.push_back(false);
   return wrap_result(result.get(), node, device.get());
+}
+
+// ---------------------------------------------------------------- symbolic ints
+
+// Pointwise arithmetic whose result's shape and dtype do not depend on a scalar operand's value:
+// a size used as that scalar (`x * (t // 2)`) runs through meta code as its captured value, so it
+// is not guarded; the graph still reads the size at run time.
+bool Interpreter::scalar_operands(const std::string& name) {
+  static const std::unordered_set<std::string> names = {
+      "operator.add", "operator.sub", "operator.mul", "operator.truediv", "operator.floordiv", "operator.mod", "operator.pow",
+      "torch.add", "torch.sub", "torch.mul", "torch.div", "torch.true_divide", "torch.floor_divide", "torch.remainder", "torch.pow",
+      "torch.clamp", "torch.clip", "torch.where", "torch.full_like", "torch.masked_fill",
+      "add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "pow", "clamp", "clip", "masked_fill", "fill_",
+      "add_", "sub_", "mul_", "div_", "clamp_", "masked_fill_", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
+      "__rmul__", "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__pow__", "__rpow__"};
+  return names.count(name) > 0;
+}
+
+PyRef Interpreter::symint_hint(const VarPtr& v) {
+  if (v->flag) return v->fake;
+  sym::Expr e;
+  if (!probe_symbolic_value(v->fake.get(), &e)) return to_fake(v);
+  return PyRef::steal(PyLong_FromLongLong(cap_.shape_env->hint(e)));
+}
+
+bool Interpreter::is_symbolic_scalar(PyObject* o) {
+  PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  return t == module_attr("torch", "SymInt") || t == module_attr("torch", "SymBool") || t == module_attr("torch", "SymFloat");
+}
+
+bool Interpreter::holds_symint(PyObject* o) {
+  sym::Expr e;
+  if (probe_symbolic_value(o, &e)) return !e.is_bool() && !e.is_constant();
+  if (PyTuple_Check(o) || PyList_Check(o))
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i)
+      if (holds_symint(PySequence_Fast_GET_ITEM(o, i))) return true;
+  return false;
+}
+
+// The concrete value of a SymInt/SymBool/SymFloat: asking for it guards the shape env on it.
+static PyRef concrete_scalar(PyObject* o) {
+  PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  if (t == module_attr("torch", "SymBool")) {
+    int r = PyObject_IsTrue(o);
+    return r < 0 ? PyRef() : PyRef::borrow(r ? Py_True : Py_False);
+  }
+  if (t == module_attr("torch", "SymFloat")) return PyRef::steal(PyNumber_Float(o));
+  return PyRef::steal(PyNumber_Index(o));
+}
+
+VarPtr Interpreter::wrap_symbolic(PyObject* o, int node) {
+  if (node >= 0 && Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(module_attr("torch", "SymInt")) && holds_symint(o)) {
+    auto v = std::make_shared<Var>(VarKind::kSymInt);
+    v->node = node;
+    v->fake = PyRef::borrow(o);
+    return v;
+  }
+  if (is_symbolic_scalar(o)) {
+    PyRef c = concrete_scalar(o);
+    if (!c) unsupported("a symbolic size could not be specialised: " + take_python_error());
+    return make_const(c.get());
+  }
+  if (node >= 0 && (PyTuple_Check(o) || PyList_Check(o)) && holds_symint(o)) {
+    auto v = make_seq(PyList_Check(o) ? VarKind::kList : VarKind::kTuple, {});
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+      PyObject* item = PySequence_Fast_GET_ITEM(o, i);
+      int n = -1;
+      if (holds_symint(item)) {
+        PyRef idx = PyRef::steal(PyLong_FromSsize_t(i));
+        n = cap_.graph->add_call(graph::Op::kCallFunction, "operator.getitem", handle(op_fn("getitem")),
+                                 {graph::Arg::of_node(node), graph::Arg::of_const(handle(idx.get()), std::to_string(i))}, {}, "", where());
+        cap_.removable.push_back(true);
+      }
+      v->items.push_back(wrap_symbolic(item, n));
+    }
+    return v;
+  }
+  return make_const(o);
+}
+
+// slice(start, stop, step) with a symbolic bound: a graph value, so `x[:, a:t]` stays symbolic.
+VarPtr Interpreter::symbolic_slice(const std::vector<VarPtr>& parts) {
+  std::vector<VarPtr> p = parts;
+  while (p.size() < 3) p.push_back(make_const(Py_None));
+  PyRef f[3];
+  std::vector<graph::Arg> gargs;
+  for (int i = 0; i < 3; ++i) {
+    if (is_float_scalar(p[i]) || !(p[i]->is_symint() || p[i]->is_const())) p[i] = make_const(concretize(p[i]).get());
+    f[i] = p[i]->is_symint() ? p[i]->fake : p[i]->obj;
+    gargs.push_back(to_arg(p[i]));
+  }
+  auto v = std::make_shared<Var>(VarKind::kSymSlice);
+  v->items = p;
+  v->fake = PyRef::steal(PySlice_New(f[0].get(), f[1].get(), f[2].get()));
+  v->node = cap_.graph->add_call(graph::Op::kCallFunction, "builtins.slice", handle(reinterpret_cast<PyObject*>(&PySlice_Type)),
+                                 std::move(gargs), {}, "", where());
+  cap_.removable.push_back(true);
+  return v;
+}
+
+// Logs (channel "dynamic") the shape guards added since `before`: which code specialised or
+// constrained a size, and where.
+void Interpreter::note_shape_guards(size_t before, const std::string& by) {
+  const auto& g = cap_.shape_env->guards();
+  if (g.size() <= before || !(options().log_mask & kLogDynamic)) return;
+  for (size_t i = before; i < g.size(); ++i) log(kLogDynamic, "shape guard " + g[i].str() + " added by " + by + " at " + where());
+}
+
+PyRef Interpreter::concretize(const VarPtr& v) {
+  const size_t before = cap_.shape_env->guards().size();
+  PyRef r = concretize_value(v);
+  note_shape_guards(before, "using a size as a Python value");
+  return r;
+}
+
+PyRef Interpreter::concretize_value(const VarPtr& v) {
+  if (v->kind == VarKind::kSymSlice) {
+    PyRef a = concretize(v->items[0]), b = concretize(v->items[1]), c = concretize(v->items[2]);
+    return PyRef::steal(PySlice_New(a.get(), b.get(), c.get()));
+  }
+  if (!v->is_symint()) return as_python(v);
+  if (v->flag) {  // a float from sizes: fixing the sizes fixes it
+    for (const auto& dep : v->items) concretize(dep);
+    return v->fake;
+  }
+  PyRef c = concrete_scalar(v->fake.get());
+  if (!c) unsupported("a symbolic size could not be specialised: " + take_python_error());
+  return c;
+}
+
+// Arithmetic on symbolic sizes, recorded so the graph computes it from the sizes at run time.
+// Integer results stay symbolic expressions; float results (`t / 2`, `d ** -0.5`) are runtime
+// scalars: their captured value serves meta code, and specialising one guards the sizes it came from.
+VarPtr Interpreter::symint_op(PyObject* fn, const std::vector<VarPtr>& args) {
+  bool floaty = fn == op_fn("truediv") || fn == op_fn("pow");
+  for (const auto& a : args) floaty |= is_float_scalar(a) || (a->is_const() && PyFloat_Check(a->obj.get()));
+  if (floaty) {
+    PyRef hints = PyRef::steal(PyTuple_New(args.size()));
+    for (size_t i = 0; i < args.size(); ++i) {
+      PyRef h = args[i]->is_symint() ? symint_hint(args[i]) : as_python(args[i]);
+      if (!h) unsupported("arithmetic on a " + std::string(kind_name(args[i]->kind)));
+      PyTuple_SET_ITEM(hints.get(), i, h.release());
+    }
+    PyRef r = PyRef::steal(PyObject_Call(fn, hints.get(), nullptr));
+    if (!r) unsupported(qualified_name(fn) + " on symbolic sizes raised " + take_python_error());
+    if (PyFloat_CheckExact(r.get())) {
+      auto v = std::make_shared<Var>(VarKind::kSymInt);
+      v->flag = true;
+      v->fake = r;
+      std::vector<graph::Arg> gargs;
+      for (const auto& a : args) {
+        gargs.push_back(to_arg(a));
+        if (is_float_scalar(a)) v->items.insert(v->items.end(), a->items.begin(), a->items.end());
+        else if (a->is_symint()) v->items.push_back(a);
+      }
+      v->node = cap_.graph->add_call(graph::Op::kCallFunction, qualified_name(fn), handle(fn), std::move(gargs), {}, "", where());
+      cap_.removable.push_back(true);
+      return v;
+    }
+    // An integer after all (`t ** 2`): exact integer arithmetic below, or a constant from floats.
+    for (const auto& a : args)
+      if (is_float_scalar(a) || (a->is_const() && PyFloat_Check(a->obj.get()))) {
+        std::vector<VarPtr> fixed;
+        for (const auto& b : args) fixed.push_back(b->is_symint() ? make_const(concretize(b).get()) : b);
+        return fold(fn, fixed, {});
+      }
+  }
+  PyRef fargs = PyRef::steal(PyTuple_New(args.size()));
+  std::vector<graph::Arg> gargs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyRef f = args[i]->is_symint() ? args[i]->fake : as_python(args[i]);
+    if (!f) unsupported("int arithmetic on a " + std::string(kind_name(args[i]->kind)));
+    PyTuple_SET_ITEM(fargs.get(), i, f.release());
+    gargs.push_back(to_arg(args[i]));
+  }
+  PyRef r = PyRef::steal(PyObject_Call(fn, fargs.get(), nullptr));
+  if (!r) unsupported(qualified_name(fn) + " on symbolic sizes raised " + take_python_error());
+  if (!holds_symint(r.get())) return wrap_symbolic(r.get(), -1);
+  int node = cap_.graph->add_call(graph::Op::kCallFunction, qualified_name(fn), handle(fn), std::move(gargs), {}, "", where());
+  cap_.removable.push_back(true);
+  return wrap_symbolic(r.get(), node);
+}
+
+bool Interpreter::is_numeric(const VarPtr& v) {
+  if (v->is_symint()) return true;
+  if (!v->is_const()) return false;
+  PyObject* o = v->obj.get();
+  return PyLong_Check(o) || PyFloat_Check(o);
 }
 
 VarPtr Interpreter::record_grad_mode(bool enabled) {

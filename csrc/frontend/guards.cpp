@@ -14,7 +14,7 @@ struct GuardTree::Node {
 GuardTree::GuardTree() : root_(std::make_unique<Node>()) {}
 GuardTree::~GuardTree() = default;
 
-bool GuardLeaf::check(PyObject* v) const {
+bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
   switch (kind) {
     case kType: return reinterpret_cast<PyObject*>(Py_TYPE(v)) == obj.get();
     case kId: return v == obj.get();
@@ -25,7 +25,18 @@ bool GuardLeaf::check(PyObject* v) const {
       if (r < 0) { PyErr_Clear(); return false; }
       return r == 1;
     }
-    case kTensor: return probe_matches(v, tensor);
+    case kTensor: return probe_matches(v, tensor, binding);
+    case kSymInt: {
+      if (!binding || !PyLong_CheckExact(v)) return false;
+      int overflow = 0;
+      long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+      if (overflow || x < 2) { PyErr_Clear(); return false; }
+      uint64_t bit = uint64_t{1} << length;
+      if (binding->bound & bit) return binding->values[length] == x;
+      binding->values[length] = x;
+      binding->bound |= bit;
+      return true;
+    }
     case kLen: {
       Py_ssize_t n = PyObject_Length(v);
       if (n < 0) { PyErr_Clear(); return false; }
@@ -63,6 +74,7 @@ std::string GuardLeaf::describe(const std::string& e) const {
     case kLen: return "len(" + e + ") == " + std::to_string(length);
     case kDictKeys: return "list(" + e + ".keys()) == " + py_repr(obj.get());
     case kLacksKey: return py_repr(obj.get()) + " not in " + e;
+    case kSymInt: return "s" + std::to_string(length) + " = " + e + "  # an int >= 2";
   }
   return "?";
 }
@@ -77,6 +89,8 @@ std::string GuardLeaf::why_failed(PyObject* v) const {
     case kLen: return "expected length " + std::to_string(length);
     case kDictKeys: return "expected keys " + py_repr(obj.get());
     case kLacksKey: return py_repr(obj.get()) + " was added";
+    case kSymInt: return PyLong_CheckExact(v) ? "expected an int >= 2, actual " + py_repr(v) + " (0 and 1 are specialised)"
+                                              : std::string("expected an int, actual ") + Py_TYPE(v)->tp_name;
   }
   return "";
 }
@@ -105,15 +119,23 @@ namespace kiln::frontend {
 // Each node's value is computed once, from its parent's value, and shared by its leaves and
 // children.
 static bool check_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, PyObject* parent_value,
-                           const FrameView& f) {
+                           const FrameView& f, SymbolBinding* b) {
   for (const auto& c : children) {
     PyObject* v = parent_value ? c->source->step(parent_value) : c->source->root(f);
     if (!v) return false;
     for (const auto& l : c->leaves)
-      if (!l.check(v)) return false;
-    if (!c->children.empty() && !check_children(c->children, v, f)) return false;
+      if (!l.check(v, b)) return false;
+    if (!c->children.empty() && !check_children(c->children, v, f, b)) return false;
   }
   return true;
+}
+
+// Every symbol bound by its tensor, then the shape guards over the bound values.
+static bool shape_guards_hold(const sym::ShapeEnv& env, const SymbolBinding& b) {
+  size_t n = env.symbols().size();
+  uint64_t all = n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+  if ((b.bound & all) != all) return false;
+  return sym::ShapeGuards{env.guards(), static_cast<int>(n)}.check(b.values);
 }
 
 bool GuardTree::distinct_ok(const FrameView& f) const {
@@ -132,19 +154,24 @@ bool GuardTree::distinct_ok(const FrameView& f) const {
 
 bool GuardTree::check(const FrameView& f) const {
   if (has_global_ && !(probe_global_state() == global_)) return false;
-  return check_children(root_->children, nullptr, f) && (distinct_.empty() || distinct_ok(f));
+  if (symbolic()) {
+    SymbolBinding b;
+    return check_children(root_->children, nullptr, f, &b) && shape_guards_hold(*shape_env_, b) && (distinct_.empty() || distinct_ok(f));
+  }
+  return check_children(root_->children, nullptr, f, nullptr) && (distinct_.empty() || distinct_ok(f));
 }
 
-static std::string fail_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, const FrameView& f, int* kind) {
+static std::string fail_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, const FrameView& f, int* kind,
+                                 SymbolBinding* b) {
   for (const auto& c : children) {
     PyObject* v = c->source->fetch(f);
     if (!v) return c->source->repr() + ": no longer present";
     for (const auto& l : c->leaves)
-      if (!l.check(v)) {
+      if (!l.check(v, b)) {
         if (kind) *kind = l.kind;
         return l.describe(c->source->repr()) + "  (" + l.why_failed(v) + ")";
       }
-    std::string r = fail_children(c->children, f, kind);
+    std::string r = fail_children(c->children, f, kind, b);
     if (!r.empty()) return r;
   }
   return "";
@@ -157,7 +184,12 @@ std::string GuardTree::first_failure(const FrameView& f, int* kind) const {
     if (!(now == global_))
       return "global state changed: expected " + probe_describe_global_state(global_) + "; actual " + probe_describe_global_state(now);
   }
-  std::string r = fail_children(root_->children, f, kind);
+  SymbolBinding b;
+  std::string r = fail_children(root_->children, f, kind, symbolic() ? &b : nullptr);
+  if (r.empty() && symbolic() && !shape_guards_hold(*shape_env_, b)) {
+    if (kind) *kind = GuardLeaf::kTensor;
+    return "shape guard failed: " + sym::ShapeGuards{shape_env_->guards(), static_cast<int>(shape_env_->symbols().size())}.first_failure(b.values);
+  }
   if (r.empty() && !distinct_.empty() && !distinct_ok(f)) return "two containers the frame mutates are now the same object";
   return r;
 }
@@ -174,6 +206,11 @@ std::string GuardTree::to_string() const {
   int count = 0;
   if (has_global_) { os << "  global_state(" << probe_describe_global_state(global_) << ")\n"; ++count; }
   print_children(root_->children, os, count);
+  if (symbolic()) {
+    const auto& syms = shape_env_->symbols();
+    for (size_t i = 0; i < syms.size(); ++i) os << "  # s" << i << " = " << syms[i].source << " (" << syms[i].hint << " when captured)\n";
+    for (const auto& g : shape_env_->guards()) { os << "  check(" << g.str() << ")\n"; ++count; }
+  }
   for (const auto& group : distinct_) {
     os << "  distinct(";
     for (size_t i = 0; i < group.size(); ++i) os << (i ? ", " : "") << group[i]->repr();

@@ -15,12 +15,12 @@
 namespace kiln::frontend {
 
 struct GuardLeaf {
-  enum Kind { kType, kId, kEquals, kTensor, kLen, kDictKeys, kLacksKey } kind;
+  enum Kind { kType, kId, kEquals, kTensor, kLen, kDictKeys, kLacksKey, kSymInt } kind;
   PyRef obj;            // kType: the type; kId: the object; kEquals: the constant; kDictKeys: tuple
                         // of keys; kLacksKey: the key a dict must not contain
   TensorFacts tensor;   // kTensor
-  Py_ssize_t length = 0;
-  bool check(PyObject* v) const;
+  Py_ssize_t length = 0;  // kLen; kSymInt: the symbol an int binds (it must be an int >= 2)
+  bool check(PyObject* v, SymbolBinding* binding = nullptr) const;
   std::string describe(const std::string& expr) const;
   std::string why_failed(PyObject* v) const;
 };
@@ -34,6 +34,10 @@ class GuardTree {
   // The values of these sources must be distinct objects (containers the capture mutates and
   // writes back: aliased, the write-backs would clobber each other).
   void add_distinct(std::vector<SourcePtr> sources) { distinct_.push_back(std::move(sources)); }
+  // Symbolic sizes: tensor guards with dynamic dimensions bind the env's symbols, then its shape
+  // guards must hold.
+  void set_shape_env(std::shared_ptr<sym::ShapeEnv> env) { shape_env_ = std::move(env); }
+  const std::shared_ptr<sym::ShapeEnv>& shape_env() const { return shape_env_; }
 
   bool check(const FrameView& frame) const;
   // The first failing guard, as "<expr>: <reason>", or "" if all pass; `kind` (optional) gets
@@ -51,7 +55,9 @@ class GuardTree {
   GlobalStateFacts global_;
   bool has_global_ = false;
   std::vector<std::vector<SourcePtr>> distinct_;
+  std::shared_ptr<sym::ShapeEnv> shape_env_;
   bool distinct_ok(const FrameView& frame) const;
+  bool symbolic() const { return shape_env_ && !shape_env_->symbols().empty(); }
 };
 
 }  // namespace kiln::frontend

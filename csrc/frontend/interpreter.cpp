@@ -73,6 +73,7 @@ static std::string code_location(PyCodeObject* code, int offset) {
 
 Interpreter::Interpreter(const kiln_frame& frame, CaptureOptions options) : root_(frame), opts_(options) {
   initial_grad_ = probe_grad_enabled();
+  cap_.guards->set_shape_env(cap_.shape_env);
 }
 
 Interpreter::~Interpreter() { probe_set_grad_enabled(initial_grad_); }
@@ -376,6 +377,12 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
     }
     case OP_BUILD_SLICE: {
       auto parts = popn(in.arg);
+      bool symbolic = false;
+      for (const auto& p : parts) symbolic |= p->is_symint();
+      if (symbolic) {
+        push(symbolic_slice(parts));
+        return;
+      }
       if (!all_const(parts)) unsupported("slice with non-constant bounds");
       PyRef s = PyRef::steal(PySlice_New(parts[0]->obj.get(), parts[1]->obj.get(), in.arg == 3 ? parts[2]->obj.get() : nullptr));
       push(make_const(s.get()));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "frontend/bytecode.h"
+#include "frontend/dynamic_dims.h"
 #include "frontend/eval_frame.h"
 #include "frontend/guards.h"
 #include "frontend/meta_exec.h"
@@ -93,6 +94,9 @@ struct Capture {
   int inlined_functions = 0;
   std::unique_ptr<BreakState> brk;       // set when the capture stopped at a graph break
   bool mutates_inputs = false;           // an in-place op may write a tensor the frame was given
+  // Symbolic sizes: the symbols of dynamic dimensions and the shape guards capture recorded.
+  std::shared_ptr<sym::ShapeEnv> shape_env = std::make_shared<sym::ShapeEnv>();
+  std::vector<std::string> dynamic_changes;  // dimensions made dynamic by this capture, and why
 };
 
 struct CaptureOptions {
@@ -103,6 +107,8 @@ struct CaptureOptions {
   // `break_visit`-th time, and describe the frame's state there (see BreakState).
   int break_at = -1;
   int break_visit = 0;
+  DynamicPolicy dynamic = DynamicPolicy::kAutomatic;
+  SizeHistory* size_history = nullptr;  // the code object's, for automatic dynamic
 };
 
 class Interpreter {
@@ -129,6 +135,29 @@ class Interpreter {
   VarPtr wrap(PyObject* o, const SourcePtr& src);
   VarPtr wrap_unguarded(PyObject* o, const std::string& label);
   VarPtr tensor_input(PyObject* t, const SourcePtr& src);
+  bool int_input_is_dynamic(PyObject* o, const SourcePtr& src);
+  VarPtr symint_input(PyObject* o, const SourcePtr& src);
+  void make_dynamic(TensorFacts& f, uint64_t mask, const std::string& source, int input,
+                    std::vector<sym::Expr>& sizes, std::vector<sym::Expr>& strides);
+  // A value from meta code that may hold kiln SymInts: SymInts become kSymInt Vars read at run
+  // time through `node` (getitem nodes for the items of a sequence); SymBools and SymFloats are
+  // concretised (guarded); anything else goes to make_const.
+  VarPtr wrap_symbolic(PyObject* value, int node);
+  bool holds_symint(PyObject* value);
+  // The concrete Python value of a symbolic int (guarding the shape env on it).
+  PyRef concretize(const VarPtr& v);
+  PyRef concretize_value(const VarPtr& v);
+  void note_shape_guards(size_t before, const std::string& by);
+  VarPtr symbolic_slice(const std::vector<VarPtr>& parts);
+  VarPtr symbolic_basic_index(const VarPtr& x, const VarPtr& idx);
+  bool is_symbolic_scalar(PyObject* o);
+  static bool scalar_operands(const std::string& op_name);
+  PyRef symint_hint(const VarPtr& v);  // the captured value of a symbolic int, unguarded
+  VarPtr symint_op(PyObject* fn, const std::vector<VarPtr>& args);
+  bool is_numeric(const VarPtr& v);  // an int/float constant or a symbolic int
+  static bool is_float_scalar(const VarPtr& v) { return v->is_symint() && v->flag; }
+  // v with its symbolic ints (top level, or items of a tuple/list made in the capture) specialised.
+  VarPtr specialize_sizes(const VarPtr& v);
   void guard(const SourcePtr& src, GuardLeaf::Kind kind, PyObject* obj = nullptr, Py_ssize_t len = 0);
   void guard_class_attr(const SourcePtr& src, PyObject* found);
   PyObject* python_type_of(const VarPtr& v);

@@ -22,10 +22,24 @@ PyObject* Interpreter::python_type_of(const VarPtr& v) {
     case VarKind::kTuple: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
     case VarKind::kList: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyList_Type);  // obj: a ModuleList slice's type
     case VarKind::kDict: return reinterpret_cast<PyObject*>(&PyDict_Type);
+    case VarKind::kSymInt: return reinterpret_cast<PyObject*>(&PyLong_Type);
     case VarKind::kNestedFunction: return reinterpret_cast<PyObject*>(&PyFunction_Type);
     case VarKind::kNewObject: return v->obj.get();
     default: unsupported(std::string("type() of a ") + kind_name(v->kind));
   }
+}
+
+VarPtr Interpreter::specialize_sizes(const VarPtr& v) {
+  if (v->is_symint() || v->kind == VarKind::kSymSlice) return make_const(concretize(v).get());
+  if ((v->kind != VarKind::kTuple && v->kind != VarKind::kList) || v->source) return v;
+  bool any = false;
+  for (const auto& it : v->items) any |= it->is_symint() || it->kind == VarKind::kSymSlice;
+  if (!any) return v;
+  auto c = make_seq(v->kind, {});
+  c->obj = v->obj;
+  c->fresh = v->fresh;
+  for (const auto& it : v->items) c->items.push_back(it->is_symint() || it->kind == VarKind::kSymSlice ? make_const(concretize(it).get()) : it);
+  return c;
 }
 
 bool Interpreter::truthy(const VarPtr& v) {
@@ -39,6 +53,7 @@ bool Interpreter::truthy(const VarPtr& v) {
     case VarKind::kTuple: case VarKind::kList: case VarKind::kDict: return !v->items.empty();
     case VarKind::kDictView: return !v->self->items.empty();
     case VarKind::kTensor: unsupported("data-dependent branch: the truth value of a tensor depends on its data");
+    case VarKind::kSymInt: return PyObject_IsTrue(concretize(v).get()) == 1;
     case VarKind::kNestedFunction: case VarKind::kBoundMethod: case VarKind::kTensorMethod: case VarKind::kPartial: return true;
     case VarKind::kNewObject: {
       PyTypeObject* t = reinterpret_cast<PyTypeObject*>(v->obj.get());
@@ -249,6 +264,16 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   PyObject* f = fn->obj.get();
   if (PyObject* inner = unwrap_compiled_function(f))  // a kiln.compile'd callable: capture through it
     return call(wrap_unguarded(inner, "compiled"), std::move(args), std::move(kwargs));
+  // Sizes stay symbolic into torch operators, inlined Python and builtins that only look at a
+  // container's structure (`len(x.shape)`, `tuple(x.shape)`); any other callee (math, library
+  // code run as is) sees the captured value, guarded.
+  static const char* structural[] = {"len", "isinstance", "issubclass", "type", "tuple", "list", "callable", "hasattr", "getattr", "id"};
+  bool keep_symbolic = is_torch_op(f) || PyFunction_Check(f) || PyMethod_Check(f) || is_module_instance(f);
+  for (const char* n : structural) keep_symbolic |= f == builtin(n);
+  if (!keep_symbolic) {
+    for (auto& a : args) a = specialize_sizes(a);
+    for (auto& kv : kwargs) kv.second = specialize_sizes(kv.second);
+  }
   bool handled = false;
   VarPtr r = call_library(f, args, kwargs, &handled);
   if (handled) return r;

@@ -16,7 +16,7 @@ bool MetaExecutor::encode(PyObject* o, std::string& key, int depth) {
   if (depth > 4) return false;
   PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
   put(key, reinterpret_cast<uintptr_t>(t));
-  if (probe_is_tensor(o)) { probe_meta_key(o, key); return true; }
+  if (probe_is_tensor(o)) return probe_meta_key(o, key);
   if (o == Py_None || o == Py_Ellipsis || PyBool_Check(o) || t == g_torch.dtype_type || t == g_torch.layout_type ||
       t == g_torch.memory_format_type) {
     put(key, reinterpret_cast<uintptr_t>(o));  // singletons
@@ -85,17 +85,32 @@ PyObject* MetaExecutor::run(PyObject* target, const std::string& method, PyObjec
     }
   }
   ++misses_;
-  PyObject* result;
-  if (method.empty()) {
-    result = PyObject_Call(target, args, kwargs);
-  } else {
-    PyRef fn = PyRef::steal(PyObject_GetAttrString(PyTuple_GET_ITEM(args, 0), method.c_str()));
-    if (!fn) return nullptr;
-    PyRef rest = PyRef::steal(PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args)));
-    result = PyObject_Call(fn.get(), rest.get(), kwargs);
+  // Symbolic sizes: some ATen meta kernels take only concrete sizes (view, matmul) or specialise
+  // the ones they get (slice of a static tensor); PyTorch's Python dispatcher routes those ops
+  // to its SymInt-aware meta functions and decompositions, as its fake tensors do.
+  PyRef python_dispatcher;
+  if (symbolic_) {
+    static PyObject* enable = nullptr;
+    if (!enable) {
+      PyRef C = PyRef::steal(PyImport_ImportModule("torch._C"));
+      enable = C ? PyObject_GetAttrString(C.get(), "_EnablePythonDispatcher") : nullptr;
+      if (!enable) return nullptr;
+    }
+    python_dispatcher = PyRef::steal(PyObject_CallNoArgs(enable));
+    if (!python_dispatcher) return nullptr;
   }
+  PyObject* result = call(target, method, args, kwargs);
   if (result && cacheable) memo_.emplace(std::move(key), PyRef::borrow(result));
   return result;
+}
+
+PyObject* MetaExecutor::call(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs) {
+  MetaModeScope meta_mode;  // floats that meta code computes from sizes are values, not sizes
+  if (method.empty()) return PyObject_Call(target, args, kwargs);
+  PyRef fn = PyRef::steal(PyObject_GetAttrString(PyTuple_GET_ITEM(args, 0), method.c_str()));
+  if (!fn) return nullptr;
+  PyRef rest = PyRef::steal(PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args)));
+  return PyObject_Call(fn.get(), rest.get(), kwargs);
 }
 
 }  // namespace kiln::frontend

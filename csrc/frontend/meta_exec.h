@@ -15,14 +15,19 @@ class MetaExecutor {
   // not empty) on fake arguments. New reference, or nullptr with a Python exception set.
   PyObject* run(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs, bool memoize);
   int hits() const { return hits_; }
+  // Set once the capture has tensors with symbolic sizes: operators then run under PyTorch's
+  // Python dispatcher (see run).
+  void set_symbolic() { symbolic_ = true; }
   int misses() const { return misses_; }
 
  private:
+  PyObject* call(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs);
   // Appends an exact encoding of `o` to a memo key (no hashes: two signatures share a key only
   // if they are equal); false for values it cannot encode, which are never memoised.
   bool encode(PyObject* o, std::string& key, int depth = 0);
   std::unordered_map<std::string, PyRef> memo_;
   int hits_ = 0, misses_ = 0;
+  bool symbolic_ = false;
 };
 
 }  // namespace kiln::frontend

@@ -31,6 +31,11 @@ VarPtr Interpreter::binary(const char* nb_name, const VarPtr& a, const VarPtr& b
   if (!opn) unsupported(std::string("binary operator ") + nb_name);
   bool inplace = opn[0] == 'i';
   PyObject* fn = op_fn(opn);
+  if ((a->is_symint() || b->is_symint()) && !a->is_tensor() && !b->is_tensor()) {
+    // Arithmetic on sizes stays symbolic; anything else (`[0] * n`) specialises the size.
+    if (is_numeric(a) && is_numeric(b)) return symint_op(inplace ? op_fn(opn + 1) : fn, {a, b});
+    return binary(nb_name, a->is_symint() ? make_const(concretize(a).get()) : a, b->is_symint() ? make_const(concretize(b).get()) : b);
+  }
   if (a->is_tensor() || b->is_tensor()) {
     if (inplace && !a->is_tensor()) fn = op_fn(opn + 1);  // `n += t` rebinds n to a new tensor
     return record_op(graph::Op::kCallFunction, fn, "", {a, b}, {});
@@ -68,6 +73,15 @@ VarPtr Interpreter::compare(int op, const VarPtr& a, const VarPtr& b) {
   if (op < 0 || op > 5) unsupported("comparison operator " + std::to_string(op));
   PyObject* fn = op_fn(names[op]);
   if (a->is_tensor() || b->is_tensor()) return record_op(graph::Op::kCallFunction, fn, "", {a, b}, {});
+  if (a->is_symint() || b->is_symint()) {
+    // A branch on sizes: the answer under the captured sizes, guarded (a shape guard).
+    PyRef pa = a->is_symint() && !a->flag ? a->fake : concretize(a), pb = b->is_symint() && !b->flag ? b->fake : concretize(b);
+    if (!is_numeric(a) || !is_numeric(b)) { pa = concretize(a); pb = concretize(b); }
+    if (!pa || !pb) unsupported("comparison of a " + std::string(kind_name(a->kind)) + " and a " + kind_name(b->kind));
+    PyRef r = PyRef::steal(PyObject_RichCompare(pa.get(), pb.get(), op));
+    if (!r) unsupported("comparison raised " + take_python_error());
+    return wrap_symbolic(r.get(), -1);
+  }
   PyRef pa = as_python(a), pb = as_python(b);
   if (!pa || !pb) {
     if (op == 2 || op == 3) {  // == / != on values kiln tracks by identity
@@ -85,6 +99,7 @@ VarPtr Interpreter::compare(int op, const VarPtr& a, const VarPtr& b) {
 
 VarPtr Interpreter::unary(PyObject* fn, const VarPtr& v) {
   if (v->is_tensor()) return record_op(graph::Op::kCallFunction, fn, "", {v}, {});
+  if (v->is_symint()) return symint_op(fn, {v});
   return fold(fn, {v}, {});
 }
 
@@ -111,8 +126,75 @@ VarPtr Interpreter::module_list_slice(const VarPtr& obj, PyObject* slice) {
   return r;
 }
 
+// `x[:, a:t, i]` with symbolic bounds or indices, as the aten.slice / select / unsqueeze calls
+// basic indexing is (Python's tensor indexing would specialise the sizes); null when the index
+// has tensors or anything else basic indexing does not cover.
+VarPtr Interpreter::symbolic_basic_index(const VarPtr& x, const VarPtr& idx) {
+  std::vector<VarPtr> items = idx->kind == VarKind::kTuple ? idx->items : std::vector<VarPtr>{idx};
+  bool symbolic = false;
+  int consumes = 0;
+  for (const auto& it : items) {
+    symbolic |= it->kind == VarKind::kSymSlice || (it->is_symint() && !it->flag);
+    if (it->kind == VarKind::kSymSlice || it->is_symint()) { ++consumes; continue; }
+    if (!it->is_const()) return nullptr;
+    PyObject* o = it->obj.get();
+    if (PySlice_Check(o) || (PyLong_Check(o) && !PyBool_Check(o))) ++consumes;
+    else if (o != Py_None && o != Py_Ellipsis) return nullptr;
+  }
+  if (!symbolic) return nullptr;
+  static PyObject* slice_op = nullptr;
+  if (!slice_op) {
+    PyRef aten = PyRef::steal(PyObject_GetAttrString(PyRef::steal(PyObject_GetAttrString(g_torch.torch, "ops")).get(), "aten"));
+    PyRef sl = aten ? PyRef::steal(PyObject_GetAttrString(aten.get(), "slice")) : PyRef();
+    slice_op = sl ? PyObject_GetAttrString(sl.get(), "Tensor") : nullptr;
+    if (!slice_op) unsupported("torch.ops.aten.slice.Tensor: " + take_python_error());
+  }
+  auto num = [](long v) { return make_const(PyRef::steal(PyLong_FromLong(v)).get()); };
+  VarPtr cur = x;
+  long dim = 0;
+  PyRef ndim_obj = PyRef::steal(PyObject_GetAttrString(x->fake.get(), "ndim"));
+  long ndim = ndim_obj ? PyLong_AsLong(ndim_obj.get()) : -1;
+  if (ndim < 0) unsupported("tensor.ndim: " + take_python_error());
+  for (const auto& it : items) {
+    PyObject* o = it->is_const() ? it->obj.get() : nullptr;
+    if (o == Py_None) {
+      cur = record_op(graph::Op::kCallMethod, nullptr, "unsqueeze", {cur, num(dim)}, {});
+      ++dim;
+    } else if (o == Py_Ellipsis) {
+      dim += ndim - consumes;  // the dimensions no item consumes
+    } else if (it->is_symint() || (o && PyLong_Check(o))) {
+      cur = record_op(graph::Op::kCallFunction, module_attr("torch", "select"), "", {cur, num(dim), it}, {});
+    } else {
+      VarPtr start = make_const(Py_None), stop = make_const(Py_None), step = make_const(Py_None);
+      if (it->kind == VarKind::kSymSlice) {
+        start = it->items[0]; stop = it->items[1]; step = it->items[2];
+      } else {
+        auto* s = reinterpret_cast<PySliceObject*>(o);
+        start = make_const(s->start); stop = make_const(s->stop); step = make_const(s->step);
+      }
+      bool whole = start->is_const() && start->obj.get() == Py_None && stop->is_const() && stop->obj.get() == Py_None &&
+                   step->is_const() && step->obj.get() == Py_None;
+      if (!whole) {
+        if (step->is_const() && step->obj.get() == Py_None) step = num(1);
+        if (start->is_const() && start->obj.get() == Py_None) start = num(0);
+        if (stop->is_const() && stop->obj.get() == Py_None) stop = make_const(PyRef::steal(PyLong_FromLongLong(INT64_MAX)).get());
+        cur = record_op(graph::Op::kCallFunction, slice_op, "", {cur, num(dim), start, stop, step}, {});
+      }
+      ++dim;
+    }
+  }
+  return cur;
+}
+
 VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
-  if (obj->is_tensor()) return record_op(graph::Op::kCallFunction, op_fn("getitem"), "", {obj, idx}, {});
+  if (obj->is_tensor()) {
+    if (VarPtr r = symbolic_basic_index(obj, idx)) return r;
+    if (idx->kind == VarKind::kTuple || idx->kind == VarKind::kSymSlice || idx->is_symint())
+      return record_op(graph::Op::kCallFunction, op_fn("getitem"), "", {obj, specialize_sizes(idx)}, {});
+    return record_op(graph::Op::kCallFunction, op_fn("getitem"), "", {obj, idx}, {});
+  }
+  if ((obj->kind == VarKind::kTuple || obj->kind == VarKind::kList) && (idx->is_symint() || idx->kind == VarKind::kSymSlice))
+    return subscript(obj, make_const(concretize(idx).get()));  // which items: a size decides, guarded
   if (obj->kind == VarKind::kTuple || obj->kind == VarKind::kList) {
     if (!idx->is_const()) unsupported("indexing a " + std::string(kind_name(obj->kind)) + " with a non-constant");
     PyObject* i = idx->obj.get();

@@ -21,7 +21,7 @@ void set_log_callback(void* cb) {
 void log(LogChannel channel, const std::string& message) {
   if (!(options().log_mask & channel) || !g_log_callback) return;
   const char* name = channel == kLogGraphBreaks ? "graph_breaks" : channel == kLogRecompiles ? "recompiles"
-                   : channel == kLogGuards ? "guards" : channel == kLogGraphCode ? "graph_code" : "perf";
+                   : channel == kLogGuards ? "guards" : channel == kLogGraphCode ? "graph_code" : channel == kLogDynamic ? "dynamic" : "perf";
   PyObject* exc_type, *exc_value, *exc_tb;
   PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
   PyObject* r = PyObject_CallFunction(g_log_callback, "ss", name, message.c_str());

@@ -11,6 +11,7 @@ enum LogChannel : unsigned {
   kLogGuards = 1u << 2,
   kLogGraphCode = 1u << 3,
   kLogPerf = 1u << 4,
+  kLogDynamic = 1u << 5,  // symbolic sizes: dimensions made dynamic, shape guards and who added them
 };
 
 struct Options {

@@ -22,7 +22,8 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
     return t;
   }
   switch (v->kind) {
-    case VarKind::kTensor: {
+    case VarKind::kTensor:
+    case VarKind::kSymInt: {  // a size computed by the graph at run time
       t.kind = OutputTemplate::kGraphOut;
       auto it = out_index.find(v->node);
       if (it == out_index.end()) {

@@ -6,8 +6,11 @@
 #pragma once
 #include <Python.h>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "symbolic/shape_env.h"
 
 namespace kiln::frontend {
 
@@ -19,6 +22,18 @@ struct TensorFacts {
   int device_index = -1;
   bool requires_grad = false;
   std::vector<int64_t> sizes, strides;
+  // Dynamic dimensions (empty: every size is checked exactly). Per dimension the symbol its size
+  // binds (-1: static), and per dimension the stride expected, as an expression of the symbols.
+  std::vector<int> size_symbol;
+  std::vector<sym::Expr> stride_expr;
+};
+
+// Symbol values of one guard check: each dynamic dimension binds its symbol (or, bound already
+// by another tensor under duck sizing, must equal it).
+struct SymbolBinding {
+  static constexpr int kMax = 64;
+  int64_t values[kMax];
+  uint64_t bound = 0;
 };
 
 struct GlobalStateFacts {
@@ -37,8 +52,8 @@ struct GlobalStateFacts {
 bool probe_is_tensor(PyObject* o);
 // Fills facts; false if `o` is not a tensor.
 bool probe_read(PyObject* o, TensorFacts* facts);
-// The hot-path check: allocation-free.
-bool probe_matches(PyObject* o, const TensorFacts& facts);
+// The hot-path check: allocation-free. Facts with dynamic dimensions need a binding.
+bool probe_matches(PyObject* o, const TensorFacts& facts, SymbolBinding* binding = nullptr);
 // Why `o` does not match (e.g. "size mismatch at index 0: expected 3, actual 4"), or "".
 std::string probe_mismatch(PyObject* o, const TensorFacts& facts);
 // "f32[4, 8]" style summary, with the device if not CPU.
@@ -48,8 +63,32 @@ std::string probe_describe_tensor(PyObject* t);
 PyObject* probe_make_meta(PyObject* t);
 // New reference: t's torch.device.
 PyObject* probe_device(PyObject* t);
-// Appends a tensor's metadata, exactly, to a memo key (for memoising shape propagation).
-void probe_meta_key(PyObject* t, std::string& key);
+// Appends a tensor's metadata, exactly, to a memo key (for memoising shape propagation); false
+// for a tensor with symbolic sizes (never memoised: the memo would outlive its shape env).
+bool probe_meta_key(PyObject* t, std::string& key);
+
+// ---- symbolic sizes (csrc/torch_bridge/sym_node.cpp)
+// New reference: a meta tensor like t with the given symbolic sizes and strides.
+PyObject* probe_make_symbolic_meta(PyObject* t, const std::shared_ptr<sym::ShapeEnv>& env,
+                                   const std::vector<sym::Expr>& sizes, const std::vector<sym::Expr>& strides);
+// While set (meta execution), a float that meta code computes from symbolic sizes and then
+// reads is taken as a value (a scalar operand), not guarded; floats that become ints or bools
+// (a size computed with floor(), a comparison) still guard the sizes they came from.
+void probe_set_meta_mode(bool on);
+bool probe_meta_mode();
+struct MetaModeScope {
+  bool prev;
+  MetaModeScope() : prev(probe_meta_mode()) { probe_set_meta_mode(true); }
+  ~MetaModeScope() { probe_set_meta_mode(prev); }
+};
+// New reference: a torch.SymInt standing for `e`.
+PyObject* probe_make_symint(const std::shared_ptr<sym::ShapeEnv>& env, const sym::Expr& e);
+// The expression of a torch.SymInt / SymBool made by kiln; false for anything else.
+bool probe_symbolic_value(PyObject* o, sym::Expr* out);
+bool probe_is_symbolic_tensor(PyObject* t);
+
+// Each size as a string ("s0", "64*s1", "8").
+std::vector<std::string> probe_symbolic_sizes(PyObject* t);
 // The tensor's version counter (bumped by every in-place write).
 uint64_t probe_version(PyObject* t);
 GlobalStateFacts probe_global_state();

@@ -1,5 +1,6 @@
 // Turning the frame's real values into symbolic ones (VariableBuilder's job): each value read
 // through a source gets the guards that make specialising on it sound.
+#include <algorithm>
 #include <cstring>
 #include <unordered_set>
 
@@ -20,21 +21,91 @@ void Interpreter::guard(const SourcePtr& src, GuardLeaf::Kind kind, PyObject* ob
   cap_.guards->add(src, std::move(leaf));
 }
 
+// Symbolic sizes and strides for the dimensions in `mask`: each size a symbol (shared with an
+// earlier dynamic size of the same value: duck sizing), each stride that is the dense product of
+// the sizes inside it that product as an expression, any other stride a constant.
+void Interpreter::make_dynamic(TensorFacts& f, uint64_t mask, const std::string& source, int input,
+                               std::vector<sym::Expr>& sizes, std::vector<sym::Expr>& strides) {
+  sym::ShapeEnv& env = *cap_.shape_env;
+  const size_t rank = f.sizes.size();
+  f.size_symbol.assign(rank, -1);
+  for (size_t d = 0; d < rank; ++d) {
+    if (!(mask >> d & 1)) { sizes.push_back(sym::Expr::constant(f.sizes[d])); continue; }
+    int s = env.symbol_with_hint(f.sizes[d]);
+    if (s < 0) s = env.new_symbol(source + ".size(" + std::to_string(d) + ")", input, static_cast<int>(d), f.sizes[d]);
+    f.size_symbol[d] = s;
+    sizes.push_back(sym::Expr::symbol(s));
+  }
+  if (f.strides.size() != rank) return;
+  std::vector<int> order(rank);
+  for (size_t d = 0; d < rank; ++d) order[d] = static_cast<int>(rank - 1 - d);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return f.strides[a] < f.strides[b]; });
+  strides.assign(rank, sym::Expr());
+  int64_t dense = 1;
+  sym::Expr dense_expr = sym::Expr::constant(1);
+  for (int d : order) {
+    if (f.strides[d] == dense) {
+      strides[d] = dense_expr;
+    } else {
+      strides[d] = sym::Expr::constant(f.strides[d]);
+      dense = f.strides[d];
+      dense_expr = strides[d];
+    }
+    dense *= f.sizes[d];
+    dense_expr = dense_expr * sizes[d];
+  }
+  f.stride_expr = strides;
+}
+
+bool Interpreter::int_input_is_dynamic(PyObject* o, const SourcePtr& src) {
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return false; }
+  if (cap_.shape_env->symbols().size() >= SymbolBinding::kMax) return false;
+  return choose_dynamic_int(src->repr(), x, opts_.dynamic, opts_.size_history, &cap_.dynamic_changes);
+}
+
+// An int argument that varies between calls: a graph input of its own, standing for a symbol.
+VarPtr Interpreter::symint_input(PyObject* o, const SourcePtr& src) {
+  int64_t x = PyLong_AsLongLong(o);
+  int s = cap_.shape_env->symbol_with_hint(x);
+  if (s < 0) s = cap_.shape_env->new_symbol(src->repr(), static_cast<int>(cap_.inputs.size()), -1, x);
+  auto v = std::make_shared<Var>(VarKind::kSymInt);
+  v->source = src;
+  v->fake = PyRef::steal(probe_make_symint(cap_.shape_env, sym::Expr::symbol(s)));
+  if (!v->fake) unsupported("cannot make a symbolic int for " + src->repr() + ": " + take_python_error());
+  meta_.set_symbolic();
+  v->node = cap_.graph->add_placeholder(src->placeholder_hint(), "int s" + std::to_string(s));
+  cap_.inputs.push_back(src);
+  cap_.example_inputs.push_back(PyRef::borrow(o));
+  cap_.removable.push_back(false);
+  guard(src, GuardLeaf::kSymInt, nullptr, s);
+  return v;
+}
+
 VarPtr Interpreter::tensor_input(PyObject* t, const SourcePtr& src) {
   auto v = std::make_shared<Var>(VarKind::kTensor);
   v->source = src;
-  v->fake = PyRef::steal(probe_make_meta(t));
+  GuardLeaf leaf{GuardLeaf::kTensor};
+  probe_read(t, &leaf.tensor);
+  uint64_t mask = 0;
+  if (src->kind != Source::kConstant && cap_.shape_env->symbols().size() + leaf.tensor.sizes.size() <= SymbolBinding::kMax)
+    mask = choose_dynamic_dims(t, src->repr(), leaf.tensor.sizes, opts_.dynamic, opts_.size_history, &cap_.dynamic_changes);
+  if (mask) {
+    std::vector<sym::Expr> sizes, strides;
+    make_dynamic(leaf.tensor, mask, src->repr(), static_cast<int>(cap_.inputs.size()), sizes, strides);
+    v->fake = PyRef::steal(leaf.tensor.strides.empty() ? nullptr : probe_make_symbolic_meta(t, cap_.shape_env, sizes, strides));
+    meta_.set_symbolic();
+  } else {
+    v->fake = PyRef::steal(probe_make_meta(t));
+  }
   v->device = PyRef::steal(probe_device(t));
   if (!v->fake || !v->device) unsupported("cannot make a meta tensor for " + src->repr() + ": " + take_python_error());
-  v->node = cap_.graph->add_placeholder(src->placeholder_hint(), probe_describe_tensor(t));
+  v->node = cap_.graph->add_placeholder(src->placeholder_hint(), probe_describe_tensor(mask ? v->fake.get() : t));
   cap_.inputs.push_back(src);
   cap_.example_inputs.push_back(PyRef::borrow(t));
   cap_.removable.push_back(false);
-  if (src->kind != Source::kConstant) {
-    GuardLeaf leaf{GuardLeaf::kTensor};
-    probe_read(t, &leaf.tensor);
-    cap_.guards->add(src, std::move(leaf));
-  }
+  if (src->kind != Source::kConstant) cap_.guards->add(src, std::move(leaf));
   return v;
 }
 
@@ -67,6 +138,8 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
   VarPtr v;
   if (probe_is_tensor(o)) {
     v = tensor_input(o, src);
+  } else if (src->kind == Source::kLocal && PyLong_CheckExact(o) && int_input_is_dynamic(o, src)) {
+    v = symint_input(o, src);
   } else if (is_constant_like(o)) {
     guard(src, GuardLeaf::kEquals, o);
     v = make_const(o);
@@ -106,6 +179,8 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
 PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
   switch (v->kind) {
     case VarKind::kTensor: return fake_tensors ? v->fake : PyRef();
+    case VarKind::kSymInt: return fake_tensors && !v->flag ? v->fake : concretize(v);
+    case VarKind::kSymSlice: return fake_tensors ? v->fake : concretize(v);
     case VarKind::kConst:
     case VarKind::kObject: return v->obj;
     case VarKind::kTuple:
@@ -135,7 +210,7 @@ PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
 // Constants, and tuples, lists and dicts of them: values a pure function can be evaluated on now
 // (objects are left out: what a function reads of them is not guarded).
 static bool plain_value(const VarPtr& v, int depth = 0) {
-  if (v->is_const()) return true;
+  if (v->is_const() || v->is_symint() || v->kind == VarKind::kSymSlice) return true;
   if (depth > 8 || (v->kind != VarKind::kTuple && v->kind != VarKind::kList && v->kind != VarKind::kDict)) return false;
   for (const auto& it : v->items)
     if (!plain_value(it, depth + 1)) return false;

@@ -125,6 +125,8 @@ const char* kind_name(VarKind k) {
     case VarKind::kNewObject: return "new object";
     case VarKind::kDictView: return "dict view";
     case VarKind::kPartial: return "functools.partial";
+    case VarKind::kSymInt: return "symbolic int";
+    case VarKind::kSymSlice: return "symbolic slice";
   }
   return "?";
 }

@@ -41,6 +41,12 @@ enum class VarKind {
                    // reads the dict's contents whenever it is iterated, measured or searched
   kPartial,        // functools.partial made during capture: self = the function, items = its
                    // positional arguments then its keyword values, keys = the keywords' names
+  kSymInt,         // a number computed from symbolic sizes: node = the graph value that holds it
+                   // at run time; fake = the torch.SymInt (over kiln's expression) meta code sees,
+                   // or, with flag set, a float: fake = its captured value, items = the sizes it
+                   // was computed from (what specialising it guards)
+  kSymSlice,       // a slice with symbolic bounds (`x[:, a:t]`): node = the graph's slice value,
+                   // fake = the slice of SymInts meta code sees, items = start, stop, step
 };
 
 struct Var {
@@ -63,6 +69,7 @@ struct Var {
   explicit Var(VarKind k) : kind(k) {}
   bool is_tensor() const { return kind == VarKind::kTensor; }
   bool is_const() const { return kind == VarKind::kConst; }
+  bool is_symint() const { return kind == VarKind::kSymInt; }
 };
 
 VarPtr make_const(PyObject* o);            // borrows o

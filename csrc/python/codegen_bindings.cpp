@@ -48,15 +48,41 @@ static double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Sizes and strides of every tensor input and the value of every int input, flattened: which
+// specialisation of a graph a call needs.
+using IntArgs = std::vector<std::pair<size_t, int64_t>>;  // (argument position, value)
+static std::vector<int64_t> size_signature(const std::vector<at::Tensor>& inputs, const IntArgs& ints) {
+  std::vector<int64_t> sig;
+  for (const auto& [pos, v] : ints) {
+    sig.push_back(-1 - static_cast<int64_t>(pos));
+    sig.push_back(v);
+  }
+  for (const auto& t : inputs) {
+    sig.push_back(t.dim());
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      sig.push_back(t.size(d));
+      sig.push_back(t.size(d) > 1 ? t.stride(d) : 0);
+    }
+  }
+  return sig;
+}
+
 // The callable handed back for a graph. The first call (without autograd) traces the graph on
 // its real inputs, which also produces that call's results; then the graph is built (lowered,
 // generated, compiled or loaded from the cache) with the GIL released, or on a background thread
 // while calls keep running eagerly. Anything that fails makes this graph run eagerly from then
 // on, with the reason kept in `status`.
+//
+// A graph with symbolic dimensions is called with inputs of many sizes, and kiln's kernels are
+// still generated for fixed sizes: each size signature seen on a second call gets its own
+// specialisation (at most `max_variants`); other calls run the graph eagerly. Sizes seen once
+// (a decoding step) so never trigger a compile.
 class CodegenGraph {
  public:
-  CodegenGraph(py::object eager, std::string cache_dir, py::object on_compiled, bool fuse, bool background, int jobs, bool frontend)
-      : eager_(std::move(eager)), on_compiled_(std::move(on_compiled)), background_(background), frontend_(frontend) {
+  CodegenGraph(py::object eager, std::string cache_dir, py::object on_compiled, bool fuse, bool background, int jobs, bool frontend,
+               int max_variants = 8)
+      : eager_(std::move(eager)), on_compiled_(std::move(on_compiled)), background_(background), frontend_(frontend),
+        max_variants_(max_variants) {
     opts_.cache_dir = std::move(cache_dir);
     opts_.fuse = fuse;
     opts_.jobs = jobs;
@@ -74,14 +100,26 @@ class CodegenGraph {
     }
     if (state_ == kEager) return eager_(*args);
     std::vector<at::Tensor> inputs;
+    IntArgs ints;  // sizes handed in as ints (symbolic in the frontend): specialised per value here
     bool needs_grad = false;
+    size_t pos = 0;
     for (py::handle h : args) {
-      if (!THPVariable_Check(h.ptr())) return fall_back("a graph input is not a tensor", args);
-      inputs.push_back(THPVariable_Unpack(h.ptr()));
-      needs_grad |= inputs.back().requires_grad();
+      if (THPVariable_Check(h.ptr())) {
+        inputs.push_back(THPVariable_Unpack(h.ptr()));
+        needs_grad |= inputs.back().requires_grad();
+      } else if (PyLong_CheckExact(h.ptr())) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+        if (overflow) { PyErr_Clear(); return fall_back("a graph input is an int beyond 64 bits", args); }
+        ints.emplace_back(pos, v);
+      } else {
+        return fall_back("a graph input is not a tensor or an int", args);
+      }
+      ++pos;
     }
     // Training graphs need kiln's autograd layer, which is not built yet: run them eagerly.
     if (needs_grad && c10::GradMode::is_enabled()) return eager_(*args);
+    if (state_ != kNew && ints != int_args_) return other_sizes(size_signature(inputs, ints), args);
     if (state_ == kReady) {
       std::vector<at::Tensor> outs;
       try {
@@ -90,9 +128,15 @@ class CodegenGraph {
       } catch (const runtime::KernelCheckFailed& e) {
         return decline(e.what(), args);  // eager raises its own exception (IndexError, ...)
       } catch (const runtime::InputMismatch& e) {
-        return decline(e.what(), args);  // inputs of another layout, or aliased where one is written
+        std::vector<int64_t> sig = size_signature(inputs, ints);
+        if (sig != signature_) return other_sizes(std::move(sig), args);
+        return decline(e.what(), args);  // inputs aliased where one is written
       }
       return pack(outs);
+    }
+    if (state_ == kNew) {
+      signature_ = size_signature(inputs, ints);
+      int_args_ = ints;
     }
     return first_call(inputs, args);
   }
@@ -120,6 +164,22 @@ class CodegenGraph {
 
  private:
   enum State { kNew, kCompiling, kReady, kEager };
+
+  py::object other_sizes(std::vector<int64_t> sig, py::args args) {
+    for (auto& [s, g] : variants_)
+      if (s == sig) return g->call(args);
+    int calls = 0;
+    for (auto& [s, n] : seen_)
+      if (s == sig) calls = ++n;
+    if (calls == 0) {
+      if (seen_.size() < 256) seen_.emplace_back(sig, 1);
+      calls = 1;
+    }
+    if (calls < 2 || static_cast<int>(variants_.size()) >= max_variants_) return decline("inputs of sizes this graph has no kernels for", args);
+    auto g = std::make_unique<CodegenGraph>(eager_, opts_.cache_dir, on_compiled_, opts_.fuse, background_, opts_.jobs, frontend_, 0);
+    variants_.emplace_back(std::move(sig), std::move(g));
+    return variants_.back().second->call(args);
+  }
 
   py::object fall_back(const std::string& why, py::args args) {
     state_ = kEager;
@@ -170,8 +230,15 @@ class CodegenGraph {
       py::object fn = eager_;
       bool* single = &single_;
       bool* as_list = &as_list_;
-      tr = bridge::trace(inputs, [fn, single, as_list](const std::vector<at::Tensor>& in) {
-        py::object r = fn(*wrap_tensors(in));
+      const IntArgs ints = int_args_;
+      tr = bridge::trace(inputs, [fn, single, as_list, ints](const std::vector<at::Tensor>& in) {
+        py::tuple all(in.size() + ints.size());
+        size_t t = 0, k = 0;
+        for (size_t i = 0; i < all.size(); ++i) {
+          if (k < ints.size() && ints[k].first == i) all[i] = py::int_(ints[k++].second);
+          else all[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(in.at(t++)));
+        }
+        py::object r = fn(*all);
         *single = THPVariable_Check(r.ptr());
         *as_list = py::isinstance<py::list>(r);
         if (*single) return std::vector<at::Tensor>{THPVariable_Unpack(r.ptr())};
@@ -243,13 +310,18 @@ class CodegenGraph {
   bool single_ = false, as_list_ = false;
   bool frontend_ = false;   // called by kiln's frontend, which can run the frame eagerly instead
   int trace_failures_ = 0;
+  int max_variants_ = 8;
+  std::vector<int64_t> signature_;  // of the call that traced this graph
+  IntArgs int_args_;                // its int inputs, baked into the trace
+  std::vector<std::pair<std::vector<int64_t>, std::unique_ptr<CodegenGraph>>> variants_;
+  std::vector<std::pair<std::vector<int64_t>, int>> seen_;  // other signatures: calls so far
 };
 
 void bind_codegen(py::module_& m) {
   py::class_<CodegenGraph>(m, "CodegenGraph")
-      .def(py::init<py::object, std::string, py::object, bool, bool, int, bool>(), py::arg("eager"), py::arg("cache_dir") = "",
+      .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int>(), py::arg("eager"), py::arg("cache_dir") = "",
            py::arg("on_compiled") = py::none(), py::arg("fuse") = true, py::arg("background") = false, py::arg("jobs") = 0,
-           py::arg("frontend") = false)
+           py::arg("frontend") = false, py::arg("max_variants") = 8)
       .def("__call__", &CodegenGraph::call)
       .def("wait", &CodegenGraph::wait, "Wait for a background build to finish.")
       .def_property_readonly("status", &CodegenGraph::status)

@@ -91,10 +91,27 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(py::bytes(reinterpret_cast<const char*>(again.data()), again.size()),
                           py::bytes(reinterpret_cast<const char*>(table.data()), table.size()));
   }, "Decode and re-assemble co_code, parse and re-encode co_exceptiontable (tests).");
+  m.def("_symbolic_sizes", [](std::vector<int64_t> hints) {
+    // Fresh symbols s0, s1... with these hints, as torch.SymInts, and a function returning the
+    // shape guards recorded on them so far (tests of the symbolic-size bridge).
+    auto env = std::make_shared<kiln::sym::ShapeEnv>();
+    py::list out;
+    for (size_t i = 0; i < hints.size(); ++i) {
+      int s = env->new_symbol("s" + std::to_string(i), -1, -1, hints[i]);
+      out.append(py::reinterpret_steal<py::object>(probe_make_symint(env, kiln::sym::Expr::symbol(s))));
+    }
+    py::cpp_function guards([env] {
+      py::list g;
+      for (const auto& e : env->guards()) g.append(e.str());
+      return g;
+    });
+    return py::make_tuple(out, guards);
+  }, "Symbolic sizes with the given hints and a function listing their shape guards (tests).");
   kiln::python::bind_codegen(m);
   m.attr("LOG_GRAPH_BREAKS") = static_cast<unsigned>(kLogGraphBreaks);
   m.attr("LOG_RECOMPILES") = static_cast<unsigned>(kLogRecompiles);
   m.attr("LOG_GUARDS") = static_cast<unsigned>(kLogGuards);
   m.attr("LOG_GRAPH_CODE") = static_cast<unsigned>(kLogGraphCode);
   m.attr("LOG_PERF") = static_cast<unsigned>(kLogPerf);
+  m.attr("LOG_DYNAMIC") = static_cast<unsigned>(kLogDynamic);
 }

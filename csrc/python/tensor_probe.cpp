@@ -36,7 +36,34 @@ bool probe_read(PyObject* o, TensorFacts* f) {
   return true;
 }
 
-bool probe_matches(PyObject* o, const TensorFacts& f) {
+// Dynamic dimensions: sizes bind symbols (>= 2: sizes 0 and 1 are specialised), then strides
+// must equal their expressions under the binding.
+static bool matches_dynamic(const at::Tensor& t, const TensorFacts& f, SymbolBinding* b) {
+  if (!b) return false;
+  auto sz = t.sizes();
+  for (size_t i = 0; i < sz.size(); ++i) {
+    int s = f.size_symbol[i];
+    if (s < 0) {
+      if (sz[i] != f.sizes[i]) return false;
+      continue;
+    }
+    if (sz[i] < 2) return false;
+    uint64_t bit = uint64_t{1} << s;
+    if (b->bound & bit) {
+      if (b->values[s] != sz[i]) return false;
+    } else {
+      b->values[s] = sz[i];
+      b->bound |= bit;
+    }
+  }
+  if (f.strides.empty()) return true;
+  auto st = t.strides();
+  for (size_t i = 0; i < st.size(); ++i)
+    if (st[i] != f.stride_expr[i].eval(b->values)) return false;
+  return true;
+}
+
+bool probe_matches(PyObject* o, const TensorFacts& f, SymbolBinding* binding) {
   if (Py_TYPE(o) != f.type) return false;
   const at::Tensor& t = THPVariable_Unpack(o);
   if (t.key_set().raw_repr() != f.dispatch_keys || static_cast<int>(t.scalar_type()) != f.dtype ||
@@ -45,6 +72,7 @@ bool probe_matches(PyObject* o, const TensorFacts& f) {
     return false;
   auto sz = t.sizes();
   if (sz.size() != f.sizes.size()) return false;
+  if (!f.size_symbol.empty()) return matches_dynamic(t, f, binding);
   for (size_t i = 0; i < sz.size(); ++i)
     if (sz[i] != f.sizes[i]) return false;
   if (!f.strides.empty()) {
@@ -95,8 +123,20 @@ std::string probe_mismatch(PyObject* o, const TensorFacts& f) {
   else if (g.requires_grad != f.requires_grad) os << "requires_grad mismatch: expected " << f.requires_grad << ", actual " << g.requires_grad;
   else if (g.sizes.size() != f.sizes.size()) os << "rank mismatch: expected " << f.sizes.size() << ", actual " << g.sizes.size();
   else {
-    for (size_t i = 0; i < g.sizes.size(); ++i)
-      if (g.sizes[i] != f.sizes[i]) { os << "size mismatch at index " << i << ": expected " << f.sizes[i] << ", actual " << g.sizes[i]; return os.str(); }
+    for (size_t i = 0; i < g.sizes.size(); ++i) {
+      bool dynamic = !f.size_symbol.empty() && f.size_symbol[i] >= 0;
+      if (dynamic && g.sizes[i] < 2) { os << "dynamic dimension " << i << " has size " << g.sizes[i] << " (sizes 0 and 1 are specialised)"; return os.str(); }
+      if (!dynamic && g.sizes[i] != f.sizes[i]) { os << "size mismatch at index " << i << ": expected " << f.sizes[i] << ", actual " << g.sizes[i]; return os.str(); }
+    }
+    if (!f.size_symbol.empty()) {
+      SymbolBinding b;
+      for (size_t i = 0; i < g.sizes.size(); ++i)
+        if (f.size_symbol[i] >= 0) b.values[f.size_symbol[i]] = g.sizes[i];
+      for (size_t i = 0; i < g.strides.size() && !f.strides.empty(); ++i)
+        if (g.strides[i] != f.stride_expr[i].eval(b.values)) { os << "stride mismatch at index " << i << ": expected " << f.stride_expr[i].str() << ", actual " << g.strides[i]; return os.str(); }
+      os << "sizes shared by two dynamic dimensions differ";  // duck sizing
+      return os.str();
+    }
     if (!f.strides.empty())
       for (size_t i = 0; i < g.strides.size(); ++i)
         if (g.strides[i] != f.strides[i]) { os << "stride mismatch at index " << i << ": expected " << f.strides[i] << ", actual " << g.strides[i]; return os.str(); }
@@ -105,7 +145,14 @@ std::string probe_mismatch(PyObject* o, const TensorFacts& f) {
 }
 
 std::string probe_describe(const TensorFacts& f) {
-  std::string s = dtype_short(f.dtype) + join(f.sizes);
+  std::string s = dtype_short(f.dtype);
+  if (f.size_symbol.empty()) {
+    s += join(f.sizes);
+  } else {
+    std::vector<std::string> dims;
+    for (size_t i = 0; i < f.sizes.size(); ++i) dims.push_back(f.size_symbol[i] < 0 ? std::to_string(f.sizes[i]) : "s" + std::to_string(f.size_symbol[i]));
+    s += join(dims);
+  }
   if (f.device_type != static_cast<int>(at::kCPU))
     s += " " + c10::Device(static_cast<c10::DeviceType>(f.device_type), static_cast<c10::DeviceIndex>(f.device_index)).str();
   if (f.requires_grad) s += " requires_grad";
@@ -113,6 +160,10 @@ std::string probe_describe(const TensorFacts& f) {
 }
 
 std::string probe_describe_tensor(PyObject* t) {
+  if (probe_is_tensor(t) && probe_is_symbolic_tensor(t)) {
+    const at::Tensor& x = THPVariable_Unpack(t);
+    return dtype_short(static_cast<int>(x.scalar_type())) + join(probe_symbolic_sizes(t)) + (x.requires_grad() ? " requires_grad" : "");
+  }
   TensorFacts f;
   if (!probe_read(t, &f)) return "";
   if (f.device_type == static_cast<int>(at::kMeta)) f.device_type = static_cast<int>(at::kCPU);
@@ -124,8 +175,10 @@ PyObject* probe_make_meta(PyObject* o) {
   at::Tensor m;
   {
     at::AutoDispatchBelowADInplaceOrView guard;  // plain meta allocation, no autograd history
-    m = at::empty_strided(t.sizes(), t.layout() == at::kStrided ? t.strides() : at::IntArrayRef(),
-                          t.options().device(at::kMeta).requires_grad(false));
+    if (t.layout() == at::kStrided)
+      m = at::empty_strided_symint(t.sym_sizes(), t.sym_strides(), t.options().device(at::kMeta).requires_grad(false));
+    else
+      m = at::empty(t.sizes(), t.options().device(at::kMeta).requires_grad(false));
   }
   if (t.requires_grad()) m.set_requires_grad(true);
   return THPVariable_Wrap(m);
@@ -135,7 +188,8 @@ PyObject* probe_device(PyObject* o) {
   return THPDevice_New(THPVariable_Unpack(o).device());
 }
 
-void probe_meta_key(PyObject* o, std::string& key) {
+bool probe_meta_key(PyObject* o, std::string& key) {
+  if (probe_is_symbolic_tensor(o)) return false;
   const at::Tensor& t = THPVariable_Unpack(o);
   auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
   put(static_cast<int64_t>(t.scalar_type()));
@@ -146,6 +200,7 @@ void probe_meta_key(PyObject* o, std::string& key) {
   if (t.layout() == at::kStrided)
     for (auto s : t.strides()) put(s);
   put(t.storage_offset());
+  return true;
 }
 
 uint64_t probe_version(PyObject* o) { return THPVariable_Unpack(o)._version(); }

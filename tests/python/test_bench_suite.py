@@ -38,10 +38,7 @@ TOL = dict(rtol=1e-4, atol=1e-4)
 
 # Cases whose every graph should reach generated code but cannot yet, with the issue that fixes
 # it. Their results are still compared with eager first; only the codegen check is expected to fail.
-KNOWN_GAPS = {
-    ("dyn_seq", "kiln-dynamo"): "issue 10: Dynamo recompiles the new length with SymInt inputs, which kiln's code generator does not take yet",
-    ("decode_kv", "kiln-dynamo"): "issue 10: Dynamo recompiles the new cache length with SymInt inputs, which kiln's code generator does not take yet",
-}
+KNOWN_GAPS: dict = {}  # (case, compiler) -> why some graph of it still runs eagerly
 
 
 def fresh(args):

@@ -1,0 +1,80 @@
+// Symbolic integers: canonical forms, simplification, comparisons decided from the form, guard
+// recording and evaluation.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "symbolic/shape_env.h"
+#include "symbolic/sym_expr.h"
+
+using namespace kiln::sym;
+
+static Expr c(int64_t v) { return Expr::constant(v); }
+
+TEST(SymExpr, CanonicalPolynomials) {
+  Expr s0 = Expr::symbol(0), s1 = Expr::symbol(1);
+  EXPECT_TRUE((s0 * c(64)).same(c(64) * s0));
+  EXPECT_EQ((s0 * c(64) + c(1)).str(), "64*s0 + 1");
+  EXPECT_EQ((s0 * s1 - s1 * s0).str(), "0");
+  EXPECT_TRUE((s0 * s1 - s1 * s0).is_constant());
+  EXPECT_EQ(((s0 + c(1)) * (s0 - c(1))).str(), "s0*s0 - 1");
+  EXPECT_EQ((c(2) - s1 * c(3)).str(), "-3*s1 + 2");
+  EXPECT_TRUE(s1.is_symbol());
+  EXPECT_EQ(s1.symbol_id(), 1);
+}
+
+TEST(SymExpr, FloorDivAndModSimplify) {
+  Expr s0 = Expr::symbol(0), s1 = Expr::symbol(1);
+  EXPECT_EQ(floordiv(s0 * c(4) + c(2), c(2)).str(), "2*s0 + 1");
+  EXPECT_EQ(floordiv(s0 * c(256), c(4)).str(), "64*s0");
+  EXPECT_EQ(mod(s0 * c(4) + c(6), c(4)).str(), "2");
+  EXPECT_EQ(floordiv(s0 + c(1), c(2)).str(), "((s0 + 1)//2)");
+  EXPECT_EQ(floordiv(s0 * c(6) + s1, c(3)).str(), "(s1//3) + 2*s0");
+  EXPECT_EQ(floordiv(s0 * s1, s0 * s1).str(), "1");
+  EXPECT_EQ(mod(s0 * c(8), s0 * c(2)).str(), "0");          // (8*s0) % (2*s0): view's checks
+  EXPECT_EQ(floordiv(s0 * c(8) + c(1), s0 * c(2)).str(), "4");
+  EXPECT_EQ(mod(c(2), s0 * c(2)).str(), "2");               // 2 < 2*s0 (s0 >= 2)
+  EXPECT_EQ(floordiv(c(2), s0 * c(2)).str(), "0");
+  EXPECT_THROW(floordiv(s0, c(0)), std::domain_error);
+  int64_t vals[] = {-7, 5};
+  EXPECT_EQ(floordiv(s0, c(2)).eval(vals), -4);  // Python semantics
+  EXPECT_EQ(mod(s0, c(2)).eval(vals), 1);
+  EXPECT_EQ(max(s0 + c(1), s0).str(), "s0 + 1");
+  EXPECT_EQ(min(s0, s1).str(), "min(s0, s1)");
+}
+
+TEST(SymExpr, ComparisonsKnownFromForm) {
+  Expr s0 = Expr::symbol(0), s1 = Expr::symbol(1);
+  EXPECT_EQ(known(compare(Cmp::kGt, s0 + c(1), s0)), true);
+  EXPECT_EQ(known(compare(Cmp::kGe, s0, c(2))), true);    // symbols are sizes >= 2
+  EXPECT_EQ(known(compare(Cmp::kEq, s0, c(1))), false);
+  EXPECT_EQ(known(compare(Cmp::kEq, s0 * c(64), c(64) * s0)), true);
+  EXPECT_EQ(known(compare(Cmp::kLt, s0 * s1, c(4))), false);
+  EXPECT_FALSE(known(compare(Cmp::kEq, s0, s1)).has_value());
+  EXPECT_FALSE(known(compare(Cmp::kGt, s0, c(8))).has_value());
+  EXPECT_EQ(compare(Cmp::kEq, s1, s0).str(), compare(Cmp::kEq, s0, s1).str());
+  EXPECT_EQ(compare(Cmp::kLe, s0, c(8)).str(), "8 >= s0");
+  EXPECT_EQ(logical_not(compare(Cmp::kGt, s0, c(8))).str(), "8 >= s0");
+  int64_t vals[] = {9, 3};
+  EXPECT_EQ(compare(Cmp::kGt, s0, c(8)).eval(vals), 1);
+  EXPECT_EQ(logical_and(compare(Cmp::kGt, s0, c(8)), compare(Cmp::kEq, s1, c(4))).eval(vals), 0);
+}
+
+TEST(ShapeEnv, GuardsOnlyWhatTheFormDoesNotDecide) {
+  ShapeEnv env;
+  Expr s0 = Expr::symbol(env.new_symbol("L['x'].size(1)", 0, 1, 16));
+  Expr s1 = Expr::symbol(env.new_symbol("L['y'].size(0)", 1, 0, 16));
+  EXPECT_TRUE(env.guard_bool(compare(Cmp::kGt, s0 + c(1), s0)));
+  EXPECT_TRUE(env.guard_bool(compare(Cmp::kEq, s0, s1)));
+  EXPECT_FALSE(env.guard_bool(compare(Cmp::kGt, s0, c(100))));
+  EXPECT_EQ(env.guard_int(floordiv(s0, c(4))), 4);
+  ASSERT_EQ(env.guards().size(), 3u);
+  EXPECT_EQ(env.guards()[0].str(), "s0 == s1");
+  EXPECT_EQ(env.guards()[1].str(), "100 >= s0");
+  ShapeGuards g{env.guards(), 2};
+  int64_t same[] = {16, 16}, other[] = {20, 20}, split[] = {16, 20};
+  EXPECT_TRUE(g.check(same));
+  EXPECT_FALSE(g.check(other));  // (s0//4) == 4 no longer holds
+  EXPECT_FALSE(g.check(split));
+  EXPECT_EQ(g.first_failure(split), "s0 == s1 (s0 = 16, s1 = 20)");
+}

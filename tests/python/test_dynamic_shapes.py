@@ -1,0 +1,203 @@
+"""Dynamic shapes: symbolic sizes in the frontend, shape guards, the dynamic= policies and marks.
+
+Every case runs the compiled function over many sizes (0 and 1 included, odd sizes, non-contiguous
+inputs) against eager on fresh values, and asserts how many graphs and recompiles it took."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import kiln
+from conftest import assert_same
+
+BACKENDS = ["eager", "kiln"]
+
+
+def run_sizes(fn, make, sizes, clone=True, **kw):
+    compiled = kiln.compile(fn, **kw)
+    for n in sizes:
+        args = make(n)
+        cp = (lambda a: a.clone() if clone and isinstance(a, torch.Tensor) else a)
+        expected = fn(*[cp(a) for a in args])
+        actual = compiled(*[cp(a) for a in args])
+        assert_same(actual, expected, rtol=1e-4, atol=1e-5)
+    return kiln.stats()
+
+
+def attention(x, w):
+    b, t, d = x.shape
+    h = 4
+    q = (x @ w).view(b, t, h, d // h).transpose(1, 2)
+    att = (q @ q.transpose(-2, -1)) * (q.size(-1) ** -0.5)
+    mask = torch.ones(t, t, dtype=torch.bool).tril()
+    att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+    return (att @ q).transpose(1, 2).reshape(b, t, d)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_automatic_dynamic_recompiles_once_for_a_new_length(backend):
+    w = torch.randn(16, 16)
+    s = run_sizes(attention, lambda t: (torch.randn(2, t, 16), w), [5, 7, 9, 12, 3, 33, 64, 17], backend=backend)
+    assert s["graphs"] == 2 and s["recompiles"] == 1, s["recompile_reasons"]
+    assert "size mismatch at index 1: expected 5, actual 7" in s["recompile_reasons"][0]
+    assert "s0" in s["graph_records"][1]["guards"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_true_is_symbolic_from_the_first_call(backend):
+    w = torch.randn(16, 16)
+    s = run_sizes(attention, lambda t: (torch.randn(3, t, 16), w), [6, 11, 2, 40], backend=backend, dynamic=True)
+    assert s["graphs"] == 1 and s["recompiles"] == 0, s["recompile_reasons"]
+
+
+def test_dynamic_false_specialises_every_size():
+    s = run_sizes(lambda x: x.sum(1) * x.shape[1], lambda t: (torch.randn(2, t),), [3, 4, 5], dynamic=False, backend="eager")
+    assert s["graphs"] == 3 and s["recompiles"] == 2
+
+
+@pytest.mark.parametrize("mark", [kiln.mark_dynamic, torch._dynamo.mark_dynamic if hasattr(torch, "_dynamo") else kiln.mark_dynamic])
+def test_mark_dynamic_is_honoured(mark):
+    def make(t):
+        x = torch.randn(2, t)
+        mark(x, 1)
+        return (x,)
+    s = run_sizes(lambda x: (x * x.shape[1]).softmax(-1), make, [3, 8, 21], clone=False, backend="eager")
+    assert s["graphs"] == 1 and s["recompiles"] == 0
+
+
+def test_mark_static_keeps_a_dimension_specialised():
+    def make(t):
+        x = torch.randn(t, 4)
+        kiln.mark_static(x, 0)
+        return (x,)
+    s = run_sizes(lambda x: x.cos(), make, [3, 5, 7], clone=False, backend="eager", dynamic=True)
+    assert s["graphs"] == 3
+
+
+def test_sizes_zero_and_one_specialise_and_stay_correct():
+    fn = lambda x: x.mean(0) + x.shape[0]  # noqa: E731
+    s = run_sizes(fn, lambda n: (torch.randn(n, 3),), [4, 6, 1, 0, 9, 1], backend="eager")
+    # 4 (static), 6 (dynamic s0 >= 2), 1 and 0 (specialised); 9 and the second 1 reuse entries
+    assert s["graphs"] == 4, s["recompile_reasons"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_branch_on_a_size_becomes_a_shape_guard(backend):
+    def fn(x):
+        if x.shape[0] > 8:
+            return x * 2
+        return x - 1
+    s = run_sizes(fn, lambda n: (torch.randn(n, 3),), [4, 5, 6, 12, 13, 7], backend=backend)
+    assert s["graphs"] == 3, s["recompile_reasons"]  # static 4; s0 <= 8; s0 > 8
+    assert any("shape guard failed" in r for r in s["recompile_reasons"])
+
+
+def test_duck_sizing_shares_a_symbol_until_sizes_diverge():
+    fn = lambda a, b: a + b.sum()  # noqa: E731
+    s = run_sizes(fn, lambda n: (torch.randn(n), torch.randn(n)), [4, 5, 6], backend="eager")
+    assert s["graphs"] == 2
+    g = s["graph_records"][1]["guards"]
+    assert "f32[s0]" in g and "s1" not in g
+    compiled_then = kiln.compile(fn, backend="eager")
+    for n, m in [(4, 4), (5, 5), (5, 7)]:
+        a, b = torch.randn(n), torch.randn(m)
+        assert_same(compiled_then(a, b), fn(a, b))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_non_contiguous_and_odd_sizes(backend):
+    def fn(x):
+        y = x.transpose(0, 1)
+        return (y.exp() * y.shape[1]).sum(-1), y.reshape(-1)[:3]
+    s = run_sizes(fn, lambda n: (torch.randn(n, 5),), [3, 4, 7, 17, 31, 2], backend=backend)
+    assert s["graphs"] == 2
+
+
+def test_sizes_returned_and_used_as_python_ints():
+    def fn(x):
+        b, t = x.shape
+        n = t * 2 + 1
+        return x.new_zeros(b, n), t, [t, b], torch.arange(t) * b
+    s = run_sizes(fn, lambda t: (torch.randn(3, t),), [4, 5, 9, 2], backend="eager")
+    assert s["graphs"] == 2
+
+
+def test_range_over_a_size_specialises_soundly():
+    def fn(x):
+        out = x[:, 0]
+        for i in range(1, x.shape[1]):
+            out = out + x[:, i]
+        return out
+    run_sizes(fn, lambda t: (torch.randn(2, t),), [3, 4, 5, 3], backend="eager")
+
+
+def test_sizes_live_across_a_graph_break():
+    def fn(x):
+        b, t = x.shape
+        y = x * t
+        print("", end="")
+        return y.reshape(t, b) + t
+    s = run_sizes(fn, lambda t: (torch.randn(2, t),), [3, 4, 6, 10, 11], backend="eager")
+    assert s["graph_breaks"] >= 1
+    assert s["recompiles"] <= 2, s["recompile_reasons"]
+
+
+def test_a_size_used_as_a_scalar_is_not_guarded():
+    fn = lambda x: x * (x.shape[1] // 2) + x.shape[1] / 3  # noqa: E731
+    s = run_sizes(fn, lambda t: (torch.randn(2, t),), [4, 5, 6, 7, 30], backend="eager")
+    assert s["graphs"] == 2 and s["recompiles"] == 1, s["recompile_reasons"]
+
+
+class Decoder(nn.Module):
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, x, k_cache, v_cache):
+        b, _, d = x.shape
+        q, k, v = self.qkv(self.ln(x)).split(d, dim=2)
+        q = q.view(b, 1, self.heads, d // self.heads).transpose(1, 2)
+        k = k.view(b, 1, self.heads, d // self.heads).transpose(1, 2)
+        v = v.view(b, 1, self.heads, d // self.heads).transpose(1, 2)
+        k, v = torch.cat([k_cache, k], dim=2), torch.cat([v_cache, v], dim=2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / k.size(-1) ** 0.5)
+        y = (att.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, 1, d)
+        return x + self.proj(y), k, v
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_generation_loop_with_a_growing_cache(backend):
+    m = Decoder().eval()
+    cm = kiln.compile(m, backend=backend)
+    x = torch.randn(2, 1, 32)
+    k = v = torch.randn(2, 4, 3, 8)
+    ke, ve, xe = k, v, x
+    with torch.no_grad():
+        for _ in range(12):
+            x, k, v = cm(x, k, v)
+            xe, ke, ve = m(xe, ke, ve)
+            assert_same(x, xe, rtol=1e-4, atol=1e-5)
+            assert_same(k, ke)
+    s = kiln.stats()
+    assert s["graphs"] == 2 and s["recompiles"] == 1, s["recompile_reasons"]
+
+
+def test_a_transformers_model_at_ten_lengths_and_batch_sizes():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                  vocab_size=100, max_position_embeddings=128)
+    m = transformers.BertModel(cfg).eval()
+    cm = kiln.compile(m, backend="eager")
+    shapes = [(2, 8), (2, 11), (2, 16), (3, 16), (4, 9), (1, 12), (3, 30), (2, 5), (5, 17), (2, 64)]
+    with torch.no_grad():
+        for b, t in shapes:
+            ids = torch.randint(1, 100, (b, t))
+            mask = torch.ones(b, t, dtype=torch.long)
+            mask[b // 2:, t - t // 3:] = 0
+            assert_same(cm(input_ids=ids, attention_mask=mask).last_hidden_state,
+                        m(input_ids=ids, attention_mask=mask).last_hidden_state, rtol=1e-4, atol=1e-5)
+    s = kiln.stats()
+    # static first call, then batch and length symbolic; batch size 1 specialises
+    assert s["recompiles"] <= 4, s["recompile_reasons"]
