@@ -178,8 +178,8 @@ def stats() -> dict:
     s["notes"] = list(_notes)
     s["kiln_backend"] = _backends.describe("kiln")
     from . import _codegen
-    s["codegen"] = [{"status": g.status, "kernels": g.num_kernels, "externs": g.num_externs, "timings": dict(g.timings)}
-                    for g in _codegen.GRAPHS]
+    s["codegen"] = [{"status": g.status, "kernels": g.num_kernels, "externs": g.num_externs, "timings": dict(g.timings),
+                     "specializations": g.num_specializations} for g in _codegen.GRAPHS]
     return s
 
 

@@ -39,8 +39,9 @@ _opt("cache_dir", str, "", "where compiled kernels are cached (default: $XDG_CAC
 _opt("compile_background", bool, False, "build each graph on a background thread; its calls run eagerly until the build is done", env="KILN_COMPILE_BACKGROUND")
 _opt("compile_jobs", int, 0, "C++ compiler processes at once, also the most translation units per graph (0: one per CPU)", env="KILN_COMPILE_JOBS")
 _opt("fusion", bool, True, "fuse elementwise work into consumers and reductions (off: every computed value gets its own buffer and kernel)", env="KILN_FUSION")
-_opt("size_specializations", int, 8, "per graph with symbolic sizes: how many size signatures (each seen twice) get kernels "
-     "generated for them; calls of other sizes run the graph eagerly", env="KILN_SIZE_SPECIALIZATIONS")
+_opt("size_specializations", int, 8, "per graph with symbolic sizes: how many size signatures get kernels generated "
+     "for them (until code generation takes symbolic sizes); calls of other sizes run the graph op by op",
+     env="KILN_SIZE_SPECIALIZATIONS")
 _opt("max_inline_depth", int, 48, "deepest chain of inlined calls before the frame runs eagerly", env="KILN_MAX_INLINE_DEPTH")
 
 _values: dict[str, Any] = {}

@@ -74,9 +74,8 @@ static std::vector<int64_t> size_signature(const std::vector<at::Tensor>& inputs
 // on, with the reason kept in `status`.
 //
 // A graph with symbolic dimensions is called with inputs of many sizes, and kiln's kernels are
-// still generated for fixed sizes: each size signature seen on a second call gets its own
-// specialisation (at most `max_variants`); other calls run the graph eagerly. Sizes seen once
-// (a decoding step) so never trigger a compile.
+// still generated for fixed sizes: the first `max_variants` size signatures get their own
+// specialisation; calls at other sizes run the graph op by op.
 class CodegenGraph {
  public:
   CodegenGraph(py::object eager, std::string cache_dir, py::object on_compiled, bool fuse, bool background, int jobs, bool frontend,
@@ -161,6 +160,7 @@ class CodegenGraph {
   bool compiled() const { return state_ == kReady; }
   size_t num_kernels() const { return graph_ ? graph_->num_kernels() : 0; }
   size_t num_externs() const { return graph_ ? graph_->num_externs() : 0; }
+  size_t num_specializations() const { return variants_.size(); }
 
  private:
   enum State { kNew, kCompiling, kReady, kEager };
@@ -168,14 +168,9 @@ class CodegenGraph {
   py::object other_sizes(std::vector<int64_t> sig, py::args args) {
     for (auto& [s, g] : variants_)
       if (s == sig) return g->call(args);
-    int calls = 0;
-    for (auto& [s, n] : seen_)
-      if (s == sig) calls = ++n;
-    if (calls == 0) {
-      if (seen_.size() < 256) seen_.emplace_back(sig, 1);
-      calls = 1;
-    }
-    if (calls < 2 || static_cast<int>(variants_.size()) >= max_variants_) return decline("inputs of sizes this graph has no kernels for", args);
+    // No kernels for these sizes and no room for more: the graph runs op by op (an exception
+    // it raises makes the frame rerun eagerly, as for any graph).
+    if (static_cast<int>(variants_.size()) >= max_variants_) return eager_(*args);
     auto g = std::make_unique<CodegenGraph>(eager_, opts_.cache_dir, on_compiled_, opts_.fuse, background_, opts_.jobs, frontend_, 0);
     variants_.emplace_back(std::move(sig), std::move(g));
     return variants_.back().second->call(args);
@@ -314,7 +309,6 @@ class CodegenGraph {
   std::vector<int64_t> signature_;  // of the call that traced this graph
   IntArgs int_args_;                // its int inputs, baked into the trace
   std::vector<std::pair<std::vector<int64_t>, std::unique_ptr<CodegenGraph>>> variants_;
-  std::vector<std::pair<std::vector<int64_t>, int>> seen_;  // other signatures: calls so far
 };
 
 void bind_codegen(py::module_& m) {
@@ -331,7 +325,9 @@ void bind_codegen(py::module_& m) {
       .def_property_readonly("source", &CodegenGraph::source)
       .def_property_readonly("timings", &CodegenGraph::timings)
       .def_property_readonly("num_kernels", &CodegenGraph::num_kernels)
-      .def_property_readonly("num_externs", &CodegenGraph::num_externs);
+      .def_property_readonly("num_externs", &CodegenGraph::num_externs)
+      .def_property_readonly("num_specializations", &CodegenGraph::num_specializations,
+                             "kernel sets built for other size signatures than the first call's");
   m.def("_trace", [](py::object fn, py::sequence inputs) {
     bridge::TraceResult r;
     try {

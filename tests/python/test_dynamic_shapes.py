@@ -201,3 +201,26 @@ def test_a_transformers_model_at_ten_lengths_and_batch_sizes():
     s = kiln.stats()
     # static first call, then batch and length symbolic; batch size 1 specialises
     assert s["recompiles"] <= 4, s["recompile_reasons"]
+
+
+def test_kiln_backend_builds_kernels_for_a_bounded_number_of_sizes():
+    kiln._options.set("size_specializations", 3)
+    try:
+        fn = lambda x: (x * 2).softmax(-1) + x.shape[1]  # noqa: E731
+        s = run_sizes(fn, lambda t: (torch.randn(4, t),), [5, 6, 7, 8, 9, 10, 6, 9, 5], backend="kiln")
+    finally:
+        kiln._options.unset("size_specializations")
+    assert s["graphs"] == 2 and s["recompiles"] == 1
+    dynamic = s["codegen"][1]
+    assert dynamic["status"] == "compiled" and dynamic["specializations"] == 3, s["codegen"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_data_dependent_sizes_break_the_graph_and_stay_correct(backend):
+    def fn(x):
+        picked = x[x > 0]                       # boolean mask: size depends on the data
+        idx = torch.nonzero(x < 0)              # nonzero
+        n = int((x > 1).sum().item())           # .item() feeding a size
+        return picked.sum() * x.shape[0], idx.shape[0], torch.ones(n + x.shape[1]).sum()
+    s = run_sizes(fn, lambda t: (torch.randn(t, 3),), [4, 6, 9, 5, 2], backend=backend)
+    assert s["graph_breaks"] >= 1
