@@ -179,7 +179,7 @@ def stats() -> dict:
     s["kiln_backend"] = _backends.describe("kiln")
     from . import _codegen
     s["codegen"] = [{"status": g.status, "kernels": g.num_kernels, "externs": g.num_externs, "timings": dict(g.timings),
-                     "specializations": g.num_specializations} for g in _codegen.GRAPHS]
+                     "specializations": g.num_specializations, "training": g.training_status} for g in _codegen.GRAPHS]
     return s
 
 

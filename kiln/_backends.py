@@ -14,7 +14,7 @@ from . import _fx
 _BUILTIN = {
     "eager": "captured graph run op by op from C++",
     "aot_eager": "routes to 'eager' (kiln's autograd layer is not implemented yet)",
-    "kiln": "kiln's code generator: ATen tracing, fusion, generated C++ kernels (training graphs run eagerly)",
+    "kiln": "kiln's code generator: ATen tracing, fusion, generated C++ kernels; training graphs as a compiled forward/backward pair",
 }
 _CUSTOM: dict[str, Callable] = {}
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 
+#include "autograd/partition.h"
 #include "frontend/frame_dispatch.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/graph_build.h"
@@ -46,6 +47,39 @@ bridge::GraphRunner python_runner(py::object fn) {
 
 static double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A training graph compiled as a forward and a backward graph (csrc/autograd/partition.h), which
+// kiln/_autograd.py runs as one autograd node: forward returns the outputs then the saved
+// values; backward takes the saved primals, the saved values and one tangent per output that
+// requires grad, and returns the gradients of the primals listed in grad_of.
+struct TrainingStages {
+  std::shared_ptr<runtime::CompiledGraph> fwd, bwd;
+  int num_inputs = 0, num_outputs = 0;
+  std::vector<int> saved_primals, grad_of;
+  std::vector<bool> output_requires_grad;
+  std::string describe;
+
+  py::list run(runtime::CompiledGraph& g, py::list in) {
+    std::vector<at::Tensor> ts = unpack_tensors(in, "inputs");
+    std::vector<at::Tensor> outs;
+    {
+      py::gil_scoped_release nogil;
+      outs = g.run(ts);
+    }
+    py::list r;
+    for (auto& t : outs) r.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(t)));
+    return r;
+  }
+};
+
+static bridge::TraceResult split_trace(const ir::AtenGraph& g, const std::vector<int>& nodes, const std::vector<int>& constants,
+                                       const bridge::TraceResult& joint) {
+  bridge::TraceResult r;
+  r.graph = g;
+  for (int n : nodes) r.node_args.push_back(joint.node_args.at(n));
+  for (int c : constants) r.constants.push_back(joint.constants.at(c));
+  return r;
 }
 
 // Sizes and strides of every tensor input and the value of every int input, flattened: which
@@ -116,8 +150,8 @@ class CodegenGraph {
       }
       ++pos;
     }
-    // Training graphs need kiln's autograd layer, which is not built yet: run them eagerly.
-    if (needs_grad && c10::GradMode::is_enabled()) return eager_(*args);
+    // Training: a compiled forward/backward pair behind one autograd node.
+    if (needs_grad && c10::GradMode::is_enabled()) return training_call(inputs, args);
     if (state_ != kNew && ints != int_args_) return other_sizes(size_signature(inputs, ints), args);
     if (state_ == kReady) {
       std::vector<at::Tensor> outs;
@@ -161,6 +195,7 @@ class CodegenGraph {
   size_t num_kernels() const { return graph_ ? graph_->num_kernels() : 0; }
   size_t num_externs() const { return graph_ ? graph_->num_externs() : 0; }
   size_t num_specializations() const { return variants_.size(); }
+  std::string training_status() const { return training_status_; }
 
  private:
   enum State { kNew, kCompiling, kReady, kEager };
@@ -218,28 +253,80 @@ class CodegenGraph {
     if (!on_compiled_.is_none()) on_compiled_(this);
   }
 
+  // Runs the graph's Python form on tensors from C++ (with this graph's int inputs put back),
+  // noting how it returns its results.
+  bridge::GraphRunner runner() {
+    py::object fn = eager_;
+    bool* single = &single_;
+    bool* as_list = &as_list_;
+    const IntArgs ints = int_args_;
+    return [fn, single, as_list, ints](const std::vector<at::Tensor>& in) {
+      py::tuple all(in.size() + ints.size());
+      size_t t = 0, k = 0;
+      for (size_t i = 0; i < all.size(); ++i) {
+        if (k < ints.size() && ints[k].first == i) all[i] = py::int_(ints[k++].second);
+        else all[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(in.at(t++)));
+      }
+      py::object r = fn(*all);
+      *single = THPVariable_Check(r.ptr());
+      *as_list = py::isinstance<py::list>(r);
+      if (*single) return std::vector<at::Tensor>{THPVariable_Unpack(r.ptr())};
+      if (!py::isinstance<py::tuple>(r) && !*as_list) throw std::runtime_error("the graph returned something other than tensors");
+      return unpack_tensors(r, "the graph's results");
+    };
+  }
+
+  // The first training call traces the joint graph (on detached copies, so this call itself
+  // runs eagerly), partitions it and builds both halves; later calls run the pair.
+  py::object training_call(const std::vector<at::Tensor>& inputs, py::args args) {
+    if (!training_ && training_status_.empty()) {
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        bridge::JointTrace jt = bridge::trace_joint(inputs, runner(), [](const std::function<void()>& block) {
+          py::gil_scoped_release nogil;
+          block();
+        });
+        autograd::JointSplit split = autograd::partition_joint(jt.trace.graph, jt.num_primals, jt.num_fwd_outputs);
+        auto st = std::make_shared<TrainingStages>();
+        runtime::BuildResult f, b;
+        {
+          py::gil_scoped_release nogil;
+          f = runtime::build_graph(split_trace(split.forward, split.forward_nodes, split.forward_constants, jt.trace), opts_);
+          if (f.graph) b = runtime::build_graph(split_trace(split.backward, split.backward_nodes, split.backward_constants, jt.trace), opts_);
+        }
+        if (!f.graph) throw std::runtime_error("forward: " + f.error);
+        if (!b.graph) throw std::runtime_error("backward: " + b.error);
+        st->fwd = f.graph;
+        st->bwd = b.graph;
+        st->num_inputs = jt.num_primals;
+        st->num_outputs = jt.num_fwd_outputs;
+        st->saved_primals = split.saved_primals;
+        st->grad_of = jt.grad_of;
+        st->output_requires_grad = jt.output_requires_grad;
+        st->describe = split.describe();
+        training_ = st;
+        training_status_ = "compiled forward and backward; " + st->describe;
+        timings_["training_build"] = since(t0);
+      } catch (const py::error_already_set& e) {
+        training_status_ = std::string("eager: ") + e.what();
+      } catch (const std::exception& e) {
+        training_status_ = std::string("eager: ") + e.what();
+      }
+      if (!on_compiled_.is_none()) on_compiled_(this);
+      return eager_(*args);
+    }
+    if (!training_) return eager_(*args);
+    static py::handle run = py::object(py::module_::import("kiln._autograd").attr("run")).release();  // never freed: outlives Python
+    py::tuple r = run(py::cast(training_), *args);
+    if (single_) return r[0];
+    return as_list_ ? py::object(py::list(r)) : py::object(r);
+  }
+
   py::object first_call(const std::vector<at::Tensor>& inputs, py::args args) {
     auto t0 = std::chrono::steady_clock::now();
     bridge::TraceResult tr;
     try {
-      py::object fn = eager_;
-      bool* single = &single_;
-      bool* as_list = &as_list_;
-      const IntArgs ints = int_args_;
-      tr = bridge::trace(inputs, [fn, single, as_list, ints](const std::vector<at::Tensor>& in) {
-        py::tuple all(in.size() + ints.size());
-        size_t t = 0, k = 0;
-        for (size_t i = 0; i < all.size(); ++i) {
-          if (k < ints.size() && ints[k].first == i) all[i] = py::int_(ints[k++].second);
-          else all[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(in.at(t++)));
-        }
-        py::object r = fn(*all);
-        *single = THPVariable_Check(r.ptr());
-        *as_list = py::isinstance<py::list>(r);
-        if (*single) return std::vector<at::Tensor>{THPVariable_Unpack(r.ptr())};
-        if (!py::isinstance<py::tuple>(r) && !*as_list) throw std::runtime_error("the graph returned something other than tensors");
-        return unpack_tensors(r, "the graph's results");
-      });
+      tr = bridge::trace(inputs, runner());
     } catch (const py::error_already_set& e) {
       // If eager raises too, the inputs were bad (a zero divisor, a shape mismatch): that is
       // the user's exception, and the next call traces again. Otherwise kiln could not trace it.
@@ -306,12 +393,23 @@ class CodegenGraph {
   bool frontend_ = false;   // called by kiln's frontend, which can run the frame eagerly instead
   int trace_failures_ = 0;
   int max_variants_ = 8;
+  std::shared_ptr<TrainingStages> training_;
+  std::string training_status_;     // empty until the first training call
   std::vector<int64_t> signature_;  // of the call that traced this graph
   IntArgs int_args_;                // its int inputs, baked into the trace
   std::vector<std::pair<std::vector<int64_t>, std::unique_ptr<CodegenGraph>>> variants_;
 };
 
 void bind_codegen(py::module_& m) {
+  py::class_<TrainingStages, std::shared_ptr<TrainingStages>>(m, "TrainingStages")
+      .def("forward", [](TrainingStages& s, py::list in) { return s.run(*s.fwd, in); })
+      .def("backward", [](TrainingStages& s, py::list in) { return s.run(*s.bwd, in); })
+      .def_readonly("num_inputs", &TrainingStages::num_inputs)
+      .def_readonly("num_outputs", &TrainingStages::num_outputs)
+      .def_readonly("saved_primals", &TrainingStages::saved_primals)
+      .def_readonly("grad_of", &TrainingStages::grad_of)
+      .def_readonly("output_requires_grad", &TrainingStages::output_requires_grad)
+      .def_readonly("describe", &TrainingStages::describe);
   py::class_<CodegenGraph>(m, "CodegenGraph")
       .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int>(), py::arg("eager"), py::arg("cache_dir") = "",
            py::arg("on_compiled") = py::none(), py::arg("fuse") = true, py::arg("background") = false, py::arg("jobs") = 0,
@@ -326,6 +424,8 @@ void bind_codegen(py::module_& m) {
       .def_property_readonly("timings", &CodegenGraph::timings)
       .def_property_readonly("num_kernels", &CodegenGraph::num_kernels)
       .def_property_readonly("num_externs", &CodegenGraph::num_externs)
+      .def_property_readonly("training_status", &CodegenGraph::training_status,
+                             "for graphs called with autograd: how their forward and backward run")
       .def_property_readonly("num_specializations", &CodegenGraph::num_specializations,
                              "kernel sets built for other size signatures than the first call's");
   m.def("_trace", [](py::object fn, py::sequence inputs) {

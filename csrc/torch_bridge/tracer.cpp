@@ -1,9 +1,11 @@
 // The dispatcher-level tracer; see tracer.h for the approach.
 #include "torch_bridge/tracer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/library.h>
 
 #include <memory>
@@ -241,6 +243,110 @@ TraceResult trace(const std::vector<at::Tensor>& inputs, const GraphRunner& run)
   for (const at::Tensor& o : outs) s.result.graph.outputs.push_back(value_of(s, o));
   s.result.outputs = std::move(outs);
   return std::move(s.result);
+}
+
+// Unwraps a functional result after syncing its pending updates.
+static at::Tensor unwrap(at::Tensor o) {
+  if (!o.defined()) return o;
+  if (at::functionalization::impl::isFunctionalTensor(o)) {
+    at::functionalization::impl::sync(o);
+    o = at::functionalization::impl::from_functional_tensor(o);
+  }
+  return o;
+}
+
+JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner& run, const Unlocked& unlocked) {
+  std::string why;
+  if (!tracer_available(&why)) fail(why);
+  if (t_state) fail("nested trace");
+  TraceState s;
+  JointTrace jt;
+  jt.num_primals = static_cast<int>(inputs.size());
+  std::vector<at::Tensor> base, functional, leaves;
+  std::vector<int> leaf_of;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    if (!t.defined() || t.layout() != c10::kStrided) fail("input " + std::to_string(i) + " is not a strided tensor");
+    if (t.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize})))
+      fail("input " + std::to_string(i) + " is a tensor subclass or functional tensor");
+    base.push_back(t.detach());
+    int v = s.result.graph.add_value(ir::AtenValue::kInput, static_cast<int>(i), meta_of(t));
+    s.ids.emplace(base.back().unsafeGetTensorImpl(), v);
+    functional.push_back(at::functionalization::impl::to_functional_tensor(base.back()));
+    if (t.requires_grad()) {
+      functional.back().requires_grad_(true);
+      leaves.push_back(functional.back());
+      leaf_of.push_back(static_cast<int>(i));
+    }
+  }
+  if (leaves.empty()) fail("no input requires grad");
+  // The trace is an extra run the caller does not see: random ops in it must not advance the
+  // generator (the call itself then draws what eager would).
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  c10::intrusive_ptr<c10::TensorImpl> rng_state;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    rng_state = gen.get_state().getIntrusivePtr();
+  }
+  struct RestoreRng {
+    at::Generator& gen;
+    c10::intrusive_ptr<c10::TensorImpl>& state;
+    ~RestoreRng() {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(at::Tensor(state));
+    }
+  } restore{gen, rng_state};
+  std::vector<at::Tensor> outs, grads;
+  t_state = &s;
+  try {
+    c10::AutoGradMode grad_mode(true);
+    at::functionalization::impl::FunctionalizationReapplyViewsGuard reapply(true);
+    c10::impl::IncludeDispatchKeyGuard include(c10::DispatchKeySet({c10::DispatchKey::Functionalize, c10::DispatchKey::Fake}));
+    outs = run(functional);
+    std::vector<at::Tensor> diff_outs, tangents;
+    for (const at::Tensor& o : outs) {
+      if (!o.defined()) fail("the graph returned an undefined tensor");
+      bool req = o.requires_grad();
+      jt.output_requires_grad.push_back(req);
+      if (!req) continue;
+      at::Tensor tangent;
+      {
+        c10::impl::ExcludeDispatchKeyGuard plain(c10::DispatchKeySet({c10::DispatchKey::Functionalize, c10::DispatchKey::Fake}));
+        tangent = at::ones(o.sizes(), o.options().requires_grad(false));
+      }
+      int v = s.result.graph.add_value(ir::AtenValue::kInput, jt.num_primals + static_cast<int>(tangents.size()), meta_of(tangent));
+      s.ids.emplace(tangent.unsafeGetTensorImpl(), v);
+      s.keep_alive.push_back(tangent);
+      diff_outs.push_back(o);
+      tangents.push_back(at::functionalization::impl::to_functional_tensor(tangent));
+    }
+    if (diff_outs.empty()) fail("no output requires grad");
+    unlocked([&] {
+      grads = torch::autograd::grad(diff_outs, leaves, tangents, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
+    });
+    for (at::Tensor& o : outs) o = unwrap(o);
+    for (at::Tensor& g : grads) g = unwrap(g);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      at::functionalization::impl::sync(functional[i]);
+      at::Tensor now = at::functionalization::impl::from_functional_tensor(functional[i]);
+      if (now.unsafeGetTensorImpl() != base[i].unsafeGetTensorImpl()) fail("the training graph mutates input " + std::to_string(i));
+    }
+    s.result.graph.num_inputs = jt.num_primals + static_cast<int>(tangents.size());
+  } catch (...) {
+    t_state = nullptr;
+    throw;
+  }
+  t_state = nullptr;
+  for (const at::Tensor& o : outs) s.result.graph.outputs.push_back(value_of(s, o));
+  jt.num_fwd_outputs = static_cast<int>(outs.size());
+  for (size_t k = 0; k < grads.size(); ++k) {
+    if (!grads[k].defined()) continue;
+    s.result.graph.outputs.push_back(value_of(s, grads[k]));
+    jt.grad_of.push_back(leaf_of[k]);
+  }
+  s.result.outputs = std::move(outs);
+  jt.trace = std::move(s.result);
+  return jt;
 }
 
 }  // namespace kiln::bridge

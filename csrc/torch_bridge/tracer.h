@@ -40,6 +40,24 @@ using GraphRunner = std::function<std::vector<at::Tensor>(const std::vector<at::
 // graph.input_mutations and NOT applied to `inputs`: the caller applies them.
 TraceResult trace(const std::vector<at::Tensor>& inputs, const GraphRunner& run);
 
+// The joint forward+backward graph of a training call (AOTAutograd's job, at the dispatcher):
+// the graph runs on detached copies of `inputs` (those that require grad become differentiable
+// leaves) and PyTorch's autograd engine differentiates its outputs with tangent inputs, while
+// the tracer records every functional operator of both passes. Graph inputs: the primals, then
+// one tangent per output that requires grad; outputs: the forward outputs, then the gradients
+// that are defined. The caller's tensors and autograd graph are untouched.
+struct JointTrace {
+  TraceResult trace;
+  int num_primals = 0;
+  int num_fwd_outputs = 0;
+  std::vector<bool> output_requires_grad;  // per forward output
+  std::vector<int> grad_of;                // per gradient output: the primal it belongs to
+};
+// `unlocked` runs a block with the caller's interpreter lock released (PyTorch's autograd engine
+// refuses to run while the GIL is held; the bridge knows nothing of Python).
+using Unlocked = std::function<void(const std::function<void()>&)>;
+JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner& run, const Unlocked& unlocked);
+
 ir::TensorMeta meta_of(const at::Tensor& t);
 
 }  // namespace kiln::bridge

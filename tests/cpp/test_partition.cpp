@@ -1,0 +1,60 @@
+// The default partitioner: a joint forward+backward ATen graph in, the forward graph (outputs,
+// then saved values) and the backward graph (saved primals, saved values, tangents in) out.
+#include <gtest/gtest.h>
+
+#include "autograd/partition.h"
+
+using namespace kiln;
+
+// y = tanh(x @ w) with x: [4, 8], w: [8, 3]; tangent %2 for y; gradient of w only.
+static const char* kJoint = R"(%0 = input 0 : f32[4, 8]{8, 1}
+%1 = input 1 : f32[8, 3]{3, 1}
+%2 = input 2 : f32[4, 3]{3, 1}
+%3 = constant 0 : f32[]{}
+%4 = aten::mm(%0, mat2=%1) : f32[4, 3]{3, 1}
+%5 = aten::tanh(%4) : f32[4, 3]{3, 1}
+%6 = aten::tanh_backward(%2, output=%5) : f32[4, 3]{3, 1}
+%7 = aten::t(%0) : f32[8, 4]{1, 8}
+%8 = aten::mm(%7, mat2=%6) : f32[8, 3]{3, 1}
+%9 = aten::mul.Tensor(%8, other=%3) : f32[8, 3]{3, 1}
+return %5, %9
+)";
+
+TEST(Partition, ForwardSavesWhatTheBackwardReads) {
+  ir::AtenGraph joint = ir::AtenGraph::parse(kJoint);
+  joint.num_inputs = 3;
+  autograd::JointSplit s = autograd::partition_joint(joint, /*num_primals=*/2, /*num_fwd_outputs=*/1);
+  EXPECT_EQ(s.forward_nodes, (std::vector<int>{0, 1}));     // mm, tanh
+  EXPECT_EQ(s.backward_nodes, (std::vector<int>{2, 3, 4, 5}));
+  EXPECT_EQ(s.saved_primals, (std::vector<int>{0}));         // x (for t(x)); w is not read
+  EXPECT_EQ(s.num_saved_values, 1);                           // tanh's output
+  EXPECT_EQ(s.forward.to_string(), R"(%0 = input 0 : f32[4, 8]{8, 1}
+%1 = input 1 : f32[8, 3]{3, 1}
+%2 = aten::mm(%0, mat2=%1) : f32[4, 3]{3, 1}
+%3 = aten::tanh(%2) : f32[4, 3]{3, 1}
+return %3, %3
+)");
+  EXPECT_EQ(s.backward.to_string(), R"(%0 = input 0 : f32[4, 8]{8, 1}
+%1 = input 1 : f32[4, 3]{3, 1}
+%2 = input 2 : f32[4, 3]{3, 1}
+%6 = constant 0 : f32[]{}
+%3 = aten::tanh_backward(%2, output=%1) : f32[4, 3]{3, 1}
+%4 = aten::t(%0) : f32[8, 4]{1, 8}
+%5 = aten::mm(%4, mat2=%3) : f32[8, 3]{3, 1}
+%7 = aten::mul.Tensor(%5, other=%6) : f32[8, 3]{3, 1}
+return %7
+)");
+  EXPECT_EQ(s.backward_constants, (std::vector<int>{0}));
+  EXPECT_TRUE(s.forward_constants.empty());
+}
+
+TEST(Partition, RefusesInputMutationsAndInputsReturnedAsIs) {
+  ir::AtenGraph joint = ir::AtenGraph::parse(kJoint);
+  joint.num_inputs = 3;
+  ir::AtenGraph mutating = joint;
+  mutating.input_mutations.push_back({0, 4});
+  EXPECT_THROW(autograd::partition_joint(mutating, 2, 1), std::runtime_error);
+  ir::AtenGraph passthrough = joint;
+  passthrough.outputs[0] = 0;
+  EXPECT_THROW(autograd::partition_joint(passthrough, 2, 1), std::runtime_error);
+}

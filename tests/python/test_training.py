@@ -1,0 +1,149 @@
+"""Training through kiln's autograd layer: a joint forward+backward graph traced at the dispatcher,
+split by the default partitioner, both halves compiled by the code generator and run as one
+autograd node. Every case compares the loss and every gradient with eager over several steps."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import kiln
+from kiln import _codegen
+from conftest import assert_same
+
+
+def train_steps(model, make_input, steps=3, loss_fn=lambda out: out.float().pow(2).mean(), **kw):
+    ref = copy.deepcopy(model)
+    compiled = kiln.compile(model, **kw)
+    for _ in range(steps):
+        x = make_input()
+        for m in (model, ref):
+            for p in m.parameters():
+                p.grad = None
+        xa = [t.detach().clone().requires_grad_(t.requires_grad) for t in x]
+        xb = [t.detach().clone().requires_grad_(t.requires_grad) for t in x]
+        la = loss_fn(compiled(*xa))
+        lb = loss_fn(ref(*xb))
+        la.backward()
+        lb.backward()
+        assert_same(la.detach(), lb.detach(), rtol=1e-4, atol=1e-5)
+        for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+            if q.grad is None:
+                assert p.grad is None, n
+            else:
+                assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+        for a, b in zip(xa, xb):
+            if b.requires_grad:
+                assert_same(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+    return [g.training_status for g in _codegen.GRAPHS]
+
+
+def assert_compiled(statuses):
+    assert statuses and all(s.startswith("compiled forward and backward") for s in statuses), statuses
+
+
+def test_mlp_forward_and_backward_are_compiled():
+    m = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8), nn.LayerNorm(8))
+    assert_compiled(train_steps(m, lambda: [torch.randn(5, 16)]))
+
+
+def test_gradients_of_inputs_and_frozen_parameters():
+    m = nn.Sequential(nn.Linear(6, 6), nn.Tanh(), nn.Linear(6, 3))
+    m[0].weight.requires_grad_(False)
+    assert_compiled(train_steps(m, lambda: [torch.randn(4, 6, requires_grad=True)]))
+
+
+class TwoOutputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = self.a(x).relu()
+        return self.b(h), h.argmax(-1), h.sum(-1)
+
+
+def test_outputs_without_gradient_and_unused_outputs():
+    # argmax cannot require grad; the third output is not in the loss (its tangent is zeros)
+    statuses = train_steps(TwoOutputs(), lambda: [torch.randn(3, 8)], loss_fn=lambda out: out[0].pow(2).sum())
+    assert_compiled(statuses)
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+class Mixed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = Square.apply(self.lin(x))
+        with torch.no_grad():
+            scale = y.abs().mean() + 1
+        z = y / scale + self.lin(x).detach()
+        return F.dropout(z, 0.3, training=True)
+
+
+def test_custom_function_no_grad_detach_and_dropout():
+    torch.manual_seed(0)
+    m = Mixed()
+    ref = copy.deepcopy(m)
+    compiled = kiln.compile(m)
+    for step in range(3):
+        x = torch.randn(4, 8)
+        torch.manual_seed(step)
+        la = compiled(x).pow(2).mean()
+        torch.manual_seed(step)
+        lb = ref(x).pow(2).mean()
+        la.backward()
+        lb.backward()
+        assert_same(la.detach(), lb.detach(), rtol=1e-4, atol=1e-5)
+        assert_same(m.lin.weight.grad, ref.lin.weight.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_a_training_loop_with_an_optimizer_matches_eager_over_20_steps():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 1))
+    ref = copy.deepcopy(m)
+    opt, opt_ref = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9), torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+    compiled = kiln.compile(m)
+    data = [(torch.randn(16, 10), torch.randn(16, 1)) for _ in range(20)]
+    for x, y in data:
+        for model, o in ((compiled, opt), (ref, opt_ref)):
+            o.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            o.step()
+    for p, q in zip(m.parameters(), ref.parameters()):
+        assert_same(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)
+    assert_compiled([g.training_status for g in _codegen.GRAPHS])
+
+
+def test_double_backward_raises_a_clear_error():
+    m = nn.Linear(4, 4)
+    c = kiln.compile(m)
+    x = torch.randn(2, 4)
+    c(x).sum().backward()  # the first training call builds the pair; later calls run it
+    out = c(x).pow(2).sum()
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(out, m.weight, create_graph=True)
+
+
+def test_eval_and_no_grad_calls_keep_using_the_inference_graph():
+    m = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    c = kiln.compile(m)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        assert_same(c(x), m(x))
+    c(x).sum().backward()  # a training call of the same module
+    assert m[0].weight.grad is not None
