@@ -10,10 +10,15 @@ class _CompiledPair(torch.autograd.Function):
     @staticmethod
     def forward(ctx, stages, *inputs):
         outs = stages.forward(list(inputs))
-        n = stages.num_outputs
+        n, m = stages.num_outputs, len(stages.mutated_inputs)
         fwd = outs[:n]
+        mutated = stages.mutated_inputs
+        # The backward reads inputs as they were before this call wrote any of them.
+        saved = [inputs[i].clone() if i in mutated else inputs[i] for i in stages.saved_primals]
+        for i, new in zip(mutated, outs[n:n + m]):  # running statistics and the like
+            inputs[i].copy_(new)
         ctx.stages = stages
-        ctx.save_for_backward(*[inputs[i] for i in stages.saved_primals], *outs[n:])
+        ctx.save_for_backward(*saved, *outs[n + m:])
         ctx.out_meta = [(o.shape, o.dtype, o.device) for o, r in zip(fwd, stages.output_requires_grad) if r]
         ctx.mark_non_differentiable(*[o for o, r in zip(fwd, stages.output_requires_grad) if not r])
         return tuple(fwd)

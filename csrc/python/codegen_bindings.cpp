@@ -57,6 +57,7 @@ struct TrainingStages {
   std::shared_ptr<runtime::CompiledGraph> fwd, bwd;
   int num_inputs = 0, num_outputs = 0;
   std::vector<int> saved_primals, grad_of;
+  std::vector<int> mutated_inputs;  // forward outputs after num_outputs: new contents of these inputs
   std::vector<bool> output_requires_grad;
   std::string describe;
 
@@ -299,7 +300,8 @@ class CodegenGraph {
         st->fwd = f.graph;
         st->bwd = b.graph;
         st->num_inputs = jt.num_primals;
-        st->num_outputs = jt.num_fwd_outputs;
+        st->num_outputs = jt.num_fwd_outputs - static_cast<int>(jt.mutated_inputs.size());
+        st->mutated_inputs = jt.mutated_inputs;
         st->saved_primals = split.saved_primals;
         st->grad_of = jt.grad_of;
         st->output_requires_grad = jt.output_requires_grad;
@@ -408,6 +410,7 @@ void bind_codegen(py::module_& m) {
       .def_readonly("num_outputs", &TrainingStages::num_outputs)
       .def_readonly("saved_primals", &TrainingStages::saved_primals)
       .def_readonly("grad_of", &TrainingStages::grad_of)
+      .def_readonly("mutated_inputs", &TrainingStages::mutated_inputs)
       .def_readonly("output_requires_grad", &TrainingStages::output_requires_grad)
       .def_readonly("describe", &TrainingStages::describe);
   py::class_<CodegenGraph>(m, "CodegenGraph")

@@ -269,7 +269,13 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
     if (!t.defined() || t.layout() != c10::kStrided) fail("input " + std::to_string(i) + " is not a strided tensor");
     if (t.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize})))
       fail("input " + std::to_string(i) + " is a tensor subclass or functional tensor");
-    base.push_back(t.detach());
+    // Inputs that do not require grad get a private copy: under autograd, BatchNorm's running
+    // statistics were seen written through to the caller's tensors during this extra run.
+    // (Same sizes and strides: the graph is compiled for the caller's layout.)
+    if (!t.requires_grad() && t.is_non_overlapping_and_dense())
+      base.push_back(at::empty_strided(t.sizes(), t.strides(), t.options()).copy_(t.detach()));
+    else
+      base.push_back(t.detach());
     int v = s.result.graph.add_value(ir::AtenValue::kInput, static_cast<int>(i), meta_of(t));
     s.ids.emplace(base.back().unsafeGetTensorImpl(), v);
     functional.push_back(at::functionalization::impl::to_functional_tensor(base.back()));
@@ -329,7 +335,10 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
     for (size_t i = 0; i < inputs.size(); ++i) {
       at::functionalization::impl::sync(functional[i]);
       at::Tensor now = at::functionalization::impl::from_functional_tensor(functional[i]);
-      if (now.unsafeGetTensorImpl() != base[i].unsafeGetTensorImpl()) fail("the training graph mutates input " + std::to_string(i));
+      if (now.unsafeGetTensorImpl() == base[i].unsafeGetTensorImpl()) continue;
+      if (inputs[i].requires_grad()) fail("the training graph writes in place to input " + std::to_string(i) + ", which requires grad");
+      outs.push_back(now);
+      jt.mutated_inputs.push_back(static_cast<int>(i));
     }
     s.result.graph.num_inputs = jt.num_primals + static_cast<int>(tangents.size());
   } catch (...) {
@@ -338,7 +347,7 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
   }
   t_state = nullptr;
   for (const at::Tensor& o : outs) s.result.graph.outputs.push_back(value_of(s, o));
-  jt.num_fwd_outputs = static_cast<int>(outs.size());
+  jt.num_fwd_outputs = static_cast<int>(outs.size());  // including the mutated inputs' new contents
   for (size_t k = 0; k < grads.size(); ++k) {
     if (!grads[k].defined()) continue;
     s.result.graph.outputs.push_back(value_of(s, grads[k]));

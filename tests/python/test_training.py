@@ -147,3 +147,32 @@ def test_eval_and_no_grad_calls_keep_using_the_inference_graph():
         assert_same(c(x), m(x))
     c(x).sum().backward()  # a training call of the same module
     assert m[0].weight.grad is not None
+
+
+class SmallCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = F.relu(self.bn(self.conv(x)))
+        return self.head(h.mean((2, 3)))
+
+
+def test_batchnorm_running_statistics_are_written_back():
+    torch.manual_seed(0)
+    m = SmallCNN()
+    ref = copy.deepcopy(m)
+    compiled = kiln.compile(m)
+    for _ in range(4):
+        x = torch.randn(4, 3, 6, 6)
+        la, lb = compiled(x).pow(2).mean(), ref(x).pow(2).mean()
+        la.backward()
+        lb.backward()
+        assert_same(la.detach(), lb.detach(), rtol=1e-4, atol=1e-5)
+        assert_same(m.conv.weight.grad, ref.conv.weight.grad, rtol=1e-4, atol=1e-5)
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            assert_same(getattr(m.bn, name), getattr(ref.bn, name), rtol=1e-4, atol=1e-5)
+    assert_compiled([g.training_status for g in _codegen.GRAPHS])
