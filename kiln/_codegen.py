@@ -19,6 +19,8 @@ def _report(g) -> None:
         _logging.emit("loop_ir", g.program_text)
     if "output_code" in channels:
         _logging.emit("output_code", g.source or g.status)
+    if "autograd" in channels and g.training_status:  # what the partitioner saved and recomputed
+        _logging.emit("autograd", "training graph: " + g.training_status)
     if "perf" in channels:
         t = dict(g.timings)
         _logging.emit("perf", "codegen: " + ", ".join(f"{k}={v:.4f}s" if isinstance(v, float) else f"{k}={v}" for k, v in t.items())
@@ -34,7 +36,7 @@ def compile_fx(gm, example_inputs, frontend=False):
     with an exception the graph raises."""
     g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), _report, _options.get("fusion"),
                         _options.get("compile_background"), _options.get("compile_jobs"), frontend,
-                        _options.get("size_specializations"))
+                        _options.get("size_specializations"), _options.get("partitioner") == "min_cut")
     GRAPHS.append(g)
     return g
 

@@ -22,7 +22,8 @@ class Option:
     per_compile: bool = False  # may be given in kiln.compile(options=...)
 
 
-LOG_CHANNELS = ("graph_breaks", "recompiles", "guards", "graph_code", "aten_graph", "loop_ir", "output_code", "perf", "dynamic")
+LOG_CHANNELS = ("graph_breaks", "recompiles", "guards", "graph_code", "aten_graph", "loop_ir", "output_code", "perf", "dynamic",
+                "autograd")
 
 _REGISTRY: dict[str, Option] = {}
 
@@ -42,6 +43,9 @@ _opt("fusion", bool, True, "fuse elementwise work into consumers and reductions 
 _opt("size_specializations", int, 8, "per graph with symbolic sizes: how many size signatures get kernels generated "
      "for them (until code generation takes symbolic sizes); calls of other sizes run the graph op by op",
      env="KILN_SIZE_SPECIALIZATIONS")
+_opt("partitioner", str, "min_cut", "what a training graph's forward saves for its backward: 'min_cut' (the fewest bytes, "
+     "cheap ops recomputed in the backward) or 'save_all' (every forward value the backward reads)",
+     env="KILN_PARTITIONER", choices=("min_cut", "save_all"))
 _opt("max_inline_depth", int, 48, "deepest chain of inlined calls before the frame runs eagerly", env="KILN_MAX_INLINE_DEPTH")
 
 _values: dict[str, Any] = {}
@@ -68,6 +72,8 @@ def validate(name: str, value: Any) -> Any:
         raise TypeError(f"kiln: option {name!r} expects {opt.type.__name__}, got {type(value).__name__} ({value!r})")
     if opt.type is int and value < 0:
         raise ValueError(f"kiln: option {name!r} must be >= 0, got {value}")
+    if opt.choices and value not in opt.choices:
+        raise ValueError(f"kiln: option {name!r} must be one of {', '.join(opt.choices)}, got {value!r}")
     if name == "logs":
         bad = [c for c in value.split(",") if c.strip() and c.strip() not in LOG_CHANNELS]
         if bad:

@@ -1,6 +1,8 @@
 // The default forward/backward partitioner (see partition.h).
 #include "autograd/partition.h"
 
+#include "autograd/min_cut.h"
+
 #include <functional>
 #include <stdexcept>
 #include <unordered_map>
@@ -66,7 +68,21 @@ void copy_nodes(const AtenGraph& g, const std::vector<int>& nodes, AtenGraph& ou
 
 }  // namespace
 
-JointSplit partition_joint(const AtenGraph& joint, int num_primals, int num_fwd_outputs) {
+// The values nodes read (tensor arguments), and the graph outputs in `extra`.
+static std::vector<int> values_read(const AtenGraph& g, const std::vector<int>& nodes, const std::vector<int>& extra) {
+  std::vector<int> reads;
+  for (int b : nodes)
+    for (const auto& a : g.nodes[b].args) {
+      if (a.kind == ir::AtenArg::kTensor) reads.push_back(a.value);
+      for (int x : a.values)
+        if (x >= 0) reads.push_back(x);
+    }
+  for (int v : extra)
+    if (v >= 0) reads.push_back(v);
+  return reads;
+}
+
+JointSplit partition_joint(const AtenGraph& joint, int num_primals, int num_fwd_outputs, Partitioner how) {
   if (!joint.input_mutations.empty()) throw std::runtime_error("the training graph mutates its inputs");
   const int num_outputs = static_cast<int>(joint.outputs.size());
   if (num_fwd_outputs > num_outputs) throw std::runtime_error("partition: more forward outputs than outputs");
@@ -85,19 +101,32 @@ JointSplit partition_joint(const AtenGraph& joint, int num_primals, int num_fwd_
     if (fwd[i]) s.forward_nodes.push_back(static_cast<int>(i));
     else if (bwd[i]) s.backward_nodes.push_back(static_cast<int>(i));
   }
-  // What the backward reads from outside itself: primals, forward values (saved), tangents,
-  // constants.
+  std::vector<int> reads = values_read(joint, s.backward_nodes, grads);
+  if (how == Partitioner::kMinCut) {
+    // Save the cut; recompute, at the start of the backward, every other forward value it reads.
+    std::vector<int> saved = min_cut_saved_values(joint, fwd, reads, num_primals);
+    std::vector<bool> is_saved(joint.values.size(), false), recompute(n, false);
+    for (int v : saved) is_saved[v] = true;
+    std::function<void(int)> need = [&](int v) {
+      const AtenValue& val = joint.values.at(v);
+      if (val.kind != AtenValue::kNodeOutput || !fwd[val.index] || is_saved[v] || recompute[val.index]) return;
+      if (!recomputable(joint.nodes[val.index]))
+        throw std::runtime_error("min-cut partition: " + joint.nodes[val.index].op + " would be recomputed");
+      recompute[val.index] = true;
+      for (int r : values_read(joint, {val.index}, {})) need(r);
+    };
+    for (int r : reads) need(r);
+    std::vector<int> order;
+    for (size_t i = 0; i < n; ++i)
+      if (recompute[i]) order.push_back(static_cast<int>(i));
+    s.num_recomputed = static_cast<int>(order.size());
+    order.insert(order.end(), s.backward_nodes.begin(), s.backward_nodes.end());
+    s.backward_nodes = std::move(order);
+    reads = values_read(joint, s.backward_nodes, grads);
+    // Reads of recomputed values are now internal to the backward.
+  }
   std::vector<bool> in_bwd(n, false);
   for (int b : s.backward_nodes) in_bwd[b] = true;
-  std::vector<int> reads;
-  for (int b : s.backward_nodes)
-    for (const auto& a : joint.nodes[b].args) {
-      if (a.kind == ir::AtenArg::kTensor) reads.push_back(a.value);
-      for (int x : a.values)
-        if (x >= 0) reads.push_back(x);
-    }
-  for (int v : grads)
-    if (v >= 0) reads.push_back(v);
   std::vector<bool> seen(joint.values.size(), false);
   std::vector<int> saved_values;
   for (int v : reads) {
@@ -105,7 +134,7 @@ JointSplit partition_joint(const AtenGraph& joint, int num_primals, int num_fwd_
     seen[v] = true;
     const AtenValue& val = joint.values[v];
     if (val.kind == AtenValue::kInput && val.index < num_primals) s.saved_primals.push_back(val.index);
-    else if (val.kind == AtenValue::kNodeOutput && fwd[val.index]) saved_values.push_back(v);
+    else if (val.kind == AtenValue::kNodeOutput && fwd[val.index] && !in_bwd[val.index]) saved_values.push_back(v);
   }
   s.num_saved_values = static_cast<int>(saved_values.size());
 
@@ -153,7 +182,8 @@ std::string JointSplit::describe() const {
   const size_t first = forward.outputs.size() - num_saved_values;
   for (size_t i = first; i < forward.outputs.size(); ++i)
     s += (i > first ? ", " : "") + forward.values[forward.outputs[i]].meta.to_string();
-  return s + "); forward " + std::to_string(forward_nodes.size()) + " nodes, backward " + std::to_string(backward_nodes.size()) + " nodes";
+  return s + "); forward " + std::to_string(forward_nodes.size()) + " nodes, backward " + std::to_string(backward_nodes.size()) +
+         " nodes (" + std::to_string(num_recomputed) + " recomputed)";
 }
 
 }  // namespace kiln::autograd

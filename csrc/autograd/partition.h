@@ -1,5 +1,7 @@
-// Splitting a joint forward+backward ATen graph into a forward and a backward graph (the default
-// partitioner: the forward computes its outputs and saves every value the backward reads).
+// Splitting a joint forward+backward ATen graph into a forward and a backward graph. Two ways to
+// choose what the forward saves: kSaveAll (every forward value the backward reads) and kMinCut
+// (the cheapest set by bytes from which the backward recomputes the rest with cheap ops; see
+// min_cut.h). Recomputed forward nodes are copied to the start of the backward.
 //
 // The joint graph's inputs are the primals (0..num_primals-1) then the tangents (one per
 // differentiable forward output); its outputs are the forward outputs (first num_fwd_outputs)
@@ -18,7 +20,8 @@ struct JointSplit {
   ir::AtenGraph forward;             // inputs: primals; outputs: forward outputs, then saved values
   ir::AtenGraph backward;            // inputs: saved primals, saved values, tangents; outputs: grads
   std::vector<int> forward_nodes;    // per forward node: its joint node id
-  std::vector<int> backward_nodes;   // per backward node: its joint node id
+  std::vector<int> backward_nodes;   // per backward node: its joint node id (recomputed ones first)
+  int num_recomputed = 0;            // forward nodes the backward computes again
   std::vector<int> forward_constants, backward_constants;  // per constant slot: the joint constant index
   std::vector<int> saved_primals;    // primal input indices the backward reads
   int num_saved_values = 0;          // forward outputs past num_fwd_outputs
@@ -27,6 +30,8 @@ struct JointSplit {
 
 // Throws std::runtime_error when the joint graph mutates inputs or a forward output is not
 // computed by a node (an input returned as is: autograd would need it marked).
-JointSplit partition_joint(const ir::AtenGraph& joint, int num_primals, int num_fwd_outputs);
+enum class Partitioner { kSaveAll, kMinCut };
+JointSplit partition_joint(const ir::AtenGraph& joint, int num_primals, int num_fwd_outputs,
+                           Partitioner how = Partitioner::kSaveAll);
 
 }  // namespace kiln::autograd

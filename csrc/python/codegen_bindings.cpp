@@ -114,9 +114,9 @@ static std::vector<int64_t> size_signature(const std::vector<at::Tensor>& inputs
 class CodegenGraph {
  public:
   CodegenGraph(py::object eager, std::string cache_dir, py::object on_compiled, bool fuse, bool background, int jobs, bool frontend,
-               int max_variants = 8)
+               int max_variants = 8, bool min_cut = true)
       : eager_(std::move(eager)), on_compiled_(std::move(on_compiled)), background_(background), frontend_(frontend),
-        max_variants_(max_variants) {
+        max_variants_(max_variants), min_cut_(min_cut) {
     opts_.cache_dir = std::move(cache_dir);
     opts_.fuse = fuse;
     opts_.jobs = jobs;
@@ -207,7 +207,7 @@ class CodegenGraph {
     // No kernels for these sizes and no room for more: the graph runs op by op (an exception
     // it raises makes the frame rerun eagerly, as for any graph).
     if (static_cast<int>(variants_.size()) >= max_variants_) return eager_(*args);
-    auto g = std::make_unique<CodegenGraph>(eager_, opts_.cache_dir, on_compiled_, opts_.fuse, background_, opts_.jobs, frontend_, 0);
+    auto g = std::make_unique<CodegenGraph>(eager_, opts_.cache_dir, on_compiled_, opts_.fuse, background_, opts_.jobs, frontend_, 0, min_cut_);
     variants_.emplace_back(std::move(sig), std::move(g));
     return variants_.back().second->call(args);
   }
@@ -287,7 +287,8 @@ class CodegenGraph {
           py::gil_scoped_release nogil;
           block();
         });
-        autograd::JointSplit split = autograd::partition_joint(jt.trace.graph, jt.num_primals, jt.num_fwd_outputs);
+        autograd::JointSplit split = autograd::partition_joint(jt.trace.graph, jt.num_primals, jt.num_fwd_outputs,
+                                                               min_cut_ ? autograd::Partitioner::kMinCut : autograd::Partitioner::kSaveAll);
         auto st = std::make_shared<TrainingStages>();
         runtime::BuildResult f, b;
         {
@@ -395,6 +396,7 @@ class CodegenGraph {
   bool frontend_ = false;   // called by kiln's frontend, which can run the frame eagerly instead
   int trace_failures_ = 0;
   int max_variants_ = 8;
+  bool min_cut_ = true;  // the partitioner for training graphs (else save everything the backward reads)
   std::shared_ptr<TrainingStages> training_;
   std::string training_status_;     // empty until the first training call
   std::vector<int64_t> signature_;  // of the call that traced this graph
@@ -414,9 +416,9 @@ void bind_codegen(py::module_& m) {
       .def_readonly("output_requires_grad", &TrainingStages::output_requires_grad)
       .def_readonly("describe", &TrainingStages::describe);
   py::class_<CodegenGraph>(m, "CodegenGraph")
-      .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int>(), py::arg("eager"), py::arg("cache_dir") = "",
+      .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int, bool>(), py::arg("eager"), py::arg("cache_dir") = "",
            py::arg("on_compiled") = py::none(), py::arg("fuse") = true, py::arg("background") = false, py::arg("jobs") = 0,
-           py::arg("frontend") = false, py::arg("max_variants") = 8)
+           py::arg("frontend") = false, py::arg("max_variants") = 8, py::arg("min_cut") = true)
       .def("__call__", &CodegenGraph::call)
       .def("wait", &CodegenGraph::wait, "Wait for a background build to finish.")
       .def_property_readonly("status", &CodegenGraph::status)

@@ -58,3 +58,33 @@ TEST(Partition, RefusesInputMutationsAndInputsReturnedAsIs) {
   passthrough.outputs[0] = 0;
   EXPECT_THROW(autograd::partition_joint(passthrough, 2, 1), std::runtime_error);
 }
+
+// y = tanh(expand(x @ w)): saving tanh's [8, 4, 3] output costs 8x what saving the matmul's
+// [4, 3] output does, and expand and tanh are cheap to recompute; the matmul is not.
+static const char* kJointBroadcast = R"(%0 = input 0 : f32[4, 8]{8, 1}
+%1 = input 1 : f32[8, 3]{3, 1}
+%2 = input 2 : f32[8, 4, 3]{12, 3, 1}
+%3 = aten::mm(%0, mat2=%1) : f32[4, 3]{3, 1}
+%4 = aten::expand(%3, size=[8, 4, 3], implicit=False) : f32[8, 4, 3]{0, 3, 1}
+%5 = aten::tanh(%4) : f32[8, 4, 3]{12, 3, 1}
+%6 = aten::tanh_backward(%2, output=%5) : f32[8, 4, 3]{12, 3, 1}
+%7 = aten::sum.dim_IntList(%6, dim=[0], keepdim=False, dtype=None) : f32[4, 3]{3, 1}
+%8 = aten::t(%0) : f32[8, 4]{1, 8}
+%9 = aten::mm(%8, mat2=%7) : f32[8, 3]{3, 1}
+return %5, %9
+)";
+
+TEST(Partition, MinCutSavesTheSmallerValueAndRecomputesCheapOps) {
+  ir::AtenGraph joint = ir::AtenGraph::parse(kJointBroadcast);
+  joint.num_inputs = 3;
+  autograd::JointSplit all = autograd::partition_joint(joint, 2, 1, autograd::Partitioner::kSaveAll);
+  ASSERT_EQ(all.num_saved_values, 1);
+  EXPECT_EQ(all.forward.values[all.forward.outputs.back()].meta.sizes, (std::vector<int64_t>{8, 4, 3}));
+  autograd::JointSplit cut = autograd::partition_joint(joint, 2, 1, autograd::Partitioner::kMinCut);
+  ASSERT_EQ(cut.num_saved_values, 1);
+  EXPECT_EQ(cut.forward.values[cut.forward.outputs.back()].meta.sizes, (std::vector<int64_t>{4, 3}));  // the matmul
+  EXPECT_EQ(cut.num_recomputed, 2);                                                                     // expand, tanh
+  EXPECT_EQ(cut.backward_nodes, (std::vector<int>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(cut.saved_primals, (std::vector<int>{0}));
+  EXPECT_NE(cut.describe().find("2 recomputed"), std::string::npos);
+}

@@ -43,9 +43,17 @@ def assert_compiled(statuses):
     assert statuses and all(s.startswith("compiled forward and backward") for s in statuses), statuses
 
 
-def test_mlp_forward_and_backward_are_compiled():
-    m = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8), nn.LayerNorm(8))
-    assert_compiled(train_steps(m, lambda: [torch.randn(5, 16)]))
+@pytest.mark.parametrize("partitioner", ["min_cut", "save_all"])
+def test_mlp_forward_and_backward_are_compiled(partitioner):
+    kiln._options.set("partitioner", partitioner)
+    try:
+        m = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8), nn.LayerNorm(8))
+        statuses = train_steps(m, lambda: [torch.randn(5, 16)])
+    finally:
+        kiln._options.unset("partitioner")
+    assert_compiled(statuses)
+    recomputed = int(statuses[0].split("(")[-1].split(" recomputed")[0])
+    assert (recomputed > 0) == (partitioner == "min_cut"), statuses
 
 
 def test_gradients_of_inputs_and_frozen_parameters():
