@@ -42,7 +42,14 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     need(2);
     PyRef cls = as_python(args[1]);
     if (!cls) unsupported("isinstance() with a non-constant class");
-    PyObject* t = is("isinstance") ? python_type_of(args[0]) : as_python(args[0]).get();
+    PyRef held;  // keeps issubclass's first argument alive through the call
+    PyObject* t = nullptr;
+    if (is("isinstance")) {
+      t = python_type_of(args[0]);
+    } else {
+      held = as_python(args[0]);
+      t = held.get();
+    }
     if (!t) unsupported("issubclass() of a non-constant");
     int r = PyObject_IsSubclass(t, cls.get());
     if (r < 0) unsupported(take_python_error());
@@ -199,7 +206,7 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
       if (v->is_tensor()) {
         if (is("abs")) return unary(op_fn("abs"), v);
         if (is("pow") && args.size() == 2) return binary("NB_POWER", args[0], args[1]);
-        unsupported(py_str(PyObject_GetAttrString(f, "__name__")) + "() of a tensor depends on its data");
+        unsupported(py_str(PyRef::steal(PyObject_GetAttrString(f, "__name__")).get()) + "() of a tensor depends on its data");
       }
     if (flat.size() != args.size()) return fold(f, {make_seq(VarKind::kTuple, flat)}, kwargs);
     return fold(f, args, kwargs);
@@ -238,6 +245,15 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
   }
   *handled = false;
   return nullptr;
+}
+
+// A list position given to insert/pop: a constant int, or a size (specialised, guarded).
+long Interpreter::list_index(const VarPtr& v, const char* what) {
+  PyRef i = v->is_symint() ? concretize(v) : (v->is_const() ? v->obj : PyRef());
+  if (!i || !PyLong_Check(i.get())) unsupported(std::string(what) + " with a non-constant index");
+  long r = PyLong_AsLong(i.get());
+  if (r == -1 && PyErr_Occurred()) unsupported(std::string(what) + ": " + take_python_error());
+  return r;
 }
 
 VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
@@ -329,7 +345,7 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
       if (name == "extend") { mutate(); auto it = unpack(args.at(0)); self->items.insert(self->items.end(), it.begin(), it.end()); return make_const(Py_None); }
       if (name == "insert") {
         mutate();
-        long i = PyLong_AsLong(args.at(0)->obj.get());
+        long i = list_index(args.at(0), "list.insert");
         long n = static_cast<long>(self->items.size());
         if (i < 0) i = std::max(0L, i + n);
         i = std::min(i, n);
@@ -340,7 +356,7 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
         mutate();
         if (self->items.empty()) unsupported("pop from empty list");
         long n = static_cast<long>(self->items.size());
-        long i = args.empty() ? n - 1 : PyLong_AsLong(args[0]->obj.get());
+        long i = args.empty() ? n - 1 : list_index(args[0], "list.pop");
         if (i < 0) i += n;
         if (i < 0 || i >= n) unsupported("pop index out of range");
         VarPtr v = self->items[i];

@@ -80,7 +80,9 @@ static int compiled_function_init(PyObject* self_obj, PyObject* args, PyObject* 
   int fullgraph = 0, limit = 8, disable = 0;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOU|pipO", const_cast<char**>(kw), &fn, &backend, &name, &fullgraph, &limit, &disable, &dynamic))
     return -1;
-  self->dynamic = static_cast<int>(dynamic == Py_None ? DynamicPolicy::kAutomatic : PyObject_IsTrue(dynamic) ? DynamicPolicy::kAll : DynamicPolicy::kStatic);
+  int dyn = dynamic == Py_None ? -1 : PyObject_IsTrue(dynamic);
+  if (dyn == -1 && dynamic != Py_None) return -1;
+  self->dynamic = static_cast<int>(dyn < 0 ? DynamicPolicy::kAutomatic : dyn ? DynamicPolicy::kAll : DynamicPolicy::kStatic);
   if (!PyCallable_Check(fn)) { PyErr_SetString(PyExc_TypeError, "kiln.compile expects a callable"); return -1; }
   Py_INCREF(fn); Py_XSETREF(self->fn, fn);
   Py_INCREF(backend); Py_XSETREF(self->backend, backend);
@@ -399,11 +401,13 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& fv, bool* effec
     values.push_back(PyRef::steal(se.value.build(items, fv)));
     if (!values.back()) return nullptr;
   }
-  std::vector<PyObject*> containers(e.side_effects.size());  // borrowed, fetched before any store
+  // Owned, fetched before any store: a store may drop the last other reference to a container a
+  // later write-back targets (`v = d.pop(k); v.append(x)` clears d before v is written).
+  std::vector<PyRef> containers(e.side_effects.size());
   for (size_t i = 0; i < e.side_effects.size(); ++i) {
     const SideEffect& se = e.side_effects[i];
     if (!se.container) continue;
-    containers[i] = se.container->fetch(fv);
+    containers[i] = PyRef::borrow(se.container->fetch(fv));
     if (!containers[i]) {
       PyErr_Format(PyExc_RuntimeError, "kiln: %s vanished while the frame ran", se.container->repr().c_str());
       return nullptr;
@@ -415,8 +419,8 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& fv, bool* effec
     PyObject* v = values[i].get();
     int rc;
     if (!se.container) rc = PyObject_SetAttr(se.target.get(), se.name.get(), v);
-    else if (PyList_Check(containers[i])) rc = PyList_SetSlice(containers[i], 0, PY_SSIZE_T_MAX, v);
-    else rc = (PyDict_Clear(containers[i]), PyDict_Update(containers[i], v));
+    else if (PyList_Check(containers[i].get())) rc = PyList_SetSlice(containers[i].get(), 0, PY_SSIZE_T_MAX, v);
+    else rc = (PyDict_Clear(containers[i].get()), PyDict_Update(containers[i].get(), v));
     if (rc < 0) return nullptr;
   }
   if (e.brk) return continue_after_break(*e.brk, e.code, e.globals.get(), fv.func, result.get());  // `result`: the state at the break

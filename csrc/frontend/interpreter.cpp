@@ -409,6 +409,7 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
       if (conv == 1) val = PyRef::steal(PyObject_Str(val.get()));
       else if (conv == 2) val = PyRef::steal(PyObject_Repr(val.get()));
       else if (conv == 3) val = PyRef::steal(PyObject_ASCII(val.get()));
+      if (!val) unsupported("format failed: " + take_python_error());
       PyRef s = PyRef::steal(PyObject_Format(val.get(), spec ? spec->obj.get() : nullptr));
       if (!s) unsupported("format failed: " + take_python_error());
       push(make_const(s.get()));

@@ -146,6 +146,7 @@ class Interpreter {
   bool holds_symint(PyObject* value);
   // The concrete Python value of a symbolic int (guarding the shape env on it).
   PyRef concretize(const VarPtr& v);
+  long list_index(const VarPtr& v, const char* what);
   PyRef concretize_value(const VarPtr& v);
   void note_shape_guards(size_t before, const std::string& by);
   VarPtr symbolic_slice(const std::vector<VarPtr>& parts);

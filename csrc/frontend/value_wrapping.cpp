@@ -88,6 +88,7 @@ VarPtr Interpreter::tensor_input(PyObject* t, const SourcePtr& src) {
   v->source = src;
   GuardLeaf leaf{GuardLeaf::kTensor};
   probe_read(t, &leaf.tensor);
+  leaf.obj = PyRef::borrow(reinterpret_cast<PyObject*>(leaf.tensor.type));  // keeps the checked type alive
   uint64_t mask = 0;
   if (src->kind != Source::kConstant && cap_.shape_env->symbols().size() + leaf.tensor.sizes.size() <= SymbolBinding::kMax)
     mask = choose_dynamic_dims(t, src->repr(), leaf.tensor.sizes, opts_.dynamic, opts_.size_history, &cap_.dynamic_changes);

@@ -173,3 +173,29 @@ def test_gpt2_training_gradients():
     b.pow(2).mean().backward()
     for x, p in zip(g, m.parameters()):
         torch.testing.assert_close(x, p.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_write_backs_keep_containers_alive_while_replaying():
+    # Replaying d's write-back clears d, which held the only reference to the list that the
+    # next write-back fills: the replay must own it (a use-after-free before).
+    def fn(d, x):
+        v = d.pop("k")
+        v.append(1)
+        d["n"] = len(v)
+        return x + 1
+    compiled = kiln.compile(fn, backend="eager")
+    for i in range(4):
+        d, e = {"k": [0] * i, "j": 2}, {"k": [0] * i, "j": 2}
+        assert_same(compiled(d, torch.ones(2)), fn(e, torch.ones(2)))
+        assert d == e
+
+
+def test_list_insert_and_pop_at_a_symbolic_position():
+    def fn(xs, t, n):
+        xs.insert(n, t * 2)
+        return xs.pop(n) + t, len(xs)
+    compiled = kiln.compile(fn, backend="eager")
+    for n in (1, 2, 3, 2):
+        a, b = [torch.ones(1)] * 4, [torch.ones(1)] * 4
+        t = torch.randn(3)
+        assert_same(compiled(a, t, n), fn(b, t, n))
