@@ -287,6 +287,10 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
     }
     if (!is_constant_like(result.get()) && !is_symbolic_scalar(result.get()))
       unsupported(name + " returned a non-tensor value of type " + Py_TYPE(result.get())->tp_name);
+    // A tensor operation that returns nothing exists for its side effect (`loss.backward()`,
+    // `t.retain_grad()`): it must run, so it cannot be folded away as metadata.
+    if (result.get() == Py_None && name != "torch._assert")
+      unsupported(name + " returns None: its effect (autograd, hooks) happens outside the graph");
     return wrap_symbolic(result.get(), -1);
   }
   std::vector<graph::Arg> gargs;

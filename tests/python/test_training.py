@@ -184,3 +184,43 @@ def test_batchnorm_running_statistics_are_written_back():
         for name in ("running_mean", "running_var", "num_batches_tracked"):
             assert_same(getattr(m.bn, name), getattr(ref.bn, name), rtol=1e-4, atol=1e-5)
     assert_compiled([g.training_status for g in _codegen.GRAPHS])
+
+
+def test_a_whole_training_step_compiled_with_backward_and_optimizer_inside():
+    # loss.backward() inside the compiled function used to be dropped as "metadata" (it returns
+    # None): the step then silently skipped its gradients.
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 1))
+    ref = copy.deepcopy(m)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+
+    def step(model, o, x, y):
+        o.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        o.step()
+        return loss
+
+    compiled = kiln.compile(step)
+    for _ in range(20):
+        x, y = torch.randn(8, 10), torch.randn(8, 1)
+        assert_same(compiled(m, opt, x, y), step(ref, opt_ref, x, y), rtol=1e-4, atol=1e-5)
+    for p, q in zip(m.parameters(), ref.parameters()):
+        assert_same(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)
+    assert any("backward" in b["reason"] for b in kiln.stats()["breaks"])
+
+
+def test_retain_grad_inside_a_compiled_function_takes_effect():
+    def fn(x, w):
+        h = x @ w
+        h.retain_grad()
+        return h, h.relu().sum()
+    compiled = kiln.compile(fn)
+    x, w = torch.randn(3, 4), torch.randn(4, 2, requires_grad=True)
+    h, loss = compiled(x, w)
+    loss.backward()
+    h2, loss2 = fn(x, w.detach().clone().requires_grad_())
+    loss2.backward()
+    assert h.grad is not None
+    assert_same(h.grad, h2.grad)
