@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
 
 #include "autograd/partition.h"
 #include "frontend/frame_dispatch.h"
@@ -73,6 +74,32 @@ struct TrainingStages {
     return r;
   }
 };
+
+// Whether a graph output is a view (through view ops) of the new contents of an input the graph
+// writes in place. Eager returns a view of the input itself there (`a.div_(2); return a[0]`), and
+// code after a graph break may write through it; generated code returns a fresh tensor.
+static bool output_views_a_mutated_input(const ir::AtenGraph& g) {
+  static const std::set<std::string> views = {
+      "aten::select", "aten::slice", "aten::view", "aten::_unsafe_view", "aten::as_strided", "aten::t", "aten::transpose",
+      "aten::permute", "aten::unsqueeze", "aten::squeeze", "aten::expand", "aten::alias", "aten::diagonal", "aten::narrow",
+      "aten::unfold", "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::unbind", "aten::reshape",
+      "aten::_reshape_alias", "aten::view_as_real", "aten::view_as_complex", "aten::detach"};
+  std::set<int> mutated;
+  for (const auto& [input, value] : g.input_mutations) mutated.insert(value);
+  if (mutated.empty()) return false;
+  for (int v : g.outputs) {
+    for (int hops = 0; v >= 0 && hops < 64; ++hops) {
+      if (mutated.count(v)) return true;
+      const ir::AtenValue& val = g.values.at(v);
+      if (val.kind != ir::AtenValue::kNodeOutput) break;
+      const ir::AtenNode& n = g.nodes.at(val.index);
+      std::string base = n.op.substr(0, n.op.find('.'));
+      if (!views.count(base) || n.args.empty() || n.args[0].kind != ir::AtenArg::kTensor) break;
+      v = n.args[0].value;
+    }
+  }
+  return false;
+}
 
 static bridge::TraceResult split_trace(const ir::AtenGraph& g, const std::vector<int>& nodes, const std::vector<int>& constants,
                                        const bridge::TraceResult& joint) {
@@ -356,6 +383,8 @@ class CodegenGraph {
     for (const auto& [input, value] : tr.graph.input_mutations)
       if (at::has_internal_overlap(inputs.at(input)) == at::MemOverlap::Yes)
         return fall_back("an input mutated in place has overlapping memory (an expanded tensor)", args);
+    if (output_views_a_mutated_input(tr.graph))
+      return fall_back("an output is a view of an input the graph writes in place (eager returns the input's view)", args);
     // Inputs that alias one another where one is written: this call runs eagerly (the trace left
     // the inputs untouched) and the next call traces again.
     if (runtime::mutated_input_aliases(tr.graph.input_mutations, inputs)) return decline("an input written in place shares memory with another input", args);

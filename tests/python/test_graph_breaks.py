@@ -302,3 +302,20 @@ def test_view_carried_across_a_break_sees_a_later_in_place_write():
         a.mul_(a)  # the graph after the break gets a and its view as two inputs
         return t11 + t5
     check(fn, lambda: (torch.randn(5, 13), torch.randn(65)), graphs=None, breaks=1)
+
+
+def test_a_view_of_an_input_written_in_place_stays_a_view_across_a_break():
+    # The graph writes `a` in place and hands `a[0]` to the code after the break, which writes
+    # through it: that must reach `a`, so the generated code cannot return a fresh tensor there.
+    def fn(a):
+        a.div_(2)
+        v = a[0]
+        print("", end="", file=SINK)
+        v.clamp_(min=0)
+        return v * 2
+    compiled = kiln.compile(fn)
+    for n in (4, 4, 5):
+        a = torch.randn(2 * n, n, dtype=torch.float64)[::2]
+        b = a.clone()
+        assert_same(compiled(a), fn(b))
+        assert torch.equal(a, b)
