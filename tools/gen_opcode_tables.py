@@ -1,4 +1,4 @@
-"""Generate csrc/frontend/opcode_tables.inc from each CPython's own `opcode` module.
+"""Generate csrc/frontend/bytecode/opcode_tables.inc from each CPython's own `opcode` module.
 
 The opcode numbers, inline-cache sizes and jump kinds are facts of each interpreter version, so
 they are read from that interpreter rather than typed in by hand. Run with every supported
@@ -31,7 +31,7 @@ def main(pythons):
         jr = set(d["jrel"]); ja = set(d["jabs"])
         out.append(",".join("1" if i in jr else ("2" if i in ja else "0") for i in range(256)) + "},\n  {")
         out.append(",".join(f'"{n}"' for n in d["nb_ops"]) + f"}}, {len(d['nb_ops'])}\n}};\n")
-    dst = os.path.join(os.path.dirname(__file__), "..", "csrc", "frontend", "opcode_tables.inc")
+    dst = os.path.join(os.path.dirname(__file__), "..", "csrc", "frontend", "bytecode", "opcode_tables.inc")
     with open(dst, "w") as f:
         f.write("".join(out))
 

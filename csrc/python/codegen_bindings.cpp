@@ -12,7 +12,7 @@
 #include <set>
 
 #include "autograd/partition.h"
-#include "frontend/frame_dispatch.h"
+#include "frontend/hook/frame_dispatch.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/graph_build.h"
 #include "torch_bridge/tracer.h"

@@ -3,15 +3,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "frontend/bytecode.h"
-#include "frontend/bytecode_assembler.h"
-#include "frontend/code_state.h"
-#include "frontend/eager_graph.h"
-#include "frontend/eval_frame.h"
-#include "frontend/frame_dispatch.h"
-#include "frontend/options.h"
-#include "frontend/stats.h"
-#include "frontend/torch_types.h"
+#include "frontend/bytecode/bytecode.h"
+#include "frontend/bytecode/bytecode_assembler.h"
+#include "frontend/hook/code_state.h"
+#include "frontend/hook/eager_graph.h"
+#include "frontend/hook/eval_frame.h"
+#include "frontend/hook/frame_dispatch.h"
+#include "frontend/hook/options.h"
+#include "frontend/hook/stats.h"
+#include "frontend/objects/torch_types.h"
 
 namespace py = pybind11;
 namespace kiln::python { void bind_codegen(py::module_& m); }

@@ -1,6 +1,6 @@
 // The frontend's window onto tensors and global autograd state (see frontend/tensor_probe.h).
 // This and module.cpp are the only translation units that include PyTorch headers.
-#include "frontend/tensor_probe.h"
+#include "frontend/objects/tensor_probe.h"
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>

@@ -16,7 +16,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "frontend/tensor_probe.h"
+#include "frontend/objects/tensor_probe.h"
 #include "symbolic/shape_env.h"
 
 namespace kiln::frontend {

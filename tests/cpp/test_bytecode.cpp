@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "frontend/bytecode.h"
+#include "frontend/bytecode/bytecode.h"
 
 using kiln::frontend::Bytecode;
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "frontend/bytecode_assembler.h"
+#include "frontend/bytecode/bytecode_assembler.h"
 
 using namespace kiln::frontend;
 

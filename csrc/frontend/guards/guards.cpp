@@ -1,0 +1,231 @@
+// Guard tree construction, evaluation, failure reporting and printing.
+#include "frontend/guards/guards.h"
+
+#include "support/str_builder.h"
+
+namespace kiln::frontend {
+
+struct GuardTree::Node {
+  SourcePtr source;  // null for the root
+  std::vector<GuardLeaf> leaves;
+  std::vector<std::unique_ptr<Node>> children;
+};
+
+GuardTree::GuardTree() : root_(std::make_unique<Node>()) {}
+GuardTree::~GuardTree() = default;
+
+bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
+  switch (kind) {
+    case kType: return reinterpret_cast<PyObject*>(Py_TYPE(v)) == obj.get();
+    case kId: return v == obj.get();
+    case kEquals: {
+      if (v == obj.get()) return true;
+      if (Py_TYPE(v) != Py_TYPE(obj.get())) return false;
+      int r = PyObject_RichCompareBool(v, obj.get(), Py_EQ);
+      if (r < 0) { PyErr_Clear(); return false; }
+      return r == 1;
+    }
+    case kTensor: return probe_matches(v, tensor, binding);
+    case kSymInt: {
+      if (!binding || !PyLong_CheckExact(v)) return false;
+      int overflow = 0;
+      long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+      if (overflow || x < 2) { PyErr_Clear(); return false; }
+      uint64_t bit = uint64_t{1} << length;
+      if (binding->bound & bit) return binding->values[length] == x;
+      binding->values[length] = x;
+      binding->bound |= bit;
+      return true;
+    }
+    case kLen: {
+      Py_ssize_t n = PyObject_Length(v);
+      if (n < 0) { PyErr_Clear(); return false; }
+      return n == length;
+    }
+    case kLacksKey: {
+      if (!PyDict_Check(v)) return false;
+      int r = PyDict_Contains(v, obj.get());
+      if (r < 0) { PyErr_Clear(); return false; }
+      return r == 0;
+    }
+    case kDictKeys: {
+      if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(obj.get())) return false;
+      Py_ssize_t pos = 0, i = 0;
+      PyObject *k, *val;
+      while (PyDict_Next(v, &pos, &k, &val)) {
+        PyObject* want = PyTuple_GET_ITEM(obj.get(), i++);
+        if (k == want) continue;
+        int r = PyObject_RichCompareBool(k, want, Py_EQ);
+        if (r < 0) PyErr_Clear();
+        if (r != 1) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string GuardLeaf::describe(const std::string& e) const {
+  switch (kind) {
+    case kType: return "type(" + e + ") is " + reinterpret_cast<PyTypeObject*>(obj.get())->tp_name;
+    case kId: return "id(" + e + ") == " + std::to_string(reinterpret_cast<uintptr_t>(obj.get())) + "  # a " + Py_TYPE(obj.get())->tp_name;
+    case kEquals: return e + " == " + py_repr(obj.get());
+    case kTensor: return "check_tensor(" + e + ", " + std::string(tensor.type->tp_name) + ", " + probe_describe(tensor) + ")";
+    case kLen: return "len(" + e + ") == " + std::to_string(length);
+    case kDictKeys: return "list(" + e + ".keys()) == " + py_repr(obj.get());
+    case kLacksKey: return py_repr(obj.get()) + " not in " + e;
+    case kSymInt: return "s" + std::to_string(length) + " = " + e + "  # an int >= 2";
+  }
+  return "?";
+}
+
+std::string GuardLeaf::why_failed(PyObject* v) const {
+  switch (kind) {
+    case kTensor: return probe_mismatch(v, tensor);
+    case kEquals: return "expected " + py_repr(obj.get()) + ", actual " + py_repr(v);
+    case kType: return std::string("expected type ") + reinterpret_cast<PyTypeObject*>(obj.get())->tp_name + ", actual " + Py_TYPE(v)->tp_name;
+    // Never the objects' repr: it can format whole tensors (or run arbitrary user code).
+    case kId: return std::string("expected the same ") + Py_TYPE(obj.get())->tp_name + " object, got another " + Py_TYPE(v)->tp_name;
+    case kLen: return "expected length " + std::to_string(length);
+    case kDictKeys: return "expected keys " + py_repr(obj.get());
+    case kLacksKey: return py_repr(obj.get()) + " was added";
+    case kSymInt: return PyLong_CheckExact(v) ? "expected an int >= 2, actual " + py_repr(v) + " (0 and 1 are specialised)"
+                                              : std::string("expected an int, actual ") + Py_TYPE(v)->tp_name;
+  }
+  return "";
+}
+
+GuardTree::Node* GuardTree::node_for(const SourcePtr& src) {
+  Node* parent = src->parent ? node_for(src->parent) : root_.get();
+  for (auto& c : parent->children)
+    if (c->source == src || c->source->repr() == src->repr()) return c.get();
+  parent->children.push_back(std::make_unique<Node>());
+  parent->children.back()->source = src;
+  return parent->children.back().get();
+}
+
+void GuardTree::add(const SourcePtr& src, GuardLeaf leaf) {
+  Node* n = node_for(src);
+  for (const auto& l : n->leaves)  // skip exact duplicates
+    if (l.kind == leaf.kind && l.kind != GuardLeaf::kTensor && l.obj.get() == leaf.obj.get() && l.length == leaf.length) return;
+  n->leaves.push_back(std::move(leaf));
+}
+
+
+}  // namespace kiln::frontend
+
+namespace kiln::frontend {
+
+// Each node's value is computed once, from its parent's value, and shared by its leaves and
+// children.
+static bool check_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, PyObject* parent_value,
+                           const FrameView& f, SymbolBinding* b) {
+  for (const auto& c : children) {
+    PyObject* v = parent_value ? c->source->step(parent_value) : c->source->root(f);
+    if (!v) return false;
+    for (const auto& l : c->leaves)
+      if (!l.check(v, b)) return false;
+    if (!c->children.empty() && !check_children(c->children, v, f, b)) return false;
+  }
+  return true;
+}
+
+// Every symbol bound by its tensor, then the shape guards over the bound values.
+static bool shape_guards_hold(const sym::ShapeEnv& env, const SymbolBinding& b) {
+  size_t n = env.symbols().size();
+  uint64_t all = n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+  if ((b.bound & all) != all) return false;
+  return sym::ShapeGuards{env.guards(), static_cast<int>(n)}.check(b.values);
+}
+
+bool GuardTree::distinct_ok(const FrameView& f) const {
+  PyObject* seen[64];
+  for (const auto& group : distinct_) {
+    size_t n = 0;
+    for (const auto& s : group) {
+      PyObject* v = s->fetch(f);
+      for (size_t i = 0; i < n; ++i)
+        if (seen[i] == v) return false;
+      if (n < 64) seen[n++] = v;
+    }
+  }
+  return true;
+}
+
+bool GuardTree::check(const FrameView& f) const {
+  if (has_global_ && !(probe_global_state() == global_)) return false;
+  if (symbolic()) {
+    SymbolBinding b;
+    return check_children(root_->children, nullptr, f, &b) && shape_guards_hold(*shape_env_, b) && (distinct_.empty() || distinct_ok(f));
+  }
+  return check_children(root_->children, nullptr, f, nullptr) && (distinct_.empty() || distinct_ok(f));
+}
+
+static std::string fail_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, const FrameView& f, int* kind,
+                                 SymbolBinding* b) {
+  for (const auto& c : children) {
+    PyObject* v = c->source->fetch(f);
+    if (!v) return c->source->repr() + ": no longer present";
+    for (const auto& l : c->leaves)
+      if (!l.check(v, b)) {
+        if (kind) *kind = l.kind;
+        return l.describe(c->source->repr()) + "  (" + l.why_failed(v) + ")";
+      }
+    std::string r = fail_children(c->children, f, kind, b);
+    if (!r.empty()) return r;
+  }
+  return "";
+}
+
+std::string GuardTree::first_failure(const FrameView& f, int* kind) const {
+  if (kind) *kind = -1;
+  if (has_global_) {
+    GlobalStateFacts now = probe_global_state();
+    if (!(now == global_))
+      return "global state changed: expected " + probe_describe_global_state(global_) + "; actual " + probe_describe_global_state(now);
+  }
+  SymbolBinding b;
+  std::string r = fail_children(root_->children, f, kind, symbolic() ? &b : nullptr);
+  if (r.empty() && symbolic() && !shape_guards_hold(*shape_env_, b)) {
+    if (kind) *kind = GuardLeaf::kTensor;
+    return "shape guard failed: " + sym::ShapeGuards{shape_env_->guards(), static_cast<int>(shape_env_->symbols().size())}.first_failure(b.values);
+  }
+  if (r.empty() && !distinct_.empty() && !distinct_ok(f)) return "two containers the frame mutates are now the same object";
+  return r;
+}
+
+static void print_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, kiln::support::StrBuilder& os, int& count) {
+  for (const auto& c : children) {
+    for (const auto& l : c->leaves) { os << "  " << l.describe(c->source->repr()) << "\n"; ++count; }
+    print_children(c->children, os, count);
+  }
+}
+
+std::string GuardTree::to_string() const {
+  kiln::support::StrBuilder os;
+  int count = 0;
+  if (has_global_) { os << "  global_state(" << probe_describe_global_state(global_) << ")\n"; ++count; }
+  print_children(root_->children, os, count);
+  if (symbolic()) {
+    const auto& syms = shape_env_->symbols();
+    for (size_t i = 0; i < syms.size(); ++i) os << "  # s" << i << " = " << syms[i].source << " (" << syms[i].hint << " when captured)\n";
+    for (const auto& g : shape_env_->guards()) { os << "  check(" << g.str() << ")\n"; ++count; }
+  }
+  for (const auto& group : distinct_) {
+    os << "  distinct(";
+    for (size_t i = 0; i < group.size(); ++i) os << (i ? ", " : "") << group[i]->repr();
+    os << ")\n";
+    ++count;
+  }
+  return os.str();
+}
+
+static int count_leaves(const std::vector<std::unique_ptr<GuardTree::Node>>& children) {
+  int n = 0;
+  for (const auto& c : children) n += static_cast<int>(c->leaves.size()) + count_leaves(c->children);
+  return n;
+}
+
+int GuardTree::num_leaves() const { return count_leaves(root_->children) + (has_global_ ? 1 : 0); }
+
+}  // namespace kiln::frontend

@@ -1,0 +1,63 @@
+// Guards: the conditions under which a cache entry's captured graph is valid for a new call.
+//
+// A tree of nodes, one per source, each with leaf checks (type, identity, constant equality,
+// tensor match, length, dict keys) and children reached through accessors; plus a global-state
+// check at the root. Each access path is walked once and shared by every check below it.
+// Checking runs no Python code: C-level dict/tuple access and the tensor probe only.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frontend/guards/sources.h"
+#include "frontend/objects/tensor_probe.h"
+
+namespace kiln::frontend {
+
+struct GuardLeaf {
+  enum Kind { kType, kId, kEquals, kTensor, kLen, kDictKeys, kLacksKey, kSymInt } kind;
+  PyRef obj;            // kType: the type; kId: the object; kEquals: the constant; kDictKeys: tuple
+                        // of keys; kLacksKey: the key a dict must not contain
+  TensorFacts tensor;   // kTensor
+  Py_ssize_t length = 0;  // kLen; kSymInt: the symbol an int binds (it must be an int >= 2)
+  bool check(PyObject* v, SymbolBinding* binding = nullptr) const;
+  std::string describe(const std::string& expr) const;
+  std::string why_failed(PyObject* v) const;
+};
+
+class GuardTree {
+ public:
+  GuardTree();
+  ~GuardTree();
+  void add(const SourcePtr& src, GuardLeaf leaf);
+  void set_global_state(const GlobalStateFacts& g) { global_ = g; has_global_ = true; }
+  // The values of these sources must be distinct objects (containers the capture mutates and
+  // writes back: aliased, the write-backs would clobber each other).
+  void add_distinct(std::vector<SourcePtr> sources) { distinct_.push_back(std::move(sources)); }
+  // Symbolic sizes: tensor guards with dynamic dimensions bind the env's symbols, then its shape
+  // guards must hold.
+  void set_shape_env(std::shared_ptr<sym::ShapeEnv> env) { shape_env_ = std::move(env); }
+  const std::shared_ptr<sym::ShapeEnv>& shape_env() const { return shape_env_; }
+
+  bool check(const FrameView& frame) const;
+  // The first failing guard, as "<expr>: <reason>", or "" if all pass; `kind` (optional) gets
+  // its GuardLeaf::Kind, or -1 when the global state or aliasing failed.
+  std::string first_failure(const FrameView& frame, int* kind = nullptr) const;
+  // Readable code, one guard a line: `check_tensor(L['x'], f32[4, 8])` ...
+  std::string to_string() const;
+  int num_leaves() const;
+
+  struct Node;
+
+ private:
+  Node* node_for(const SourcePtr& src);
+  std::unique_ptr<Node> root_;
+  GlobalStateFacts global_;
+  bool has_global_ = false;
+  std::vector<std::vector<SourcePtr>> distinct_;
+  std::shared_ptr<sym::ShapeEnv> shape_env_;
+  bool distinct_ok(const FrameView& frame) const;
+  bool symbolic() const { return shape_env_ && !shape_env_->symbols().empty(); }
+};
+
+}  // namespace kiln::frontend

@@ -1,0 +1,504 @@
+// Recording tensor operations into the captured graph: fake arguments, the result's device, shape
+// propagation on meta tensors, in-place operations, and grad-mode changes.
+#include <cstring>
+#include <unordered_set>
+
+#include "frontend/interpreter/interpreter.h"
+#include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/hook/options.h"
+#include "frontend/objects/tensor_probe.h"
+#include "frontend/objects/torch_types.h"
+
+namespace kiln::frontend {
+
+// ---------------------------------------------------------------- graph recording
+
+int Interpreter::handle(PyObject* o) {
+  auto it = handles_.find(o);
+  if (it != handles_.end()) return it->second;
+  int h = static_cast<int>(cap_.objects.size());
+  cap_.objects.push_back(PyRef::borrow(o));
+  handles_[o] = h;
+  return h;
+}
+
+std::string qualified_name(PyObject* fn) {
+  PyRef mod = PyRef::steal(PyObject_GetAttrString(fn, "__module__"));
+  if (!mod) PyErr_Clear();
+  PyRef qn = PyRef::steal(PyObject_GetAttrString(fn, "__qualname__"));
+  if (!qn) { PyErr_Clear(); qn = PyRef::steal(PyObject_GetAttrString(fn, "__name__")); }
+  if (!qn) { PyErr_Clear(); return py_repr(fn); }
+  std::string m = (mod && PyUnicode_Check(mod.get())) ? py_str(mod.get()) : "";
+  if (m == "torch._C._VariableFunctions" || m == "torch._C") m = "torch";
+  std::string q = py_str(qn.get());
+  if (q.rfind("_VariableFunctionsClass.", 0) == 0) return "torch." + q.substr(24);
+  if (m == "torch._C._nn") m = "torch._C._nn";
+  if (m == "_operator") m = "operator";
+  return m.empty() ? py_str(qn.get()) : m + "." + py_str(qn.get());
+}
+
+graph::Arg Interpreter::to_arg(const VarPtr& v) {
+  switch (v->kind) {
+    case VarKind::kTensor:
+    case VarKind::kSymInt:
+    case VarKind::kSymSlice: return graph::Arg::of_node(v->node);
+    case VarKind::kConst: return graph::Arg::of_const(handle(v->obj.get()), py_repr(v->obj.get()));
+    case VarKind::kTuple:
+    case VarKind::kList: {
+      std::vector<graph::Arg> items;
+      for (const auto& it : v->items) items.push_back(to_arg(it));
+      return graph::Arg::of_seq(v->kind == VarKind::kTuple ? graph::Arg::kTuple : graph::Arg::kList, std::move(items));
+    }
+    case VarKind::kObject:
+      if (PyType_Check(v->obj.get()) || PyCallable_Check(v->obj.get()) || PyModule_Check(v->obj.get()))
+        return graph::Arg::of_const(handle(v->obj.get()), qualified_name(v->obj.get()));
+      return graph::Arg::of_const(handle(v->obj.get()), py_repr(v->obj.get()));
+    default: unsupported(std::string("cannot pass a ") + kind_name(v->kind) + " to a tensor operation");
+  }
+}
+
+PyRef Interpreter::to_fake(const VarPtr& v) {
+  PyRef r = as_python(v, /*fake_tensors=*/true);
+  if (!r) unsupported(std::string("cannot pass a ") + kind_name(v->kind) + " to a tensor operation");
+  return r;
+}
+
+static bool is_device_like(PyObject* o) {
+  if (reinterpret_cast<PyObject*>(Py_TYPE(o)) == g_torch.device_type) return true;
+  if (!PyUnicode_Check(o)) return false;
+  const char* s = PyUnicode_AsUTF8(o);
+  if (!s) { PyErr_Clear(); return false; }
+  static const char* prefixes[] = {"cpu", "cuda", "meta", "mps", "xpu", "hpu", "privateuseone"};
+  for (const char* p : prefixes)
+    if (std::strncmp(s, p, std::strlen(p)) == 0) return true;
+  return false;
+}
+
+static PyRef to_device_object(PyObject* o) {
+  if (reinterpret_cast<PyObject*>(Py_TYPE(o)) == g_torch.device_type) return PyRef::borrow(o);
+  return PyRef::steal(PyObject_CallOneArg(g_torch.device_type, o));
+}
+
+static void collect_tensor_devices(const VarPtr& v, std::vector<PyObject*>& out) {
+  if (v->is_tensor()) out.push_back(v->device.get());
+  else if (v->kind == VarKind::kTuple || v->kind == VarKind::kList)
+    for (const auto& it : v->items) collect_tensor_devices(it, out);
+}
+
+// operator.iadd and friends (`x += y`): they mutate a tensor left operand.
+static bool is_inplace_operator(const std::string& qualname) {
+  static const std::unordered_set<std::string> names = {
+      "operator.iadd", "operator.iand", "operator.ifloordiv", "operator.ilshift", "operator.imatmul", "operator.imul",
+      "operator.imod", "operator.ior", "operator.ipow", "operator.irshift", "operator.isub", "operator.itruediv", "operator.ixor"};
+  return names.count(qualname) > 0;
+}
+
+static bool is_inplace_method(const std::string& m) {
+  return m.size() > 1 && m.back() == '_' && !(m.size() > 2 && m[m.size() - 2] == '_');
+}
+
+VarPtr Interpreter::wrap_result(PyObject* fake, int node, PyObject* device) {
+  if (probe_is_tensor(fake)) {
+    auto v = std::make_shared<Var>(VarKind::kTensor);
+    v->fake = PyRef::borrow(fake);
+    v->node = node;
+    v->device = PyRef::borrow(device);
+    return v;
+  }
+  if (PyTuple_Check(fake) || PyList_Check(fake)) {
+    bool any_tensor = false;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fake); ++i)
+      any_tensor |= probe_is_tensor(PySequence_Fast_GET_ITEM(fake, i));
+    if (any_tensor) {
+      auto v = make_seq(PyList_Check(fake) ? VarKind::kList : VarKind::kTuple, {});
+      if (PyTuple_Check(fake) && !PyTuple_CheckExact(fake)) v->obj = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(fake)));
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fake); ++i) {
+        PyObject* item = PySequence_Fast_GET_ITEM(fake, i);
+        PyRef idx = PyRef::steal(PyLong_FromSsize_t(i));
+        int n = -1;
+        if (probe_is_tensor(item)) {
+          n = cap_.graph->add_call(graph::Op::kCallFunction, "operator.getitem",
+                                   handle(PyDict_GetItemString(PyModule_GetDict(g_torch.operator_mod), "getitem")),
+                                   {graph::Arg::of_node(node), graph::Arg::of_const(handle(idx.get()), std::to_string(i))}, {},
+                                   probe_describe_tensor(item), where());
+          cap_.removable.push_back(true);
+        } else if (!is_constant_like(item)) {
+          unsupported("operator returned a sequence holding " + std::string(Py_TYPE(item)->tp_name));
+        }
+        v->items.push_back(n >= 0 ? wrap_result(item, n, device) : make_const(item));
+      }
+      return v;
+    }
+  }
+  if (is_constant_like(fake)) return make_const(fake);
+  unsupported(std::string("operator returned an unsupported value of type ") + Py_TYPE(fake)->tp_name);
+}
+
+// t.type() and t.get_device() answer for the real device, not the meta tensor that carries the
+// metadata: from the dtype and the device kiln tracks for the value.
+VarPtr Interpreter::device_dependent_query(const VarPtr& t, const std::string& method) {
+  PyRef kind = PyRef::steal(PyObject_GetAttrString(t->device.get(), "type"));
+  const std::string k = kind ? py_str(kind.get()) : "";
+  if (k != "cpu" && k != "cuda") unsupported("tensor." + method + "() on device " + k);
+  if (method == "get_device") {
+    PyRef index = PyRef::steal(PyObject_GetAttrString(t->device.get(), "index"));
+    if (k == "cpu" || !index || index.get() == Py_None) return make_const(PyRef::steal(PyLong_FromLong(-1)).get());
+    return make_const(index.get());
+  }
+  PyRef dtype = PyRef::steal(PyObject_GetAttrString(t->fake.get(), "dtype"));
+  PyRef empty = PyRef::steal(PyObject_GetAttrString(g_torch.torch, "empty"));
+  PyRef args = PyRef::steal(Py_BuildValue("(i)", 0)), kw = PyRef::steal(Py_BuildValue("{sO}", "dtype", dtype.get()));
+  PyRef probe = empty && args && kw ? PyRef::steal(PyObject_Call(empty.get(), args.get(), kw.get())) : PyRef();
+  PyRef name = probe ? PyRef::steal(PyObject_CallMethod(probe.get(), "type", nullptr)) : PyRef();
+  if (!name) unsupported("tensor.type(): " + take_python_error());
+  std::string s = py_str(name.get());  // "torch.FloatTensor"; on CUDA "torch.cuda.FloatTensor"
+  if (k == "cuda") s.insert(6, "cuda.");
+  return make_const(PyRef::steal(PyUnicode_FromString(s.c_str())).get());
+}
+
+VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string& method, const std::vector<VarPtr>& args,
+                              const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  // Device of the result: an explicit device argument, else the first non-CPU tensor input,
+  // else the first tensor input, else the default device (factories).
+  if (op == graph::Op::kCallMethod && args.size() == 1 && kwargs.empty() && args[0]->is_tensor() &&
+      (method == "type" || method == "get_device"))
+    return device_dependent_query(args[0], method);
+  PyRef device;
+  bool rewrite_devices = method == "to" || method == "type" || method == "new_tensor";
+  std::vector<PyObject*> devs;
+  for (const auto& a : args) collect_tensor_devices(a, devs);
+  for (const auto& kv : kwargs) collect_tensor_devices(kv.second, devs);
+
+  const bool scalar_sizes = scalar_operands(op == graph::Op::kCallMethod ? method : qualified_name(target));
+  PyRef fargs = PyRef::steal(PyTuple_New(args.size()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyRef f = scalar_sizes && args[i]->is_symint() ? symint_hint(args[i]) : to_fake(args[i]);
+    if (rewrite_devices && i > 0 && is_device_like(f.get())) {
+      device = to_device_object(f.get());
+      if (!device) unsupported("bad device argument: " + take_python_error());
+      f = PyRef::borrow(g_torch.meta_device);
+    }
+    if (rewrite_devices && i > 0 && probe_is_tensor(f.get())) device = args[i]->device;
+    PyTuple_SET_ITEM(fargs.get(), i, f.release());
+  }
+  PyRef fkw;
+  for (const auto& kv : kwargs) {
+    if (!fkw) fkw = PyRef::steal(PyDict_New());
+    PyRef f = to_fake(kv.second);
+    if (kv.first == "device" && f.get() != Py_None) {
+      device = to_device_object(f.get());
+      if (!device) unsupported("bad device argument: " + take_python_error());
+      f = PyRef::borrow(g_torch.meta_device);
+    }
+    PyDict_SetItemString(fkw.get(), kv.first.c_str(), f.get());
+  }
+  if (method == "cuda" || method == "cpu") {
+    // The meta result is the input's metadata; only the device changes.
+    PyRef dev = PyRef::steal(method == "cpu" ? PyObject_CallFunction(g_torch.device_type, "s", "cpu")
+                                             : PyObject_CallFunction(g_torch.device_type, "s", "cuda"));
+    device = dev;
+  }
+  if (!device) {
+    for (PyObject* d : devs) {
+      PyRef s = PyRef::steal(PyObject_GetAttrString(d, "type"));
+      if (s && PyUnicode_Check(s.get()) && std::strcmp(PyUnicode_AsUTF8(s.get()), "cpu") != 0) { device = PyRef::borrow(d); break; }
+      PyErr_Clear();
+    }
+    if (!device && !devs.empty()) device = PyRef::borrow(devs[0]);
+  }
+  bool factory = devs.empty();
+  if (factory && !device) {
+    if (!default_device_) default_device_ = PyRef::steal(PyObject_CallNoArgs(g_torch.get_default_device));
+    if (!default_device_) unsupported("torch.get_default_device failed: " + take_python_error());
+    device = default_device_;
+  }
+  if (factory && op == graph::Op::kCallFunction && !(fkw && PyDict_GetItemString(fkw.get(), "device"))) {
+    if (!fkw) fkw = PyRef::steal(PyDict_New());
+    PyDict_SetItemString(fkw.get(), "device", g_torch.meta_device);
+  }
+
+  const bool is_setitem = target && target == PyDict_GetItemString(PyModule_GetDict(g_torch.operator_mod), "setitem");
+  const bool inplace = !args.empty() && args[0]->is_tensor() &&
+                       (is_inplace_method(method) || is_setitem ||
+                        (op == graph::Op::kCallFunction && target && is_inplace_operator(qualified_name(target))));
+  if (inplace) {
+    // Mutate a private copy of the metadata: meta tensors may be shared through the memo.
+    PyRef copy = PyRef::steal(probe_make_meta(args[0]->fake.get()));
+    PyTuple_SetItem(fargs.get(), 0, copy.release());
+  }
+  const size_t shape_guards = cap_.shape_env->guards().size();
+  PyRef result;
+  if (method == "cuda" || method == "cpu") {
+    result = to_fake(args[0]);
+  } else {
+    result = PyRef::steal(meta_.run(target, op == graph::Op::kCallMethod ? method : "", fargs.get(), fkw.get(),
+                                    opts_.memoize_meta && !inplace));
+    if (!result && factory && fkw && PyErr_ExceptionMatches(PyExc_TypeError)) {
+      // The callable takes no `device`: run it as is (it makes no tensors from nothing).
+      PyErr_Clear();
+      PyDict_DelItemString(fkw.get(), "device");
+      result = PyRef::steal(meta_.run(target, op == graph::Op::kCallMethod ? method : "", fargs.get(), fkw.get(), false));
+    }
+  }
+  std::string name = op == graph::Op::kCallMethod ? method : qualified_name(target);
+  note_shape_guards(shape_guards, name);
+  if (!result) unsupported("shape propagation failed for " + name + ": " + take_python_error());
+  if (probe_is_tensor(result.get())) {
+    // Results that are real tensors (a callable that ignored `device`) become meta too.
+    PyRef dev = PyRef::steal(probe_device(result.get()));
+    PyRef t = PyRef::steal(PyObject_GetAttrString(dev.get(), "type"));
+    if (t && std::strcmp(PyUnicode_AsUTF8(t.get()), "meta") != 0) {
+      if (!device) device = dev;
+      result = PyRef::steal(probe_make_meta(result.get()));
+    }
+    PyErr_Clear();
+  }
+  if (inplace) {
+    cap_.mutates_inputs = true;  // maybe an input, or a view of one: their version counters will tell
+    std::vector<graph::Arg> gargs;
+    for (const auto& a : args) gargs.push_back(to_arg(a));
+    std::vector<std::pair<std::string, graph::Arg>> gkw;
+    for (const auto& kv : kwargs) gkw.emplace_back(kv.first, to_arg(kv.second));
+    cap_.graph->add_call(op, name, op == graph::Op::kCallFunction ? handle(target) : -1, std::move(gargs), std::move(gkw),
+                         probe_describe_tensor(PyTuple_GET_ITEM(fargs.get(), 0)), where());
+    cap_.removable.push_back(false);
+    if (is_setitem) return make_const(Py_None);
+    // The mutated tensor keeps its identity; only its metadata may change (e.g. unsqueeze_).
+    args[0]->fake = PyRef::borrow(PyTuple_GET_ITEM(fargs.get(), 0));
+    return args[0];
+  }
+  // Values that hold no tensor (sizes, flags, dtypes) are metadata: constants, no node.
+  bool has_tensor = probe_is_tensor(result.get());
+  if (!has_tensor && (PyTuple_Check(result.get()) || PyList_Check(result.get())))
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(result.get()); ++i)
+      has_tensor |= probe_is_tensor(PySequence_Fast_GET_ITEM(result.get(), i));
+  if (!has_tensor) {
+    // A string made from a meta tensor (its repr, a format) would describe the meta tensor.
+    if (PyUnicode_Check(result.get())) unsupported(name + " of a tensor depends on its data or device");
+    if (holds_symint(result.get())) {  // sizes of symbolic dimensions: read at run time
+      std::vector<graph::Arg> gargs;
+      for (const auto& a : args) gargs.push_back(to_arg(a));
+      std::vector<std::pair<std::string, graph::Arg>> gkw;
+      for (const auto& kv : kwargs) gkw.emplace_back(kv.first, to_arg(kv.second));
+      int node = cap_.graph->add_call(op, name, op == graph::Op::kCallFunction ? handle(target) : -1, std::move(gargs),
+                                      std::move(gkw), "", where());
+      cap_.removable.push_back(true);
+      return wrap_symbolic(result.get(), node);
+    }
+    if (!is_constant_like(result.get()) && !is_symbolic_scalar(result.get()))
+      unsupported(name + " returned a non-tensor value of type " + Py_TYPE(result.get())->tp_name);
+    // A tensor operation that returns nothing exists for its side effect (`loss.backward()`,
+    // `t.retain_grad()`): it must run, so it cannot be folded away as metadata.
+    if (result.get() == Py_None && name != "torch._assert")
+      unsupported(name + " returns None: its effect (autograd, hooks) happens outside the graph");
+    return wrap_symbolic(result.get(), -1);
+  }
+  std::vector<graph::Arg> gargs;
+  for (const auto& a : args) gargs.push_back(to_arg(a));
+  std::vector<std::pair<std::string, graph::Arg>> gkw;
+  for (const auto& kv : kwargs) gkw.emplace_back(kv.first, to_arg(kv.second));
+  std::string meta = probe_is_tensor(result.get()) ? probe_describe_tensor(result.get()) : "";
+  int node = cap_.graph->add_call(op, name, op == graph::Op::kCallFunction ? handle(target) : -1, std::move(gargs),
+                                  std::move(gkw), meta, where());
+  cap_.removable.push_back(false);
+  return wrap_result(result.get(), node, device.get());
+}
+
+// ---------------------------------------------------------------- symbolic ints
+
+// Pointwise arithmetic whose result's shape and dtype do not depend on a scalar operand's value:
+// a size used as that scalar (`x * (t // 2)`) runs through meta code as its captured value, so it
+// is not guarded; the graph still reads the size at run time.
+bool Interpreter::scalar_operands(const std::string& name) {
+  static const std::unordered_set<std::string> names = {
+      "operator.add", "operator.sub", "operator.mul", "operator.truediv", "operator.floordiv", "operator.mod", "operator.pow",
+      "torch.add", "torch.sub", "torch.mul", "torch.div", "torch.true_divide", "torch.floor_divide", "torch.remainder", "torch.pow",
+      "torch.clamp", "torch.clip", "torch.where", "torch.full_like", "torch.masked_fill",
+      "add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "pow", "clamp", "clip", "masked_fill", "fill_",
+      "add_", "sub_", "mul_", "div_", "clamp_", "masked_fill_", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
+      "__rmul__", "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__pow__", "__rpow__"};
+  return names.count(name) > 0;
+}
+
+PyRef Interpreter::symint_hint(const VarPtr& v) {
+  if (v->flag) return v->fake;
+  sym::Expr e;
+  if (!probe_symbolic_value(v->fake.get(), &e)) return to_fake(v);
+  return PyRef::steal(PyLong_FromLongLong(cap_.shape_env->hint(e)));
+}
+
+bool Interpreter::is_symbolic_scalar(PyObject* o) {
+  PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  return t == module_attr("torch", "SymInt") || t == module_attr("torch", "SymBool") || t == module_attr("torch", "SymFloat");
+}
+
+bool Interpreter::holds_symint(PyObject* o) {
+  sym::Expr e;
+  if (probe_symbolic_value(o, &e)) return !e.is_bool() && !e.is_constant();
+  if (PyTuple_Check(o) || PyList_Check(o))
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i)
+      if (holds_symint(PySequence_Fast_GET_ITEM(o, i))) return true;
+  return false;
+}
+
+// The concrete value of a SymInt/SymBool/SymFloat: asking for it guards the shape env on it.
+static PyRef concrete_scalar(PyObject* o) {
+  PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  if (t == module_attr("torch", "SymBool")) {
+    int r = PyObject_IsTrue(o);
+    return r < 0 ? PyRef() : PyRef::borrow(r ? Py_True : Py_False);
+  }
+  if (t == module_attr("torch", "SymFloat")) return PyRef::steal(PyNumber_Float(o));
+  return PyRef::steal(PyNumber_Index(o));
+}
+
+VarPtr Interpreter::wrap_symbolic(PyObject* o, int node) {
+  if (node >= 0 && Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(module_attr("torch", "SymInt")) && holds_symint(o)) {
+    auto v = std::make_shared<Var>(VarKind::kSymInt);
+    v->node = node;
+    v->fake = PyRef::borrow(o);
+    return v;
+  }
+  if (is_symbolic_scalar(o)) {
+    PyRef c = concrete_scalar(o);
+    if (!c) unsupported("a symbolic size could not be specialised: " + take_python_error());
+    return make_const(c.get());
+  }
+  if (node >= 0 && (PyTuple_Check(o) || PyList_Check(o)) && holds_symint(o)) {
+    auto v = make_seq(PyList_Check(o) ? VarKind::kList : VarKind::kTuple, {});
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+      PyObject* item = PySequence_Fast_GET_ITEM(o, i);
+      int n = -1;
+      if (holds_symint(item)) {
+        PyRef idx = PyRef::steal(PyLong_FromSsize_t(i));
+        n = cap_.graph->add_call(graph::Op::kCallFunction, "operator.getitem", handle(op_fn("getitem")),
+                                 {graph::Arg::of_node(node), graph::Arg::of_const(handle(idx.get()), std::to_string(i))}, {}, "", where());
+        cap_.removable.push_back(true);
+      }
+      v->items.push_back(wrap_symbolic(item, n));
+    }
+    return v;
+  }
+  return make_const(o);
+}
+
+// slice(start, stop, step) with a symbolic bound: a graph value, so `x[:, a:t]` stays symbolic.
+VarPtr Interpreter::symbolic_slice(const std::vector<VarPtr>& parts) {
+  std::vector<VarPtr> p = parts;
+  while (p.size() < 3) p.push_back(make_const(Py_None));
+  PyRef f[3];
+  std::vector<graph::Arg> gargs;
+  for (int i = 0; i < 3; ++i) {
+    if (is_float_scalar(p[i]) || !(p[i]->is_symint() || p[i]->is_const())) p[i] = make_const(concretize(p[i]).get());
+    f[i] = p[i]->is_symint() ? p[i]->fake : p[i]->obj;
+    gargs.push_back(to_arg(p[i]));
+  }
+  auto v = std::make_shared<Var>(VarKind::kSymSlice);
+  v->items = p;
+  v->fake = PyRef::steal(PySlice_New(f[0].get(), f[1].get(), f[2].get()));
+  v->node = cap_.graph->add_call(graph::Op::kCallFunction, "builtins.slice", handle(reinterpret_cast<PyObject*>(&PySlice_Type)),
+                                 std::move(gargs), {}, "", where());
+  cap_.removable.push_back(true);
+  return v;
+}
+
+// Logs (channel "dynamic") the shape guards added since `before`: which code specialised or
+// constrained a size, and where.
+void Interpreter::note_shape_guards(size_t before, const std::string& by) {
+  const auto& g = cap_.shape_env->guards();
+  if (g.size() <= before || !(options().log_mask & kLogDynamic)) return;
+  for (size_t i = before; i < g.size(); ++i) log(kLogDynamic, "shape guard " + g[i].str() + " added by " + by + " at " + where());
+}
+
+PyRef Interpreter::concretize(const VarPtr& v) {
+  const size_t before = cap_.shape_env->guards().size();
+  PyRef r = concretize_value(v);
+  note_shape_guards(before, "using a size as a Python value");
+  return r;
+}
+
+PyRef Interpreter::concretize_value(const VarPtr& v) {
+  if (v->kind == VarKind::kSymSlice) {
+    PyRef a = concretize(v->items[0]), b = concretize(v->items[1]), c = concretize(v->items[2]);
+    return PyRef::steal(PySlice_New(a.get(), b.get(), c.get()));
+  }
+  if (!v->is_symint()) return as_python(v);
+  if (v->flag) {  // a float from sizes: fixing the sizes fixes it
+    for (const auto& dep : v->items) concretize(dep);
+    return v->fake;
+  }
+  PyRef c = concrete_scalar(v->fake.get());
+  if (!c) unsupported("a symbolic size could not be specialised: " + take_python_error());
+  return c;
+}
+
+// Arithmetic on symbolic sizes, recorded so the graph computes it from the sizes at run time.
+// Integer results stay symbolic expressions; float results (`t / 2`, `d ** -0.5`) are runtime
+// scalars: their captured value serves meta code, and specialising one guards the sizes it came from.
+VarPtr Interpreter::symint_op(PyObject* fn, const std::vector<VarPtr>& args) {
+  bool floaty = fn == op_fn("truediv") || fn == op_fn("pow");
+  for (const auto& a : args) floaty |= is_float_scalar(a) || (a->is_const() && PyFloat_Check(a->obj.get()));
+  if (floaty) {
+    PyRef hints = PyRef::steal(PyTuple_New(args.size()));
+    for (size_t i = 0; i < args.size(); ++i) {
+      PyRef h = args[i]->is_symint() ? symint_hint(args[i]) : as_python(args[i]);
+      if (!h) unsupported("arithmetic on a " + std::string(kind_name(args[i]->kind)));
+      PyTuple_SET_ITEM(hints.get(), i, h.release());
+    }
+    PyRef r = PyRef::steal(PyObject_Call(fn, hints.get(), nullptr));
+    if (!r) unsupported(qualified_name(fn) + " on symbolic sizes raised " + take_python_error());
+    if (PyFloat_CheckExact(r.get())) {
+      auto v = std::make_shared<Var>(VarKind::kSymInt);
+      v->flag = true;
+      v->fake = r;
+      std::vector<graph::Arg> gargs;
+      for (const auto& a : args) {
+        gargs.push_back(to_arg(a));
+        if (is_float_scalar(a)) v->items.insert(v->items.end(), a->items.begin(), a->items.end());
+        else if (a->is_symint()) v->items.push_back(a);
+      }
+      v->node = cap_.graph->add_call(graph::Op::kCallFunction, qualified_name(fn), handle(fn), std::move(gargs), {}, "", where());
+      cap_.removable.push_back(true);
+      return v;
+    }
+    // An integer after all (`t ** 2`): exact integer arithmetic below, or a constant from floats.
+    for (const auto& a : args)
+      if (is_float_scalar(a) || (a->is_const() && PyFloat_Check(a->obj.get()))) {
+        std::vector<VarPtr> fixed;
+        for (const auto& b : args) fixed.push_back(b->is_symint() ? make_const(concretize(b).get()) : b);
+        return fold(fn, fixed, {});
+      }
+  }
+  PyRef fargs = PyRef::steal(PyTuple_New(args.size()));
+  std::vector<graph::Arg> gargs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyRef f = args[i]->is_symint() ? args[i]->fake : as_python(args[i]);
+    if (!f) unsupported("int arithmetic on a " + std::string(kind_name(args[i]->kind)));
+    PyTuple_SET_ITEM(fargs.get(), i, f.release());
+    gargs.push_back(to_arg(args[i]));
+  }
+  PyRef r = PyRef::steal(PyObject_Call(fn, fargs.get(), nullptr));
+  if (!r) unsupported(qualified_name(fn) + " on symbolic sizes raised " + take_python_error());
+  if (!holds_symint(r.get())) return wrap_symbolic(r.get(), -1);
+  int node = cap_.graph->add_call(graph::Op::kCallFunction, qualified_name(fn), handle(fn), std::move(gargs), {}, "", where());
+  cap_.removable.push_back(true);
+  return wrap_symbolic(r.get(), node);
+}
+
+bool Interpreter::is_numeric(const VarPtr& v) {
+  if (v->is_symint()) return true;
+  if (!v->is_const()) return false;
+  PyObject* o = v->obj.get();
+  return PyLong_Check(o) || PyFloat_Check(o);
+}
+
+VarPtr Interpreter::record_grad_mode(bool enabled) {
+  PyObject* flag = enabled ? Py_True : Py_False;
+  cap_.graph->add_call(graph::Op::kCallFunction, "torch._C._set_grad_enabled", handle(g_torch.set_grad_enabled_fn),
+                       {graph::Arg::of_const(handle(flag), enabled ? "True" : "False")}, {}, "", where());
+  cap_.removable.push_back(false);
+  probe_set_grad_enabled(enabled);
+  return make_const(Py_None);
+}
+
+}  // namespace kiln::frontend

@@ -1,0 +1,247 @@
+// The symbolic bytecode interpreter: Dynamo's job, in C++.
+//
+// It executes a frame's bytecode on symbolic values instead of real ones. Tensor operations are
+// recorded into a graph (their output metadata comes from running them on meta tensors); Python
+// values are specialised and guarded; user functions, closures and nn.Module.forward are
+// inlined; loops unroll; branches on Python values follow the value and guard it. Anything it
+// cannot model raises Unsupported, and the caller runs that frame eagerly instead.
+#pragma once
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "frontend/bytecode/bytecode.h"
+#include "frontend/objects/dynamic_dims.h"
+#include "frontend/hook/eval_frame.h"
+#include "frontend/guards/guards.h"
+#include "frontend/interpreter/meta_exec.h"
+#include "frontend/objects/variables.h"
+#include "graph/graph.h"
+
+namespace kiln::frontend {
+
+// Thrown when the interpreter meets something it cannot capture; `where` is the user's
+// "file:line".
+struct Unsupported : std::runtime_error {
+  Unsupported(const std::string& reason, std::string where_, std::string stack_ = "")
+      : std::runtime_error(reason), where(std::move(where_)), stack(std::move(stack_)) {}
+  std::string where;
+  std::string stack;  // the chain of inlined calls leading there, outermost first
+  // The instruction of the captured (outermost) frame that was running, and how many times it
+  // had been reached: where a graph break can split the frame. -1 when there is none.
+  int root_index = -1;
+  int root_visit = 0;
+};
+
+// How to rebuild the frame's return value from the graph's outputs.
+struct OutputTemplate {
+  enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject, kGetAttr, kMethod, kFetch } kind = kConst;
+  int index = -1;       // kGraphOut
+  PyRef obj;            // kConst: the value; kDict: tuple of keys; kTuple: namedtuple type or null;
+                        // kNewObject: the class; kGetAttr: the attribute name (of items[0]);
+                        // kMethod: the function bound to items[0]
+  SourcePtr source;     // kFetch: a value of the frame itself (an argument or what it holds),
+                        // fetched again so the caller sees the very object, mutated in place
+  PyRef names;          // kNewObject: tuple of attribute names (items[i] is the value of names[i])
+  std::vector<OutputTemplate> items;
+  std::vector<OutputTemplate> dict_part;  // kNewObject of a dict subclass: a single kDict template
+  PyRef dict_setitem;                     // ... and its builtin base's __setitem__ (dict/OrderedDict)
+  // New reference, or nullptr with an exception set.
+  PyObject* build(PyObject* const* outputs, const FrameView& frame) const;
+};
+
+// A side effect on a pre-existing object, replayed after the graph runs: an attribute
+// assignment (target.name = value), or new contents for a list or dict the frame was given
+// (fetched through `container`, then filled with value's items).
+struct SideEffect {
+  PyRef target;
+  PyRef name;
+  OutputTemplate value;
+  SourcePtr container;
+};
+
+// A graph break: the captured frame stops before one of its own instructions (a call kiln cannot
+// trace into, or a branch on a tensor's value); the graph computes everything before it, the
+// instruction runs eagerly, and a resume function continues the frame from the next one.
+struct BreakState {
+  enum Kind { kCall, kJumpIfTrue, kJumpIfFalse } kind = kCall;
+  int index = -1;                 // the instruction that runs eagerly
+  int offset = 0;                 // its byte offset (names the resume functions)
+  int call_args = 0;              // kCall: CALL's argument count
+  PyRef kw_names;                 // kCall: the pending KW_NAMES tuple, or null
+  std::vector<bool> stack_null;   // the live stack before the instruction, bottom first
+  int n_locals = 0;               // the frame's local slots, all passed to the resume function
+  std::vector<int> unbound;       // ... of which these are unbound at the break
+  // The capture's output template is a tuple: the non-NULL stack items, then every local slot.
+};
+
+// Everything a capture produces: the graph, what its inputs are and where to fetch them, the
+// guards under which it is valid, and how to assemble the return value.
+struct Capture {
+  std::shared_ptr<graph::Graph> graph = std::make_shared<graph::Graph>();
+  std::vector<PyRef> objects;            // the graph's handle table (targets, constants)
+  std::vector<SourcePtr> inputs;         // one per placeholder, in order
+  std::vector<PyRef> example_inputs;
+  OutputTemplate output;
+  std::vector<SideEffect> side_effects;  // applied in order after the graph ran
+  std::shared_ptr<GuardTree> guards = std::make_shared<GuardTree>();
+  std::vector<bool> removable;           // per node: kiln-made node that may be dropped if unused
+  std::string name;                      // qualified name of the captured function
+  std::string where;                     // its file:line
+  int inlined_functions = 0;
+  std::unique_ptr<BreakState> brk;       // set when the capture stopped at a graph break
+  bool mutates_inputs = false;           // an in-place op may write a tensor the frame was given
+  // Symbolic sizes: the symbols of dynamic dimensions and the shape guards capture recorded.
+  std::shared_ptr<sym::ShapeEnv> shape_env = std::make_shared<sym::ShapeEnv>();
+  std::vector<std::string> dynamic_changes;  // dimensions made dynamic by this capture, and why
+};
+
+struct CaptureOptions {
+  int max_inline_depth = 48;
+  int max_instructions = 2000000;
+  bool memoize_meta = true;
+  // Stop before the outermost frame's instruction `break_at` when it is reached for the
+  // `break_visit`-th time, and describe the frame's state there (see BreakState).
+  int break_at = -1;
+  int break_visit = 0;
+  DynamicPolicy dynamic = DynamicPolicy::kAutomatic;
+  SizeHistory* size_history = nullptr;  // the code object's, for automatic dynamic
+};
+
+class Interpreter {
+ public:
+  Interpreter(const kiln_frame& frame, CaptureOptions options);
+  ~Interpreter();
+  // Throws Unsupported. After a throw, capture().guards still holds the guards gathered so far.
+  void run();
+  Capture& capture() { return cap_; }
+  const MetaExecutor& meta() const { return meta_; }
+
+  struct Frame;
+
+ private:
+  // --- execution
+  VarPtr run_frame(Frame& f);
+  VarPtr capture_break_state(Frame& f);
+  void step(Frame& f, int op, const Instruction& in);
+  [[noreturn]] void unsupported(const std::string& reason);
+  std::string where() const;
+  std::string inline_stack() const;
+
+  // --- values
+  VarPtr wrap(PyObject* o, const SourcePtr& src);
+  VarPtr wrap_unguarded(PyObject* o, const std::string& label);
+  VarPtr tensor_input(PyObject* t, const SourcePtr& src);
+  bool int_input_is_dynamic(PyObject* o, const SourcePtr& src);
+  VarPtr symint_input(PyObject* o, const SourcePtr& src);
+  void make_dynamic(TensorFacts& f, uint64_t mask, const std::string& source, int input,
+                    std::vector<sym::Expr>& sizes, std::vector<sym::Expr>& strides);
+  // A value from meta code that may hold kiln SymInts: SymInts become kSymInt Vars read at run
+  // time through `node` (getitem nodes for the items of a sequence); SymBools and SymFloats are
+  // concretised (guarded); anything else goes to make_const.
+  VarPtr wrap_symbolic(PyObject* value, int node);
+  bool holds_symint(PyObject* value);
+  // The concrete Python value of a symbolic int (guarding the shape env on it).
+  PyRef concretize(const VarPtr& v);
+  long list_index(const VarPtr& v, const char* what);
+  PyRef concretize_value(const VarPtr& v);
+  void note_shape_guards(size_t before, const std::string& by);
+  VarPtr symbolic_slice(const std::vector<VarPtr>& parts);
+  VarPtr symbolic_basic_index(const VarPtr& x, const VarPtr& idx);
+  bool is_symbolic_scalar(PyObject* o);
+  static bool scalar_operands(const std::string& op_name);
+  PyRef symint_hint(const VarPtr& v);  // the captured value of a symbolic int, unguarded
+  VarPtr symint_op(PyObject* fn, const std::vector<VarPtr>& args);
+  bool is_numeric(const VarPtr& v);  // an int/float constant or a symbolic int
+  static bool is_float_scalar(const VarPtr& v) { return v->is_symint() && v->flag; }
+  // v with its symbolic ints (top level, or items of a tuple/list made in the capture) specialised.
+  VarPtr specialize_sizes(const VarPtr& v);
+  void guard(const SourcePtr& src, GuardLeaf::Kind kind, PyObject* obj = nullptr, Py_ssize_t len = 0);
+  void guard_class_attr(const SourcePtr& src, PyObject* found);
+  PyObject* python_type_of(const VarPtr& v);
+  bool truthy(const VarPtr& v);
+  bool same_object(const VarPtr& a, const VarPtr& b, bool* known);
+  std::vector<VarPtr> unpack(const VarPtr& v);
+  VarPtr make_iterator(const VarPtr& v);
+  std::vector<VarPtr> iterate_sequence(const VarPtr& v);
+  // The real Python value of a constant, object or container of them (null if there is none);
+  // with fake_tensors, tensors become their meta tensors (arguments for shape propagation).
+  PyRef as_python(const VarPtr& v, bool fake_tensors = false);
+  bool all_const(const std::vector<VarPtr>& vs);
+  bool all_python_values(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
+
+  // --- graph recording
+  int handle(PyObject* o);
+  graph::Arg to_arg(const VarPtr& v);
+  PyRef to_fake(const VarPtr& v);
+  VarPtr record_op(graph::Op op, PyObject* target, const std::string& method, const std::vector<VarPtr>& args,
+                   const std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  VarPtr wrap_result(PyObject* fake, int node, PyObject* device);
+  VarPtr record_grad_mode(bool enabled);
+  VarPtr device_dependent_query(const VarPtr& t, const std::string& method);
+
+  // --- operations
+  VarPtr call(const VarPtr& fn, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  VarPtr call_builtin(PyObject* fn, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs, bool* handled);
+  VarPtr call_library(PyObject* fn, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs, bool* handled);
+  std::vector<VarPtr> sort_by_key(std::vector<VarPtr> items, const VarPtr& key, bool reverse);
+  VarPtr call_container_method(const VarPtr& m, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  VarPtr inline_function(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,
+                         std::vector<std::pair<std::string, VarPtr>> kwargs, const SourcePtr& func_source);
+  VarPtr call_module(const VarPtr& mod, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  VarPtr get_attr(const VarPtr& obj, PyObject* name);
+  VarPtr super_attr(const VarPtr& sup, PyObject* name);
+  // Instances created during capture (see VarKind::kNewObject).
+  VarPtr construct(PyObject* cls, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  VarPtr new_object_attr(const VarPtr& obj, PyObject* name);
+  void set_new_object_attr(const VarPtr& obj, PyObject* name, const VarPtr& value);
+  // Calls a builtin method of a symbolic list, tuple, dict or new object: self.<name>(*args).
+  VarPtr call_container(const VarPtr& self, const std::string& name, std::vector<VarPtr> args);
+  VarPtr binary(const char* nb_name, const VarPtr& a, const VarPtr& b);
+  VarPtr compare(int op, const VarPtr& a, const VarPtr& b);
+  VarPtr subscript(const VarPtr& obj, const VarPtr& idx);
+  VarPtr module_list_slice(const VarPtr& obj, PyObject* slice);
+  VarPtr unary(PyObject* op_fn, const VarPtr& v);
+  VarPtr contains(const VarPtr& item, const VarPtr& container);
+  VarPtr from_python_value(PyObject* r, bool shared);
+  VarPtr fold(PyObject* fn, const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
+
+  // Attribute stores on existing objects: later reads see them; the last per (object, name)
+  // is replayed after the graph runs.
+  struct AttrStore {
+    VarPtr target;
+    PyRef name;
+    VarPtr value;
+  };
+  void store_attr(const VarPtr& obj, PyObject* name, const VarPtr& value);
+  VarPtr stored_attr(PyObject* obj, PyObject* name);
+  std::vector<AttrStore> attr_stores_;
+  // Lists and dicts the frame was given, as wrapped (see wrap()), and those the capture mutated:
+  // their new contents are written back after the graph, once, under a guard that no two of
+  // them are the same object.
+  struct InputContainer {
+    VarPtr var;
+    PyRef object;  // owned: capture may run Python code that drops the frame's references
+  };
+  std::vector<InputContainer> input_containers_;
+  std::vector<VarPtr> mutated_containers_;
+  void note_container_mutation(const VarPtr& container, const std::string& what);
+
+  const kiln_frame& root_;
+  CaptureOptions opts_;
+  Capture cap_;
+  MetaExecutor meta_;
+  std::vector<Frame*> frames_;
+  std::unordered_map<std::string, VarPtr> wrapped_;   // source repr -> Var
+  std::unordered_map<PyObject*, int> handles_;
+  bool initial_grad_ = true;
+  int instructions_ = 0;
+  std::vector<int> root_visits_;  // per instruction of the outermost frame: times reached
+  bool stopped_ = false;          // the capture reached CaptureOptions::break_at
+  PyRef default_device_;
+};
+
+}  // namespace kiln::frontend

@@ -1,0 +1,53 @@
+// Internal to the interpreter: decoded code objects and the per-call interpreter frame.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "frontend/interpreter/interpreter.h"
+
+namespace kiln::frontend {
+
+// Decoded bytecode per code object, shared by every capture (guarded by the GIL).
+struct DecodedCode {
+  std::unique_ptr<Bytecode> bc;
+  std::vector<int> ops;
+};
+
+
+struct Interpreter::Frame {
+  PyCodeObject* code = nullptr;
+  const DecodedCode* dc = nullptr;
+  std::vector<VarPtr> locals;
+  std::vector<VarPtr> stack;
+  PyObject* globals = nullptr;
+  PyObject* builtins = nullptr;
+  int pc = 0;
+  int cur = 0;
+  PyRef kw_names;
+  std::vector<VarPtr> yields;
+  VarPtr closure_source_func;  // root only: where free variables come from
+};
+
+
+const DecodedCode& decoded_code(PyCodeObject* code);
+
+// Shared helpers of the interpreter's translation units.
+std::string take_python_error();  // the pending Python error as "Type: message", cleared
+OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<graph::Arg>& outs,
+                             std::unordered_map<int, int>& out_index, const std::function<void(const std::string&)>& fail);
+std::string qualified_name(PyObject* fn);
+PyObject* op_fn(const char* name);       // operator.<name>, borrowed
+PyObject* builtin(const char* name);     // builtins.<name>, borrowed
+PyObject* sequence_iter();               // collections.abc.Sequence.__iter__
+PyObject* module_attr(const char* module, const char* name);  // e.g. ("itertools", "islice"), borrowed
+std::string module_of(PyObject* fn);
+bool starts_with(const std::string& s, const char* prefix);
+bool is_torch_op(PyObject* fn);
+PyObject* torch_query_answer(PyObject* fn);
+bool is_module_instance(PyObject* o);
+bool dict_nonempty(PyObject* owner, const char* attr_name);
+
+}  // namespace kiln::frontend

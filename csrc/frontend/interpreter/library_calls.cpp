@@ -1,0 +1,160 @@
+// Library functions interpreted on symbolic values rather than folded or broken on: sorting with
+// a key, filter, setattr, dict.fromkeys, namedtuple construction and itertools' chain, product
+// and accumulate. Their results are symbolic containers, so tensors inside stay graph values.
+#include <algorithm>
+#include <cstring>
+
+#include "frontend/interpreter/interpreter.h"
+#include "frontend/interpreter/interpreter_frame.h"
+
+namespace kiln::frontend {
+
+namespace {
+
+const VarPtr* kwarg(const std::vector<std::pair<std::string, VarPtr>>& kwargs, const char* name) {
+  for (const auto& kv : kwargs)
+    if (kv.first == name) return &kv.second;
+  return nullptr;
+}
+
+}  // namespace
+
+// Items in the order sorted(items, key=key, reverse=reverse) gives: keys must be Python values
+// (constants, or computed from them); the sort is stable in both directions, as Python's is.
+std::vector<VarPtr> Interpreter::sort_by_key(std::vector<VarPtr> items, const VarPtr& key, bool reverse) {
+  std::vector<PyRef> keys;
+  for (const VarPtr& it : items) {
+    VarPtr k = key && !(key->is_const() && key->obj.get() == Py_None) ? call(key, {it}, {}) : it;
+    PyRef p = k->is_tensor() ? PyRef() : as_python(k);
+    if (!p) unsupported("sorting by a key that is not a Python value");
+    keys.push_back(p);
+  }
+  std::vector<size_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  bool failed = false;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (failed) return false;
+    int r = PyObject_RichCompareBool(keys[reverse ? b : a].get(), keys[reverse ? a : b].get(), Py_LT);
+    if (r < 0) { failed = true; PyErr_Clear(); return false; }
+    return r == 1;
+  });
+  if (failed) unsupported("sort keys that do not compare");
+  std::vector<VarPtr> out;
+  for (size_t i : order) out.push_back(items[i]);
+  return out;
+}
+
+VarPtr Interpreter::call_library(PyObject* f, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs, bool* handled) {
+  *handled = true;
+  const auto is = [&](const char* n) { return f == builtin(n); };
+  const VarPtr* key = kwarg(kwargs, "key");
+  if (is("sorted") && args.size() == 1 && key) {
+    const VarPtr* rev = kwarg(kwargs, "reverse");
+    return make_seq(VarKind::kList, sort_by_key(unpack(args[0]), *key, rev && truthy(*rev)));
+  }
+  if ((is("min") || is("max")) && key && !args.empty()) {
+    std::vector<VarPtr> items = args.size() == 1 ? unpack(args[0]) : args;
+    if (items.empty()) {
+      if (const VarPtr* d = kwarg(kwargs, "default")) return *d;
+      unsupported(std::string(is("min") ? "min" : "max") + "() of an empty sequence (ValueError)");
+    }
+    // The first of the least (min) or of the greatest (max) keys, as Python picks.
+    std::vector<VarPtr> sorted = sort_by_key(items, *key, is("max"));
+    return sorted.front();
+  }
+  if (is("filter") && args.size() == 2 && kwargs.empty()) {
+    std::vector<VarPtr> out;
+    const bool identity = args[0]->is_const() && args[0]->obj.get() == Py_None;
+    for (const VarPtr& it : unpack(args[1]))
+      if (truthy(identity ? it : call(args[0], {it}, {}))) out.push_back(it);
+    return make_iterator(make_seq(VarKind::kList, out));
+  }
+  if (is("setattr") && args.size() == 3 && kwargs.empty()) {
+    if (!args[1]->is_const() || !PyUnicode_Check(args[1]->obj.get())) unsupported("setattr() with a non-constant name");
+    store_attr(args[0], args[1]->obj.get(), args[2]);
+    return make_const(Py_None);
+  }
+  if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) == reinterpret_cast<PyObject*>(&PyDict_Type) &&
+      std::strcmp(reinterpret_cast<PyCFunctionObject*>(f)->m_ml->ml_name, "fromkeys") == 0 && !args.empty() && args.size() <= 2) {
+    auto d = std::make_shared<Var>(VarKind::kDict);
+    d->fresh = true;
+    VarPtr value = args.size() == 2 ? args[1] : make_const(Py_None);
+    for (const VarPtr& k : unpack(args[0])) {
+      if (!k->is_const()) unsupported("dict.fromkeys with a non-constant key");
+      bool seen = false;
+      for (const auto& existing : d->keys) seen |= PyObject_RichCompareBool(existing.get(), k->obj.get(), Py_EQ) == 1;
+      if (!seen) { d->keys.push_back(k->obj); d->items.push_back(value); }
+    }
+    return d;
+  }
+  if (f == module_attr("itertools", "chain") && kwargs.empty()) {
+    std::vector<VarPtr> out;
+    for (const VarPtr& a : args) {
+      auto part = unpack(a);
+      out.insert(out.end(), part.begin(), part.end());
+    }
+    return make_iterator(make_seq(VarKind::kList, out));
+  }
+  if (f == module_attr("itertools", "product")) {
+    long repeat = 1;
+    if (const VarPtr* r = kwarg(kwargs, "repeat")) {
+      if (!(*r)->is_const()) unsupported("itertools.product with a non-constant repeat");
+      repeat = PyLong_AsLong((*r)->obj.get());
+    }
+    std::vector<std::vector<VarPtr>> pools;
+    for (long k = 0; k < repeat; ++k)
+      for (const VarPtr& a : args) pools.push_back(unpack(a));
+    std::vector<std::vector<VarPtr>> rows = {{}};
+    for (const auto& pool : pools) {
+      std::vector<std::vector<VarPtr>> next;
+      for (const auto& row : rows)
+        for (const VarPtr& v : pool) {
+          next.push_back(row);
+          next.back().push_back(v);
+        }
+      rows = std::move(next);
+      if (rows.size() > 100000) unsupported("itertools.product too large to unroll");
+    }
+    std::vector<VarPtr> out;
+    for (auto& row : rows) out.push_back(make_seq(VarKind::kTuple, std::move(row)));
+    return make_iterator(make_seq(VarKind::kList, out));
+  }
+  if (f == module_attr("itertools", "accumulate") && !args.empty() && args.size() <= 2) {
+    const VarPtr* fn = args.size() == 2 ? &args[1] : kwarg(kwargs, "func");
+    const VarPtr* initial = kwarg(kwargs, "initial");
+    std::vector<VarPtr> out;
+    VarPtr acc = initial && !((*initial)->is_const() && (*initial)->obj.get() == Py_None) ? *initial : nullptr;
+    if (acc) out.push_back(acc);
+    for (const VarPtr& v : unpack(args[0])) {
+      acc = !acc ? v : fn && !((*fn)->is_const() && (*fn)->obj.get() == Py_None) ? call(*fn, {acc, v}, {}) : binary("NB_ADD", acc, v);
+      out.push_back(acc);
+    }
+    return make_iterator(make_seq(VarKind::kList, out));
+  }
+  if (PyType_Check(f) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(f), &PyTuple_Type) && f != reinterpret_cast<PyObject*>(&PyTuple_Type)) {
+    // A namedtuple class: its fields from the arguments, then from keywords, then defaults.
+    PyRef fields = PyRef::steal(PyObject_GetAttrString(f, "_fields"));
+    if (!fields || !PyTuple_Check(fields.get())) { PyErr_Clear(); *handled = false; return nullptr; }
+    PyRef defaults = PyRef::steal(PyObject_GetAttrString(f, "_field_defaults"));
+    if (!defaults) PyErr_Clear();
+    const Py_ssize_t n = PyTuple_GET_SIZE(fields.get());
+    if (static_cast<Py_ssize_t>(args.size()) > n) unsupported("too many arguments for a namedtuple (TypeError)");
+    std::vector<VarPtr> items(args.begin(), args.end());
+    for (Py_ssize_t i = static_cast<Py_ssize_t>(args.size()); i < n; ++i) {
+      PyObject* name = PyTuple_GET_ITEM(fields.get(), i);
+      const VarPtr* given = kwarg(kwargs, PyUnicode_AsUTF8(name));
+      PyObject* dflt = defaults && PyDict_Check(defaults.get()) ? PyDict_GetItem(defaults.get(), name) : nullptr;
+      if (given) items.push_back(*given);
+      else if (dflt) items.push_back(wrap_unguarded(dflt, "namedtuple default"));
+      else unsupported("a namedtuple field without a value (TypeError)");
+    }
+    if (kwargs.size() + args.size() > static_cast<size_t>(n)) unsupported("unexpected namedtuple keyword (TypeError)");
+    VarPtr t = make_seq(VarKind::kTuple, std::move(items));
+    t->obj = PyRef::borrow(f);
+    return t;
+  }
+  *handled = false;
+  return nullptr;
+}
+
+}  // namespace kiln::frontend

@@ -1,0 +1,202 @@
+// What a capture hands back besides the graph: how to rebuild the return value from the graph's
+// outputs (OutputTemplate), and attribute assignments on existing objects to replay afterwards.
+#include <cstring>
+#include <unordered_set>
+
+#include "frontend/interpreter/interpreter.h"
+#include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/tensor_probe.h"
+#include "frontend/objects/torch_types.h"
+
+namespace kiln::frontend {
+
+OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<graph::Arg>& outs,
+                                    std::unordered_map<int, int>& out_index, const std::function<void(const std::string&)>& fail) {
+  OutputTemplate t;
+  // The frame's own tensors, lists and dicts are handed back as themselves (mutated in place by
+  // the graph or by replayed side effects), as eager would; containers made for this call (its
+  // *args/**kwargs) are rebuilt from their symbolic contents.
+  if (v->source && !v->fresh && (v->kind == VarKind::kTensor || v->kind == VarKind::kList || v->kind == VarKind::kDict)) {
+    t.kind = OutputTemplate::kFetch;
+    t.source = v->source;
+    return t;
+  }
+  switch (v->kind) {
+    case VarKind::kTensor:
+    case VarKind::kSymInt: {  // a size computed by the graph at run time
+      t.kind = OutputTemplate::kGraphOut;
+      auto it = out_index.find(v->node);
+      if (it == out_index.end()) {
+        it = out_index.emplace(v->node, static_cast<int>(outs.size())).first;
+        outs.push_back(graph::Arg::of_node(v->node));
+      }
+      t.index = it->second;
+      return t;
+    }
+    case VarKind::kConst:
+    case VarKind::kObject:
+      t.kind = OutputTemplate::kConst;
+      t.obj = v->obj;
+      return t;
+    case VarKind::kTuple:
+    case VarKind::kList:
+      if (v->kind == VarKind::kList && v->obj) break;  // a ModuleList slice: only usable inside
+      t.kind = v->kind == VarKind::kTuple ? OutputTemplate::kTuple : OutputTemplate::kList;
+      if (v->kind == VarKind::kTuple) t.obj = v->obj;
+      for (const auto& it : v->items) t.items.push_back(make_template(self, it, outs, out_index, fail));
+      return t;
+    case VarKind::kDict: {
+      t.kind = OutputTemplate::kDict;
+      t.obj = PyRef::steal(PyTuple_New(v->keys.size()));
+      for (size_t i = 0; i < v->keys.size(); ++i) PyTuple_SET_ITEM(t.obj.get(), i, Py_NewRef(v->keys[i].get()));
+      for (const auto& it : v->items) t.items.push_back(make_template(self, it, outs, out_index, fail));
+      return t;
+    }
+    case VarKind::kNewObject: {
+      t.kind = OutputTemplate::kNewObject;
+      t.obj = v->obj;
+      t.names = PyRef::steal(PyTuple_New(v->keys.size()));
+      for (size_t i = 0; i < v->keys.size(); ++i) PyTuple_SET_ITEM(t.names.get(), i, Py_NewRef(v->keys[i].get()));
+      for (const auto& it : v->items) t.items.push_back(make_template(self, it, outs, out_index, fail));
+      if (v->self) {
+        t.dict_part.push_back(make_template(self, v->self, outs, out_index, fail));
+        // Fill the contents through the builtin base (OrderedDict keeps its own order links).
+        PyObject* mro = reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_mro;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro) && !t.dict_setitem; ++i) {
+          auto* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+          if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE)) t.dict_setitem = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(base), "__setitem__"));
+        }
+        if (!t.dict_setitem) fail("cannot find the dict base of a returned object");
+      }
+      return t;
+    }
+    case VarKind::kTensorMethod:  // `t.item` on the stack at a graph break
+      t.kind = OutputTemplate::kGetAttr;
+      t.obj = PyRef::steal(PyUnicode_FromString(v->name.c_str()));
+      t.items.push_back(make_template(self, v->self, outs, out_index, fail));
+      return t;
+    case VarKind::kBoundMethod:
+      if (!PyFunction_Check(v->obj.get())) break;
+      t.kind = OutputTemplate::kMethod;
+      t.obj = v->obj;
+      t.items.push_back(make_template(self, v->self, outs, out_index, fail));
+      return t;
+    default:
+      break;
+  }
+  fail(std::string("cannot return a ") + kind_name(v->kind) + " from a compiled function");
+  return t;
+}
+
+// ---------------------------------------------------------------- side effects
+
+void Interpreter::store_attr(const VarPtr& obj, PyObject* name, const VarPtr& value) {
+  std::string n = py_str(name);
+  if (obj->kind == VarKind::kNewObject) {
+    PyObject* setter = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj->obj.get()), PyRef::steal(PyUnicode_FromString("__setattr__")).get());
+    if (setter && PyFunction_Check(setter)) inline_function(setter, nullptr, {obj, make_const(name), value}, {}, nullptr);
+    else set_new_object_attr(obj, name, value);
+    return;
+  }
+  if (obj->kind != VarKind::kObject) unsupported("attribute assignment (" + n + ") on a " + kind_name(obj->kind));
+  PyTypeObject* t = Py_TYPE(obj->obj.get());
+  // Replay goes through setattr(), so only types whose assignment kiln can mirror: plain
+  // instance attributes (object.__setattr__) and nn.Module's own __setattr__.
+  PyObject* setter = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString("__setattr__")).get());
+  PyObject* object_setter = _PyType_Lookup(&PyBaseObject_Type, PyRef::steal(PyUnicode_FromString("__setattr__")).get());
+  PyObject* module_setter = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(g_torch.module_type), PyRef::steal(PyUnicode_FromString("__setattr__")).get());
+  if (setter != object_setter && setter != module_setter) unsupported("attribute assignment (" + n + ") on " + t->tp_name + ", which defines __setattr__");
+  if (PyType_Check(obj->obj.get()) || PyModule_Check(obj->obj.get())) unsupported("assignment to a class or module attribute (" + n + ")");
+  if (value->kind != VarKind::kTensor && value->kind != VarKind::kConst && value->kind != VarKind::kObject &&
+      value->kind != VarKind::kTuple && value->kind != VarKind::kList && value->kind != VarKind::kDict)
+    unsupported("assigning a " + std::string(kind_name(value->kind)) + " to an attribute (" + n + ")");
+  attr_stores_.push_back({obj, PyRef::borrow(name), value});
+}
+
+VarPtr Interpreter::stored_attr(PyObject* obj, PyObject* name) {
+  for (auto it = attr_stores_.rbegin(); it != attr_stores_.rend(); ++it)
+    if (it->target->obj.get() == obj && PyUnicode_Compare(it->name.get(), name) == 0) return it->value;
+  return nullptr;
+}
+
+// ---------------------------------------------------------------- output template
+
+PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) const {
+  switch (kind) {
+    case kGraphOut: return Py_NewRef(outs[index]);
+    case kFetch: {
+      PyObject* v = source->fetch(frame);
+      if (!v) PyErr_Format(PyExc_RuntimeError, "kiln: %s vanished while the frame ran", source->repr().c_str());
+      return Py_XNewRef(v);
+    }
+    case kGetAttr:
+    case kMethod: {
+      PyRef self = PyRef::steal(items[0].build(outs, frame));
+      if (!self) return nullptr;
+      return kind == kGetAttr ? PyObject_GetAttr(self.get(), obj.get()) : PyMethod_New(obj.get(), self.get());
+    }
+    case kConst: return Py_NewRef(obj.get());
+    case kTuple:
+    case kList: {
+      PyObject* seq = kind == kList ? PyList_New(items.size()) : PyTuple_New(items.size());
+      if (!seq) return nullptr;
+      for (size_t i = 0; i < items.size(); ++i) {
+        PyObject* it = items[i].build(outs, frame);
+        if (!it) { Py_DECREF(seq); return nullptr; }
+        if (kind == kList) PyList_SET_ITEM(seq, i, it);
+        else PyTuple_SET_ITEM(seq, i, it);
+      }
+      if (kind == kTuple && obj) {  // a namedtuple / structseq type
+        PyObject* r = PyObject_Call(obj.get(), seq, nullptr);
+        if (!r) {  // structseq types take one sequence
+          PyErr_Clear();
+          r = PyObject_CallOneArg(obj.get(), seq);
+        }
+        Py_DECREF(seq);
+        return r;
+      }
+      return seq;
+    }
+    case kNewObject: {
+      // Rebuild from the final state: allocate without __init__, then fill dict contents and
+      // attributes directly (bypassing overridden __setitem__/__setattr__).
+      PyObject* inst = PyObject_CallMethod(obj.get(), "__new__", "O", obj.get());
+      if (!inst) return nullptr;
+      if (!dict_part.empty()) {
+        PyObject* d = dict_part[0].build(outs, frame);
+        if (!d) { Py_DECREF(inst); return nullptr; }
+        Py_ssize_t pos = 0;
+        PyObject *k, *val;
+        while (PyDict_Next(d, &pos, &k, &val)) {
+          PyObject* r = PyObject_CallFunctionObjArgs(dict_setitem.get(), inst, k, val, nullptr);
+          if (!r) { Py_DECREF(d); Py_DECREF(inst); return nullptr; }
+          Py_DECREF(r);
+        }
+        Py_DECREF(d);
+      }
+      for (size_t i = 0; i < items.size(); ++i) {
+        PyObject* it = items[i].build(outs, frame);
+        if (!it || PyObject_GenericSetAttr(inst, PyTuple_GET_ITEM(names.get(), i), it) < 0) {
+          Py_XDECREF(it);
+          Py_DECREF(inst);
+          return nullptr;
+        }
+        Py_DECREF(it);
+      }
+      return inst;
+    }
+    case kDict: {
+      PyObject* d = PyDict_New();
+      for (size_t i = 0; i < items.size(); ++i) {
+        PyObject* it = items[i].build(outs, frame);
+        if (!it) { Py_DECREF(d); return nullptr; }
+        PyDict_SetItem(d, PyTuple_GET_ITEM(obj.get(), i), it);
+        Py_DECREF(it);
+      }
+      return d;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace kiln::frontend

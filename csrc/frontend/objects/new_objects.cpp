@@ -1,0 +1,118 @@
+// Instances created during capture (VarKind::kNewObject): a model's output dataclass, a cache
+// object, any small helper. Their attributes, and their dict contents for dict subclasses
+// (transformers' ModelOutput is an OrderedDict), are tracked symbolically; methods are inlined;
+// an instance that is returned is rebuilt after the graph runs from its final state, without
+// running __init__ again (OutputTemplate::kNewObject).
+#include <cstring>
+
+#include "frontend/interpreter/interpreter.h"
+#include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/torch_types.h"
+
+namespace kiln::frontend {
+
+static PyObject* lookup(PyObject* cls, const char* name) {
+  PyRef n = PyRef::steal(PyUnicode_FromString(name));
+  return _PyType_Lookup(reinterpret_cast<PyTypeObject*>(cls), n.get());
+}
+
+// The builtin base a heap class's instances are laid out as: object, dict or OrderedDict.
+static PyObject* builtin_base(PyObject* cls) {
+  PyObject* mro = reinterpret_cast<PyTypeObject*>(cls)->tp_mro;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return reinterpret_cast<PyObject*>(t);
+  }
+  return reinterpret_cast<PyObject*>(&PyBaseObject_Type);
+}
+
+static bool is_dict_based(PyObject* cls) { return PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), &PyDict_Type); }
+
+VarPtr Interpreter::construct(PyObject* cls, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs) {
+  auto* t = reinterpret_cast<PyTypeObject*>(cls);
+  std::string tn = t->tp_name;
+  if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.module_type)) ||
+      PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.tensor_type)) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)))
+    unsupported(PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)) ? "the function raises " + tn
+                                                                                          : "constructing an object of class " + tn);
+  PyObject* base = builtin_base(cls);
+  bool dict_based = is_dict_based(cls);
+  if (base != reinterpret_cast<PyObject*>(&PyBaseObject_Type) && !dict_based) unsupported("constructing " + tn + " (a subclass of a builtin type)");
+  if (t->tp_new != PyBaseObject_Type.tp_new && t->tp_new != reinterpret_cast<PyTypeObject*>(base)->tp_new)
+    unsupported("constructing " + tn + ", which defines __new__");
+  PyObject* meta = reinterpret_cast<PyObject*>(Py_TYPE(cls));
+  if (meta != reinterpret_cast<PyObject*>(&PyType_Type) && std::strcmp(Py_TYPE(cls)->tp_name, "ABCMeta") != 0)
+    unsupported("constructing " + tn + ", whose metaclass is " + Py_TYPE(cls)->tp_name);
+  auto v = std::make_shared<Var>(VarKind::kNewObject);
+  v->obj = PyRef::borrow(cls);
+  v->fresh = true;
+  if (dict_based) {
+    v->self = std::make_shared<Var>(VarKind::kDict);
+    v->self->fresh = true;
+  }
+  PyObject* init = lookup(cls, "__init__");
+  if (init && PyFunction_Check(init)) {
+    args.insert(args.begin(), v);
+    inline_function(init, nullptr, std::move(args), std::move(kwargs), nullptr);
+  } else if (!args.empty() || !kwargs.empty()) {
+    unsupported("constructing " + tn + " with arguments but no Python __init__");
+  }
+  return v;
+}
+
+VarPtr Interpreter::new_object_attr(const VarPtr& obj, PyObject* name) {
+  std::string n = py_str(name);
+  for (size_t i = 0; i < obj->keys.size(); ++i)
+    if (PyUnicode_Compare(obj->keys[i].get(), name) == 0) return obj->items[i];
+  if (n == "__class__") return make_object(obj->obj.get(), nullptr);
+  if (n == "__dict__") {  // a read-only snapshot of the attributes
+    auto d = std::make_shared<Var>(VarKind::kDict);
+    d->keys = obj->keys;
+    d->items = obj->items;
+    d->source = constant_source(Py_None, "__dict__ snapshot");  // mutating it is refused
+    return d;
+  }
+  PyObject* attr = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj->obj.get()), name);
+  if (!attr) {
+    PyObject* ga = lookup(obj->obj.get(), "__getattr__");
+    if (ga && PyFunction_Check(ga)) return inline_function(ga, nullptr, {obj, make_const(name)}, {}, nullptr);
+    unsupported("AttributeError: '" + std::string(reinterpret_cast<PyTypeObject*>(obj->obj.get())->tp_name) + "' object has no attribute '" + n + "'");
+  }
+  if (PyFunction_Check(attr)) {
+    auto m = std::make_shared<Var>(VarKind::kBoundMethod);
+    m->self = obj;
+    m->obj = PyRef::borrow(attr);
+    return m;
+  }
+  if (PyObject_TypeCheck(attr, &PyProperty_Type)) {
+    PyRef fget = PyRef::steal(PyObject_GetAttrString(attr, "fget"));
+    if (fget && PyFunction_Check(fget.get())) return inline_function(fget.get(), nullptr, {obj}, {}, nullptr);
+    PyErr_Clear();
+    unsupported("property " + n + " without a Python getter");
+  }
+  if (Py_IS_TYPE(attr, &PyStaticMethod_Type)) return wrap_unguarded(PyRef::steal(PyObject_GetAttrString(attr, "__func__")).get(), n);
+  if (Py_IS_TYPE(attr, &PyClassMethod_Type)) {
+    auto m = std::make_shared<Var>(VarKind::kBoundMethod);
+    m->self = make_object(obj->obj.get(), nullptr);
+    m->obj = PyRef::steal(PyObject_GetAttrString(attr, "__func__"));
+    return m;
+  }
+  if (Py_IS_TYPE(attr, &PyMethodDescr_Type) || Py_IS_TYPE(attr, &PyWrapperDescr_Type) || Py_IS_TYPE(attr, &PyClassMethodDescr_Type))
+    return make_container_method(obj, n);  // a builtin method of object/dict: interpreted on the symbolic state
+  if (Py_TYPE(attr)->tp_descr_get) unsupported("descriptor " + n + " on a new object");
+  return wrap_unguarded(attr, n);  // a plain class attribute
+}
+
+void Interpreter::set_new_object_attr(const VarPtr& obj, PyObject* name, const VarPtr& value) {
+  for (size_t i = 0; i < obj->keys.size(); ++i)
+    if (PyUnicode_Compare(obj->keys[i].get(), name) == 0) { obj->items[i] = value; return; }
+  obj->keys.push_back(PyRef::borrow(name));
+  obj->items.push_back(value);
+}
+
+VarPtr Interpreter::call_container(const VarPtr& self, const std::string& name, std::vector<VarPtr> args) {
+  std::vector<std::pair<std::string, VarPtr>> no_kwargs;
+  return call_container_method(make_container_method(self, name), args, no_kwargs);
+}
+
+}  // namespace kiln::frontend

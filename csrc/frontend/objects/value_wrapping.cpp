@@ -1,0 +1,235 @@
+// Turning the frame's real values into symbolic ones (VariableBuilder's job): each value read
+// through a source gets the guards that make specialising on it sound.
+#include <algorithm>
+#include <cstring>
+#include <unordered_set>
+
+#include "frontend/interpreter/interpreter.h"
+#include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/tensor_probe.h"
+#include "frontend/objects/torch_types.h"
+
+namespace kiln::frontend {
+
+// ---------------------------------------------------------------- guards and wrapping
+
+void Interpreter::guard(const SourcePtr& src, GuardLeaf::Kind kind, PyObject* obj, Py_ssize_t len) {
+  if (!src || src->kind == Source::kConstant) return;
+  GuardLeaf leaf{kind};
+  leaf.obj = PyRef::borrow(obj);
+  leaf.length = len;
+  cap_.guards->add(src, std::move(leaf));
+}
+
+// Symbolic sizes and strides for the dimensions in `mask`: each size a symbol (shared with an
+// earlier dynamic size of the same value: duck sizing), each stride that is the dense product of
+// the sizes inside it that product as an expression, any other stride a constant.
+void Interpreter::make_dynamic(TensorFacts& f, uint64_t mask, const std::string& source, int input,
+                               std::vector<sym::Expr>& sizes, std::vector<sym::Expr>& strides) {
+  sym::ShapeEnv& env = *cap_.shape_env;
+  const size_t rank = f.sizes.size();
+  f.size_symbol.assign(rank, -1);
+  for (size_t d = 0; d < rank; ++d) {
+    if (!(mask >> d & 1)) { sizes.push_back(sym::Expr::constant(f.sizes[d])); continue; }
+    int s = env.symbol_with_hint(f.sizes[d]);
+    if (s < 0) s = env.new_symbol(source + ".size(" + std::to_string(d) + ")", input, static_cast<int>(d), f.sizes[d]);
+    f.size_symbol[d] = s;
+    sizes.push_back(sym::Expr::symbol(s));
+  }
+  if (f.strides.size() != rank) return;
+  std::vector<int> order(rank);
+  for (size_t d = 0; d < rank; ++d) order[d] = static_cast<int>(rank - 1 - d);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return f.strides[a] < f.strides[b]; });
+  strides.assign(rank, sym::Expr());
+  int64_t dense = 1;
+  sym::Expr dense_expr = sym::Expr::constant(1);
+  for (int d : order) {
+    if (f.strides[d] == dense) {
+      strides[d] = dense_expr;
+    } else {
+      strides[d] = sym::Expr::constant(f.strides[d]);
+      dense = f.strides[d];
+      dense_expr = strides[d];
+    }
+    dense *= f.sizes[d];
+    dense_expr = dense_expr * sizes[d];
+  }
+  f.stride_expr = strides;
+}
+
+bool Interpreter::int_input_is_dynamic(PyObject* o, const SourcePtr& src) {
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return false; }
+  if (cap_.shape_env->symbols().size() >= SymbolBinding::kMax) return false;
+  return choose_dynamic_int(src->repr(), x, opts_.dynamic, opts_.size_history, &cap_.dynamic_changes);
+}
+
+// An int argument that varies between calls: a graph input of its own, standing for a symbol.
+VarPtr Interpreter::symint_input(PyObject* o, const SourcePtr& src) {
+  int64_t x = PyLong_AsLongLong(o);
+  int s = cap_.shape_env->symbol_with_hint(x);
+  if (s < 0) s = cap_.shape_env->new_symbol(src->repr(), static_cast<int>(cap_.inputs.size()), -1, x);
+  auto v = std::make_shared<Var>(VarKind::kSymInt);
+  v->source = src;
+  v->fake = PyRef::steal(probe_make_symint(cap_.shape_env, sym::Expr::symbol(s)));
+  if (!v->fake) unsupported("cannot make a symbolic int for " + src->repr() + ": " + take_python_error());
+  meta_.set_symbolic();
+  v->node = cap_.graph->add_placeholder(src->placeholder_hint(), "int s" + std::to_string(s));
+  cap_.inputs.push_back(src);
+  cap_.example_inputs.push_back(PyRef::borrow(o));
+  cap_.removable.push_back(false);
+  guard(src, GuardLeaf::kSymInt, nullptr, s);
+  return v;
+}
+
+VarPtr Interpreter::tensor_input(PyObject* t, const SourcePtr& src) {
+  auto v = std::make_shared<Var>(VarKind::kTensor);
+  v->source = src;
+  GuardLeaf leaf{GuardLeaf::kTensor};
+  probe_read(t, &leaf.tensor);
+  leaf.obj = PyRef::borrow(reinterpret_cast<PyObject*>(leaf.tensor.type));  // keeps the checked type alive
+  uint64_t mask = 0;
+  if (src->kind != Source::kConstant && cap_.shape_env->symbols().size() + leaf.tensor.sizes.size() <= SymbolBinding::kMax)
+    mask = choose_dynamic_dims(t, src->repr(), leaf.tensor.sizes, opts_.dynamic, opts_.size_history, &cap_.dynamic_changes);
+  if (mask) {
+    std::vector<sym::Expr> sizes, strides;
+    make_dynamic(leaf.tensor, mask, src->repr(), static_cast<int>(cap_.inputs.size()), sizes, strides);
+    v->fake = PyRef::steal(leaf.tensor.strides.empty() ? nullptr : probe_make_symbolic_meta(t, cap_.shape_env, sizes, strides));
+    meta_.set_symbolic();
+  } else {
+    v->fake = PyRef::steal(probe_make_meta(t));
+  }
+  v->device = PyRef::steal(probe_device(t));
+  if (!v->fake || !v->device) unsupported("cannot make a meta tensor for " + src->repr() + ": " + take_python_error());
+  v->node = cap_.graph->add_placeholder(src->placeholder_hint(), probe_describe_tensor(mask ? v->fake.get() : t));
+  cap_.inputs.push_back(src);
+  cap_.example_inputs.push_back(PyRef::borrow(t));
+  cap_.removable.push_back(false);
+  if (src->kind != Source::kConstant) cap_.guards->add(src, std::move(leaf));
+  return v;
+}
+
+// A list or dict the frame was given is mutated: allowed (and written back after the graph) when
+// kiln knows where to fetch it again and it is the only path to that object in this capture.
+void Interpreter::note_container_mutation(const VarPtr& c, const std::string& what) {
+  if (!c->source || c->fresh) return;  // made during this call: nothing outside sees it
+  const std::string kind = kind_name(c->kind);
+  const InputContainer* found = nullptr;
+  for (const auto& ic : input_containers_)
+    if (ic.var == c) found = &ic;
+  if (!found || c->source->kind == Source::kConstant) unsupported("mutation of a shared " + kind + " (" + what + ") is a side effect");
+  for (const auto& ic : input_containers_)
+    if (ic.var != c && ic.object.get() == found->object.get()) unsupported("mutation of a " + kind + " the frame reaches two ways (" + what + ")");
+  if (input_containers_.size() > 64) unsupported("mutation of a " + kind + " among too many input containers");
+  for (const auto& m : mutated_containers_)
+    if (m == c) return;
+  mutated_containers_.push_back(c);
+}
+
+VarPtr Interpreter::wrap_unguarded(PyObject* o, const std::string& label) {
+  if (probe_is_tensor(o)) return tensor_input(o, constant_source(o, label));
+  return from_python_value(o, /*shared=*/true);
+}
+
+VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
+  if (!src) return wrap_unguarded(o, "value");
+  auto memo = wrapped_.find(src->repr());
+  if (memo != wrapped_.end()) return memo->second;
+  VarPtr v;
+  if (probe_is_tensor(o)) {
+    v = tensor_input(o, src);
+  } else if (src->kind == Source::kLocal && PyLong_CheckExact(o) && int_input_is_dynamic(o, src)) {
+    v = symint_input(o, src);
+  } else if (is_constant_like(o)) {
+    guard(src, GuardLeaf::kEquals, o);
+    v = make_const(o);
+  } else if ((PyList_CheckExact(o) || PyTuple_CheckExact(o)) && PySequence_Fast_GET_SIZE(o) <= 512) {
+    guard(src, GuardLeaf::kType, reinterpret_cast<PyObject*>(Py_TYPE(o)));
+    guard(src, GuardLeaf::kLen, nullptr, PySequence_Fast_GET_SIZE(o));
+    v = make_seq(PyList_CheckExact(o) ? VarKind::kList : VarKind::kTuple, {});
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i)
+      v->items.push_back(wrap(PySequence_Fast_GET_ITEM(o, i), item_source(src, static_cast<int>(i))));
+    if (v->kind == VarKind::kList) input_containers_.push_back({v, PyRef::borrow(o)});
+  } else if (PyDict_CheckExact(o) && PyDict_GET_SIZE(o) <= 512) {
+    PyRef keys = PyRef::steal(PyDict_Keys(o));
+    bool const_keys = true;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys.get()); ++i)
+      const_keys &= PyUnicode_CheckExact(PyList_GET_ITEM(keys.get(), i)) || PyLong_CheckExact(PyList_GET_ITEM(keys.get(), i));
+    if (const_keys) {
+      PyRef kt = PyRef::steal(PyList_AsTuple(keys.get()));
+      guard(src, GuardLeaf::kDictKeys, kt.get());
+      v = std::make_shared<Var>(VarKind::kDict);
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys.get()); ++i) {
+        PyObject* k = PyList_GET_ITEM(keys.get(), i);
+        v->keys.push_back(PyRef::borrow(k));
+        v->items.push_back(wrap(PyDict_GetItem(o, k), dict_item_source(src, k)));
+      }
+      input_containers_.push_back({v, PyRef::borrow(o)});
+    }
+  }
+  if (!v) {
+    guard(src, GuardLeaf::kId, o);
+    v = make_object(o, src);
+  }
+  v->source = src;
+  wrapped_[src->repr()] = v;
+  return v;
+}
+
+PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
+  switch (v->kind) {
+    case VarKind::kTensor: return fake_tensors ? v->fake : PyRef();
+    case VarKind::kSymInt: return fake_tensors && !v->flag ? v->fake : concretize(v);
+    case VarKind::kSymSlice: return fake_tensors ? v->fake : concretize(v);
+    case VarKind::kConst:
+    case VarKind::kObject: return v->obj;
+    case VarKind::kTuple:
+    case VarKind::kList: {
+      PyRef out = PyRef::steal(v->kind == VarKind::kTuple ? PyTuple_New(v->items.size()) : PyList_New(v->items.size()));
+      for (size_t i = 0; i < v->items.size(); ++i) {
+        PyRef it = as_python(v->items[i], fake_tensors);
+        if (!it) return PyRef();
+        if (v->kind == VarKind::kTuple) PyTuple_SET_ITEM(out.get(), i, it.release());
+        else PyList_SET_ITEM(out.get(), i, it.release());
+      }
+      return out;
+    }
+    case VarKind::kDict: {
+      PyRef out = PyRef::steal(PyDict_New());
+      for (size_t i = 0; i < v->items.size(); ++i) {
+        PyRef it = as_python(v->items[i], fake_tensors);
+        if (!it) return PyRef();
+        PyDict_SetItem(out.get(), v->keys[i].get(), it.get());
+      }
+      return out;
+    }
+    default: return PyRef();
+  }
+}
+
+// Constants, and tuples, lists and dicts of them: values a pure function can be evaluated on now
+// (objects are left out: what a function reads of them is not guarded).
+static bool plain_value(const VarPtr& v, int depth = 0) {
+  if (v->is_const() || v->is_symint() || v->kind == VarKind::kSymSlice) return true;
+  if (depth > 8 || (v->kind != VarKind::kTuple && v->kind != VarKind::kList && v->kind != VarKind::kDict)) return false;
+  for (const auto& it : v->items)
+    if (!plain_value(it, depth + 1)) return false;
+  return true;
+}
+
+bool Interpreter::all_python_values(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  for (const auto& a : args)
+    if (!plain_value(a)) return false;
+  for (const auto& kv : kwargs)
+    if (!plain_value(kv.second)) return false;
+  return true;
+}
+
+bool Interpreter::all_const(const std::vector<VarPtr>& vs) {
+  for (const auto& v : vs)
+    if (!v->is_const()) return false;
+  return true;
+}
+
+}  // namespace kiln::frontend

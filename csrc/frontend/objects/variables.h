@@ -1,0 +1,85 @@
+// Symbolic values of the bytecode interpreter.
+//
+// Each stack slot and local holds a Var: a tensor (a graph value with a meta tensor for its
+// metadata), a Python constant (specialised and guarded), a container of Vars, a Python object
+// (module, function, class...), or one of the interpreter's helper kinds. A Var that came from
+// the frame carries the Source it can be fetched from again.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frontend/objects/py_ref.h"
+#include "frontend/guards/sources.h"
+
+namespace kiln::frontend {
+
+struct Var;
+using VarPtr = std::shared_ptr<Var>;
+
+enum class VarKind {
+  kTensor,         // node, fake, device
+  kConst,          // obj: None/bool/int/float/str/dtype/device/slice/torch.Size/tuple-of-consts...
+  kTuple,          // items; obj = namedtuple type or null
+  kList,           // items (mutable)
+  kDict,           // keys (constants) + items
+  kObject,         // obj: any other Python object (module, function, class, nn.Module...)
+  kNull,           // the NULL a call sequence pushes
+  kIterator,       // items + pos
+  kCell,           // items[0] = contents (or empty)
+  kBoundMethod,    // self + obj (a Python function) -> inlined with self first
+  kTensorMethod,   // self (tensor) + name -> recorded as call_method
+  kContainerMethod,// self (list/dict/tuple Var) + name -> interpreted
+  kNestedFunction, // obj = code; items = closure cells; defaults/kwdefaults; name = qualname
+  kGradMode,       // a no_grad()/enable_grad()/set_grad_enabled() context: flag
+  kGradModeExit,   // the bound __exit__ of an entered grad-mode context: flag = mode to restore
+  kGenerator,      // a generator object from an inlined generator function: items = yields
+  kSuper,          // super(obj = class, self = instance): attribute lookup starts after the class
+  kNewObject,      // an instance created during capture: obj = class, keys/items = its attributes,
+                   // self = its dict contents (a kDict) when the class derives from dict
+  kDictView,       // d.keys()/values()/items(): self = the dict Var, name = which; live, so it
+                   // reads the dict's contents whenever it is iterated, measured or searched
+  kPartial,        // functools.partial made during capture: self = the function, items = its
+                   // positional arguments then its keyword values, keys = the keywords' names
+  kSymInt,         // a number computed from symbolic sizes: node = the graph value that holds it
+                   // at run time; fake = the torch.SymInt (over kiln's expression) meta code sees,
+                   // or, with flag set, a float: fake = its captured value, items = the sizes it
+                   // was computed from (what specialising it guards)
+  kSymSlice,       // a slice with symbolic bounds (`x[:, a:t]`): node = the graph's slice value,
+                   // fake = the slice of SymInts meta code sees, items = start, stop, step
+};
+
+struct Var {
+  VarKind kind;
+  PyRef obj;
+  int node = -1;
+  PyRef fake;
+  PyRef device;
+  std::vector<VarPtr> items;
+  std::vector<PyRef> keys;
+  VarPtr self;
+  std::string name;
+  size_t pos = 0;
+  bool flag = false;
+  bool fresh = false;   // a container made for this call (e.g. the frame's **kwargs): mutable
+  PyRef defaults, kwdefaults;
+  PyRef globals;        // kNestedFunction: the globals the code runs with
+  SourcePtr source;
+
+  explicit Var(VarKind k) : kind(k) {}
+  bool is_tensor() const { return kind == VarKind::kTensor; }
+  bool is_const() const { return kind == VarKind::kConst; }
+  bool is_symint() const { return kind == VarKind::kSymInt; }
+};
+
+VarPtr make_const(PyObject* o);            // borrows o
+VarPtr make_object(PyObject* o, SourcePtr src);
+VarPtr make_null();
+VarPtr make_seq(VarKind k, std::vector<VarPtr> items);
+VarPtr make_container_method(VarPtr self, std::string name);  // self.<name>, interpreted
+
+// True for immutable values kiln specialises on and bakes into graphs.
+bool is_constant_like(PyObject* o);
+const char* kind_name(VarKind k);
+
+}  // namespace kiln::frontend
