@@ -155,6 +155,9 @@ class CodegenGraph {
   }
 
   py::object call(py::args args) {
+    // Another thread is tracing or building this graph (it released the GIL to build): this
+    // call runs the graph op by op rather than race on the graph's state.
+    if (building_) return eager_(*args);
     if (state_ == kCompiling) {
       if (!pending_->done()) return eager_(*args);
       wait();
@@ -308,6 +311,7 @@ class CodegenGraph {
   // runs eagerly), partitions it and builds both halves; later calls run the pair.
   py::object training_call(const std::vector<at::Tensor>& inputs, py::args args) {
     if (!training_ && training_status_.empty()) {
+      Building guard(building_);
       auto t0 = std::chrono::steady_clock::now();
       try {
         bridge::JointTrace jt = bridge::trace_joint(inputs, runner(), [](const std::function<void()>& block) {
@@ -353,6 +357,7 @@ class CodegenGraph {
   }
 
   py::object first_call(const std::vector<at::Tensor>& inputs, py::args args) {
+    Building guard(building_);
     auto t0 = std::chrono::steady_clock::now();
     bridge::TraceResult tr;
     try {
@@ -426,6 +431,12 @@ class CodegenGraph {
   int trace_failures_ = 0;
   int max_variants_ = 8;
   bool min_cut_ = true;  // the partitioner for training graphs (else save everything the backward reads)
+  bool building_ = false;  // a thread is in first_call / the training build (set and read under the GIL)
+  struct Building {
+    bool& flag;
+    explicit Building(bool& f) : flag(f) { flag = true; }
+    ~Building() { flag = false; }
+  };
   std::shared_ptr<TrainingStages> training_;
   std::string training_status_;     // empty until the first training call
   std::vector<int64_t> signature_;  // of the call that traced this graph

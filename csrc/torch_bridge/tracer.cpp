@@ -3,6 +3,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/ones.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/autograd.h>
