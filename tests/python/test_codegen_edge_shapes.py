@@ -105,3 +105,32 @@ def test_float_to_integer_to_float_keeps_integer_zero_positive():
     x = torch.tensor([-0.6, -0.2, 0.3, -1.5, 2.5])
     for _ in range(2):
         assert_same(compiled(x), fn(x))
+
+
+def test_float_exp_matches_aten_at_large_arguments():
+    # exp(49) ~ 1.9e21: one ulp of it (~2.5e14) moves sin() anywhere in [-1, 1], so kiln::exp
+    # must round as ATen does (a fuzzer case). kiln's float exp is correctly rounded but for about
+    # one input in a thousand; ATen's never differs from the correctly rounded value by more than
+    # an ulp, so the two are at most an ulp apart and mostly equal.
+    def fn(x):
+        return torch.exp(x), torch.sin(torch.exp(x))
+    compiled = kiln.compile(fn)
+    x49 = torch.full((4,), 49.0)
+    for _ in range(2):
+        assert_same(compiled(x49), fn(x49))
+    special = [float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 1e-30, -1e-30, 49.0,
+               88.72283172607421875, 88.72283935546875,     # largest finite result, first inf
+               -87.33654022216797, -87.3365478515625,       # around exp(x) = 2^-126
+               -103.97207641601562, -103.97208404541016]    # smallest nonzero result, first 0
+    x = torch.cat([torch.linspace(-110.0, 95.0, 400_001), torch.tensor(special)])
+    for _ in range(2):
+        got = compiled(x)[0]
+    assert _codegen.GRAPHS and all(g.status == "compiled" for g in _codegen.GRAPHS), [g.status for g in _codegen.GRAPHS]
+    want = torch.exp(x)
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan)
+    ulps = (got.view(torch.int32).long() - want.view(torch.int32).long()).abs()[~nan]  # exp >= 0
+    assert ulps.max() <= 1, x[~nan][ulps.argmax()]
+    rounded = torch.exp(x.double()).float()  # the correctly rounded exp (but in rare near-ties)
+    exact = (got.view(torch.int32) == rounded.view(torch.int32)) | nan
+    assert exact.double().mean() > 0.995, exact.double().mean()
