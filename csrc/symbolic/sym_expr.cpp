@@ -433,6 +433,31 @@ Expr logical_not(const Expr& a) {
   return make_connective(Node::kNot, {a});
 }
 
+// Term-wise bounds cannot see that s0*s0 - s0 - 1 >= 1 for s0 >= 2. For a small polynomial in
+// plain symbols, substitute s = 2 + t (t >= 0) and expand: if every non-constant coefficient is
+// >= 0, the constant is a lower bound; if every one is <= 0, an upper bound.
+static void shifted_bounds(const Node& n, int64_t& lo, int64_t& hi) {
+  constexpr int kShift = 1 << 20;  // the t symbols' ids, clear of real symbols
+  if (n.terms.size() > 8) return;
+  Expr shifted = Expr::constant(n.constant);
+  for (const auto& t : n.terms) {
+    if (t.factors.size() > 4) return;
+    Expr term = Expr::constant(t.coef);
+    for (const auto& f : t.factors) {
+      if (f.node().kind != Node::kSymbol || f.node().symbol >= kShift) return;
+      term = term * (Expr::constant(2) + Expr::symbol(f.node().symbol + kShift));
+    }
+    shifted = shifted + term;
+  }
+  bool all_pos = true, all_neg = true;
+  for (const auto& t : shifted.node().terms) {
+    all_pos &= t.coef >= 0;
+    all_neg &= t.coef <= 0;
+  }
+  if (all_pos) lo = std::max(lo, shifted.node().constant);
+  if (all_neg) hi = std::min(hi, shifted.node().constant);
+}
+
 std::pair<int64_t, int64_t> bounds(const Expr& e) {
   const Node& n = e.node();
   if (n.kind != Node::kPoly) return {kNegInf, kInf};
@@ -450,6 +475,7 @@ std::pair<int64_t, int64_t> bounds(const Expr& e) {
     lo = sat_add(lo, std::min(a, b));
     hi = sat_add(hi, std::max(a, b));
   }
+  if (lo == kNegInf || hi == kInf) shifted_bounds(n, lo, hi);
   return {lo, hi};
 }
 

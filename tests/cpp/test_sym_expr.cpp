@@ -52,6 +52,10 @@ TEST(SymExpr, ComparisonsKnownFromForm) {
   EXPECT_EQ(known(compare(Cmp::kLt, s0 * s1, c(4))), false);
   EXPECT_FALSE(known(compare(Cmp::kEq, s0, s1)).has_value());
   EXPECT_FALSE(known(compare(Cmp::kGt, s0, c(8))).has_value());
+  EXPECT_EQ(known(compare(Cmp::kGe, s0 * s0, s0 + c(1))), true);    // SDPA asks this: s0^2 - s0 - 1 >= 1
+  EXPECT_EQ(known(compare(Cmp::kNe, s0, s0 * s0)), true);
+  EXPECT_EQ(known(compare(Cmp::kGe, s0 * s1 - s0 - s1, c(0))), true);  // (2+a)(2+b) - 4 - a - b >= 0
+  EXPECT_FALSE(known(compare(Cmp::kGe, s0 * s0 - c(5) * s0, c(0))).has_value());  // 4 - 10 < 0 <= 36 - 30
   EXPECT_EQ(compare(Cmp::kEq, s1, s0).str(), compare(Cmp::kEq, s0, s1).str());
   EXPECT_EQ(compare(Cmp::kLe, s0, c(8)).str(), "8 >= s0");
   EXPECT_EQ(logical_not(compare(Cmp::kGt, s0, c(8))).str(), "8 >= s0");
