@@ -196,6 +196,24 @@ ir::TensorMeta meta_of(const at::Tensor& t) {
   return m;
 }
 
+// Unwraps a functional result after syncing its pending updates.
+static at::Tensor unwrap(at::Tensor o) {
+  if (!o.defined()) return o;
+  if (at::functionalization::impl::isFunctionalTensor(o)) {
+    at::functionalization::impl::sync(o);
+    o = at::functionalization::impl::from_functional_tensor(o);
+  }
+  return o;
+}
+
+// The tracer takes plain strided tensors: no subclass, no functional tensor of someone else's.
+static void check_input(const at::Tensor& t, size_t i) {
+  if (!t.defined()) fail("input " + std::to_string(i) + " is undefined");
+  if (t.layout() != c10::kStrided) fail("input " + std::to_string(i) + " is not a strided tensor");
+  if (t.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize})))
+    fail("input " + std::to_string(i) + " is a tensor subclass or functional tensor");
+}
+
 TraceResult trace(const std::vector<at::Tensor>& inputs, const GraphRunner& run) {
   std::string why;
   if (!tracer_available(&why)) fail(why);
@@ -204,10 +222,7 @@ TraceResult trace(const std::vector<at::Tensor>& inputs, const GraphRunner& run)
   std::vector<at::Tensor> functional;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
-    if (!t.defined()) fail("undefined input tensor");
-    if (t.layout() != c10::kStrided) fail("input " + std::to_string(i) + " is not a strided tensor");
-    if (t.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize})))
-      fail("input " + std::to_string(i) + " is a tensor subclass or functional tensor");
+    check_input(t, i);
     // Each distinct input tensor gets a value (the same tensor passed twice shares it).
     int v = s.result.graph.add_value(ir::AtenValue::kInput, static_cast<int>(i), meta_of(t));
     s.ids.emplace(t.unsafeGetTensorImpl(), v);
@@ -223,10 +238,7 @@ TraceResult trace(const std::vector<at::Tensor>& inputs, const GraphRunner& run)
     outs = run(functional);
     for (at::Tensor& o : outs) {
       if (!o.defined()) fail("the graph returned an undefined tensor");
-      if (at::functionalization::impl::isFunctionalTensor(o)) {
-        at::functionalization::impl::sync(o);
-        o = at::functionalization::impl::from_functional_tensor(o);
-      }
+      o = unwrap(o);
     }
     for (size_t i = 0; i < inputs.size(); ++i) {
       at::functionalization::impl::sync(functional[i]);
@@ -247,16 +259,6 @@ TraceResult trace(const std::vector<at::Tensor>& inputs, const GraphRunner& run)
   return std::move(s.result);
 }
 
-// Unwraps a functional result after syncing its pending updates.
-static at::Tensor unwrap(at::Tensor o) {
-  if (!o.defined()) return o;
-  if (at::functionalization::impl::isFunctionalTensor(o)) {
-    at::functionalization::impl::sync(o);
-    o = at::functionalization::impl::from_functional_tensor(o);
-  }
-  return o;
-}
-
 JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner& run, const Unlocked& unlocked) {
   std::string why;
   if (!tracer_available(&why)) fail(why);
@@ -268,9 +270,7 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
   std::vector<int> leaf_of;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
-    if (!t.defined() || t.layout() != c10::kStrided) fail("input " + std::to_string(i) + " is not a strided tensor");
-    if (t.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize})))
-      fail("input " + std::to_string(i) + " is a tensor subclass or functional tensor");
+    check_input(t, i);
     // Inputs that do not require grad get a private copy: under autograd, BatchNorm's running
     // statistics were seen written through to the caller's tensors during this extra run.
     // (Same sizes and strides: the graph is compiled for the caller's layout.)

@@ -97,6 +97,16 @@ static bool is_inplace_method(const std::string& m) {
   return m.size() > 1 && m.back() == '_' && !(m.size() > 2 && m[m.size() - 2] == '_');
 }
 
+// `operator.getitem(node, i)`: item i of a graph value that is a sequence (removable when unused).
+int Interpreter::getitem_node(int node, Py_ssize_t i, const std::string& meta) {
+  PyRef idx = PyRef::steal(PyLong_FromSsize_t(i));
+  int n = cap_.graph->add_call(graph::Op::kCallFunction, "operator.getitem", handle(op_fn("getitem")),
+                               {graph::Arg::of_node(node), graph::Arg::of_const(handle(idx.get()), std::to_string(i))}, {}, meta,
+                               where());
+  cap_.removable.push_back(true);
+  return n;
+}
+
 VarPtr Interpreter::wrap_result(PyObject* fake, int node, PyObject* device) {
   if (probe_is_tensor(fake)) {
     auto v = std::make_shared<Var>(VarKind::kTensor);
@@ -114,14 +124,9 @@ VarPtr Interpreter::wrap_result(PyObject* fake, int node, PyObject* device) {
       if (PyTuple_Check(fake) && !PyTuple_CheckExact(fake)) v->obj = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(fake)));
       for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fake); ++i) {
         PyObject* item = PySequence_Fast_GET_ITEM(fake, i);
-        PyRef idx = PyRef::steal(PyLong_FromSsize_t(i));
         int n = -1;
         if (probe_is_tensor(item)) {
-          n = cap_.graph->add_call(graph::Op::kCallFunction, "operator.getitem",
-                                   handle(PyDict_GetItemString(PyModule_GetDict(g_torch.operator_mod), "getitem")),
-                                   {graph::Arg::of_node(node), graph::Arg::of_const(handle(idx.get()), std::to_string(i))}, {},
-                                   probe_describe_tensor(item), where());
-          cap_.removable.push_back(true);
+          n = getitem_node(node, i, probe_describe_tensor(item));
         } else if (!is_constant_like(item)) {
           unsupported("operator returned a sequence holding " + std::string(Py_TYPE(item)->tp_name));
         }
@@ -169,7 +174,19 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   for (const auto& a : args) collect_tensor_devices(a, devs);
   for (const auto& kv : kwargs) collect_tensor_devices(kv.second, devs);
 
-  const bool scalar_sizes = scalar_operands(op == graph::Op::kCallMethod ? method : qualified_name(target));
+  const std::string name = op == graph::Op::kCallMethod ? method : qualified_name(target);
+  // The call as a graph node (its arguments as graph values).
+  auto add_node = [&](const std::string& meta, bool removable) {
+    std::vector<graph::Arg> gargs;
+    for (const auto& a : args) gargs.push_back(to_arg(a));
+    std::vector<std::pair<std::string, graph::Arg>> gkw;
+    for (const auto& kv : kwargs) gkw.emplace_back(kv.first, to_arg(kv.second));
+    int node = cap_.graph->add_call(op, name, op == graph::Op::kCallFunction ? handle(target) : -1, std::move(gargs), std::move(gkw),
+                                    meta, where());
+    cap_.removable.push_back(removable);
+    return node;
+  };
+  const bool scalar_sizes = scalar_operands(name);
   PyRef fargs = PyRef::steal(PyTuple_New(args.size()));
   for (size_t i = 0; i < args.size(); ++i) {
     PyRef f = scalar_sizes && args[i]->is_symint() ? symint_hint(args[i]) : to_fake(args[i]);
@@ -220,7 +237,7 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   const bool is_setitem = target && target == PyDict_GetItemString(PyModule_GetDict(g_torch.operator_mod), "setitem");
   const bool inplace = !args.empty() && args[0]->is_tensor() &&
                        (is_inplace_method(method) || is_setitem ||
-                        (op == graph::Op::kCallFunction && target && is_inplace_operator(qualified_name(target))));
+                        (op == graph::Op::kCallFunction && target && is_inplace_operator(name)));
   if (inplace) {
     // Mutate a private copy of the metadata: meta tensors may be shared through the memo.
     PyRef copy = PyRef::steal(probe_make_meta(args[0]->fake.get()));
@@ -240,7 +257,6 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
       result = PyRef::steal(meta_.run(target, op == graph::Op::kCallMethod ? method : "", fargs.get(), fkw.get(), false));
     }
   }
-  std::string name = op == graph::Op::kCallMethod ? method : qualified_name(target);
   note_shape_guards(shape_guards, name);
   if (!result) unsupported("shape propagation failed for " + name + ": " + take_python_error());
   if (probe_is_tensor(result.get())) {
@@ -255,13 +271,7 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   }
   if (inplace) {
     cap_.mutates_inputs = true;  // maybe an input, or a view of one: their version counters will tell
-    std::vector<graph::Arg> gargs;
-    for (const auto& a : args) gargs.push_back(to_arg(a));
-    std::vector<std::pair<std::string, graph::Arg>> gkw;
-    for (const auto& kv : kwargs) gkw.emplace_back(kv.first, to_arg(kv.second));
-    cap_.graph->add_call(op, name, op == graph::Op::kCallFunction ? handle(target) : -1, std::move(gargs), std::move(gkw),
-                         probe_describe_tensor(PyTuple_GET_ITEM(fargs.get(), 0)), where());
-    cap_.removable.push_back(false);
+    add_node(probe_describe_tensor(PyTuple_GET_ITEM(fargs.get(), 0)), false);
     if (is_setitem) return make_const(Py_None);
     // The mutated tensor keeps its identity; only its metadata may change (e.g. unsqueeze_).
     args[0]->fake = PyRef::borrow(PyTuple_GET_ITEM(fargs.get(), 0));
@@ -275,16 +285,7 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   if (!has_tensor) {
     // A string made from a meta tensor (its repr, a format) would describe the meta tensor.
     if (PyUnicode_Check(result.get())) unsupported(name + " of a tensor depends on its data or device");
-    if (holds_symint(result.get())) {  // sizes of symbolic dimensions: read at run time
-      std::vector<graph::Arg> gargs;
-      for (const auto& a : args) gargs.push_back(to_arg(a));
-      std::vector<std::pair<std::string, graph::Arg>> gkw;
-      for (const auto& kv : kwargs) gkw.emplace_back(kv.first, to_arg(kv.second));
-      int node = cap_.graph->add_call(op, name, op == graph::Op::kCallFunction ? handle(target) : -1, std::move(gargs),
-                                      std::move(gkw), "", where());
-      cap_.removable.push_back(true);
-      return wrap_symbolic(result.get(), node);
-    }
+    if (holds_symint(result.get())) return wrap_symbolic(result.get(), add_node("", true));  // sizes, read at run time
     if (!is_constant_like(result.get()) && !is_symbolic_scalar(result.get()))
       unsupported(name + " returned a non-tensor value of type " + Py_TYPE(result.get())->tp_name);
     // A tensor operation that returns nothing exists for its side effect (`loss.backward()`,
@@ -293,14 +294,7 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
       unsupported(name + " returns None: its effect (autograd, hooks) happens outside the graph");
     return wrap_symbolic(result.get(), -1);
   }
-  std::vector<graph::Arg> gargs;
-  for (const auto& a : args) gargs.push_back(to_arg(a));
-  std::vector<std::pair<std::string, graph::Arg>> gkw;
-  for (const auto& kv : kwargs) gkw.emplace_back(kv.first, to_arg(kv.second));
-  std::string meta = probe_is_tensor(result.get()) ? probe_describe_tensor(result.get()) : "";
-  int node = cap_.graph->add_call(op, name, op == graph::Op::kCallFunction ? handle(target) : -1, std::move(gargs),
-                                  std::move(gkw), meta, where());
-  cap_.removable.push_back(false);
+  int node = add_node(probe_is_tensor(result.get()) ? probe_describe_tensor(result.get()) : "", false);
   return wrap_result(result.get(), node, device.get());
 }
 
@@ -368,14 +362,7 @@ VarPtr Interpreter::wrap_symbolic(PyObject* o, int node) {
     auto v = make_seq(PyList_Check(o) ? VarKind::kList : VarKind::kTuple, {});
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
       PyObject* item = PySequence_Fast_GET_ITEM(o, i);
-      int n = -1;
-      if (holds_symint(item)) {
-        PyRef idx = PyRef::steal(PyLong_FromSsize_t(i));
-        n = cap_.graph->add_call(graph::Op::kCallFunction, "operator.getitem", handle(op_fn("getitem")),
-                                 {graph::Arg::of_node(node), graph::Arg::of_const(handle(idx.get()), std::to_string(i))}, {}, "", where());
-        cap_.removable.push_back(true);
-      }
-      v->items.push_back(wrap_symbolic(item, n));
+      v->items.push_back(wrap_symbolic(item, holds_symint(item) ? getitem_node(node, i, "") : -1));
     }
     return v;
   }

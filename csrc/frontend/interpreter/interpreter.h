@@ -143,6 +143,7 @@ class Interpreter {
   // time through `node` (getitem nodes for the items of a sequence); SymBools and SymFloats are
   // concretised (guarded); anything else goes to make_const.
   VarPtr wrap_symbolic(PyObject* value, int node);
+  int getitem_node(int node, Py_ssize_t i, const std::string& meta);
   bool holds_symint(PyObject* value);
   // The concrete Python value of a symbolic int (guarding the shape env on it).
   PyRef concretize(const VarPtr& v);

@@ -75,8 +75,10 @@ VarPtr Interpreter::compare(int op, const VarPtr& a, const VarPtr& b) {
   if (a->is_tensor() || b->is_tensor()) return record_op(graph::Op::kCallFunction, fn, "", {a, b}, {});
   if (a->is_symint() || b->is_symint()) {
     // A branch on sizes: the answer under the captured sizes, guarded (a shape guard).
-    PyRef pa = a->is_symint() && !a->flag ? a->fake : concretize(a), pb = b->is_symint() && !b->flag ? b->fake : concretize(b);
-    if (!is_numeric(a) || !is_numeric(b)) { pa = concretize(a); pb = concretize(b); }
+    // Two numbers compare symbolically (the SymBool guards itself); anything else sees values.
+    const bool numeric = is_numeric(a) && is_numeric(b);
+    auto operand = [&](const VarPtr& v) { return numeric && v->is_symint() && !v->flag ? v->fake : concretize(v); };
+    PyRef pa = operand(a), pb = operand(b);
     if (!pa || !pb) unsupported("comparison of a " + std::string(kind_name(a->kind)) + " and a " + kind_name(b->kind));
     PyRef r = PyRef::steal(PyObject_RichCompare(pa.get(), pb.get(), op));
     if (!r) unsupported("comparison raised " + take_python_error());
