@@ -37,15 +37,15 @@ ExprPtr constant(double v, DType dtype) {
   e->value = v;
   return e;
 }
-ExprPtr unary(const std::string& op, ExprPtr a, DType out) {
+ExprPtr unary(UnaryOp op, ExprPtr a, DType out) {
   auto e = make(Expr::kUnary, out);
-  e->op = op;
+  e->unary_op = op;
   e->args = {std::move(a)};
   return e;
 }
-ExprPtr binary(const std::string& op, ExprPtr a, ExprPtr b, DType out) {
+ExprPtr binary(BinaryOp op, ExprPtr a, ExprPtr b, DType out) {
   auto e = make(Expr::kBinary, out);
-  e->op = op;
+  e->binary_op = op;
   e->args = {std::move(a), std::move(b)};
   return e;
 }
@@ -105,11 +105,10 @@ std::string expr_string(const ExprPtr& e) {
     case Expr::kCast: b << dtype_name(e->dtype) << "(" << expr_string(e->args[0]) << ")"; break;
     case Expr::kWhere: b << "where(" << expr_string(e->args[0]) << ", " << expr_string(e->args[1]) << ", " << expr_string(e->args[2]) << ")"; break;
     default:  // unary and binary operators; the result type shows where it is not the first operand's
-      b << e->op;
+      b << (e->kind == Expr::kUnary ? op_name(e->unary_op) : op_name(e->binary_op));
       if (!e->args.empty() && e->args[0]->dtype != e->dtype) b << ":" << dtype_name(e->dtype);
       b << "(";
       for (size_t i = 0; i < e->args.size(); ++i) b << (i ? ", " : "") << expr_string(e->args[i]);
-      if (e->value2 != 0) b << ", " << e->value2;
       b << ")";
   }
   return b.str();
@@ -132,7 +131,7 @@ std::string kernel_string(const Kernel& k, const Program& p) {
     if (s.kind == Stage::kPointwise) {
       b << "  for" << list(s.inner_sizes) << ": buf" << s.out_buffer << "[" << s.out_index.to_string() << "] = " << expr_string(s.value) << "\n";
     } else {
-      b << "  r" << s.local << " = " << s.reduce << " over" << list(s.inner_sizes) << " of " << expr_string(s.value);
+      b << "  r" << s.local << " = " << op_name(s.reduce) << " over" << list(s.inner_sizes) << " of " << expr_string(s.value);
       if (s.out_buffer >= 0) b << "; each -> buf" << s.out_buffer << "[" << s.out_index.to_string() << "]";
       for (size_t i = 0; i < s.store_buffers.size(); ++i)
         if (s.store_buffers[i] >= 0) b << "; buf" << s.store_buffers[i] << "[" << s.store_index[i].to_string() << "] = r" << s.local << "." << i;

@@ -15,6 +15,7 @@
 
 #include "ir/dtype.h"
 #include "ir/index_expr.h"
+#include "ir/loop_ops.h"
 
 namespace kiln::ir {
 
@@ -36,12 +37,12 @@ using ExprPtr = std::shared_ptr<const Expr>;
 struct Expr {
   enum Kind { kLoad, kConst, kUnary, kBinary, kWhere, kCast, kIndexValue, kLocal } kind = kConst;
   DType dtype = DType::kFloat32;
-  std::string op;               // kUnary / kBinary: operator name ("exp", "add", "lt"...)
+  UnaryOp unary_op{};           // kUnary (ir/loop_ops.h)
+  BinaryOp binary_op{};         // kBinary
   std::vector<ExprPtr> args;
   int buffer = -1;              // kLoad
   Index index;                  // kLoad: element index; kIndexValue: the value
   double value = 0;             // kConst
-  double value2 = 0;            // kUnary with a parameter (e.g. leaky_relu slope)
   int local = -1;               // kLocal: reduction result id within the kernel
   int local_part = 0;           // kLocal: 0 = value (mean for welford), 1 = m2/index, ...
   // kLoad through tensor-valued indices (embedding, gather): element index += value * stride,
@@ -52,8 +53,8 @@ struct Expr {
 
 ExprPtr load(int buffer, DType dtype, Index index);
 ExprPtr constant(double v, DType dtype);
-ExprPtr unary(const std::string& op, ExprPtr a, DType out);
-ExprPtr binary(const std::string& op, ExprPtr a, ExprPtr b, DType out);
+ExprPtr unary(UnaryOp op, ExprPtr a, DType out);
+ExprPtr binary(BinaryOp op, ExprPtr a, ExprPtr b, DType out);
 ExprPtr where(ExprPtr c, ExprPtr a, ExprPtr b, DType out);
 ExprPtr cast(ExprPtr a, DType to);
 ExprPtr index_value(Index i, DType dtype);
@@ -69,8 +70,8 @@ struct Stage {
   // stored there (softmax keeps exp(x - max) for its epilogue instead of computing it again).
   int out_buffer = -1;
   Index out_index;                    // element index into out_buffer
-  // kReduction: "sum", "prod", "max", "min", "any", "all", "welford", "argmax", "argmin"
-  std::string reduce;
+  ReduceOp reduce = ReduceOp::kSum;   // kReduction
+
   int local = -1;                     // result id other stages read through Expr::kLocal
   DType acc_dtype = DType::kFloat32;
   std::vector<int> store_buffers;     // where the result is stored (by part), -1 = not stored

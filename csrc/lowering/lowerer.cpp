@@ -186,7 +186,7 @@ void Lowerer::set_buffer_loader(int value, int buf) {
   w.cost = 1;
 }
 
-void Lowerer::reduction(const std::string& op, Loader input, const std::vector<int64_t>& in_sizes,
+void Lowerer::reduction(ReduceOp op, Loader input, const std::vector<int64_t>& in_sizes,
                         std::vector<int64_t> dims, DType acc, const std::vector<ReductionOut>& outs,
                         int keep_elements) {
   std::sort(dims.begin(), dims.end());
@@ -221,7 +221,7 @@ void Lowerer::reduction(const std::string& op, Loader input, const std::vector<i
     s.value = cast(e, acc);
     s.acc_dtype = acc;
     s.local = K.num_locals++;
-    int parts = op == "welford" || op == "argmax" || op == "argmin" ? 2 : 1;
+    int parts = info(op).parts;
     s.store_buffers.assign(parts, -1);
     s.store_index.assign(parts, Index::of(0));
     if (keep_elements >= 0) {
@@ -265,7 +265,7 @@ void Lowerer::reduction(const std::string& op, Loader input, const std::vector<i
       if (same_row) {
         auto e = std::make_shared<Expr>();
         e->kind = Expr::kLocal;
-        e->dtype = part == 1 && (op == "argmax" || op == "argmin") ? DType::kInt64 : acc;
+        e->dtype = part == 1 && (op == ReduceOp::kArgMax || op == ReduceOp::kArgMin) ? DType::kInt64 : acc;
         e->local = local;
         e->local_part = part;
         return cast(finish ? finish(e, ctx) : e, out_dtype);
@@ -274,7 +274,7 @@ void Lowerer::reduction(const std::string& op, Loader input, const std::vector<i
       if (self->prog_.kernels[kernel].stages[stage_index].store_buffers[part] < 0) {
         // Stored raw (before `finish`), in the accumulation type, over the kept dims.
         TensorMeta raw;
-        raw.dtype = part == 1 && (op == "argmax" || op == "argmin") ? DType::kInt64 : acc;
+        raw.dtype = part == 1 && (op == ReduceOp::kArgMax || op == ReduceOp::kArgMin) ? DType::kInt64 : acc;
         for (int d : kept) raw.sizes.push_back(in_sizes[d]);
         raw.strides = contiguous_strides(raw.sizes);
         int nb = self->new_buffer(Buffer::kKernelOutput, raw);
@@ -348,7 +348,8 @@ bool Lowerer::lower_node(int node) {
   auto bad = [&](int v) {
     if (v < 0) return false;
     const TensorMeta& m = meta(v);
-    return !is_supported(m.dtype) || m.dtype == DType::kFloat16 || !m.cpu || m.numel() == 0;
+    // The CPU code generator has no fp16 arithmetic; CUDA kernels compute it in float.
+    return !is_supported(m.dtype) || (m.dtype == DType::kFloat16 && !opts_.cuda) || m.cpu == opts_.cuda || m.numel() == 0;
   };
   for (int v : n.outputs)
     if (bad(v)) return false;

@@ -46,6 +46,8 @@ struct LoweringOptions {
   int max_expression_cost = 400;  // any value is realized above this: the code generator renders
                                   // expressions recursively, so their depth must stay bounded
   bool fuse = true;            // false: every value is realized in its own kernel (debugging)
+  bool cuda = false;           // the program runs on a CUDA device (codegen/cuda): tensors on the CPU
+                               // go to ATen instead, and fp16 is lowered (computed in float)
 };
 
 class Lowerer {
@@ -67,7 +69,7 @@ class Lowerer {
   struct ReductionOut { int value; int part; std::function<ir::ExprPtr(ir::ExprPtr, LoadCtx&)> finish; };
   // With `keep_elements` >= 0, every element folded is also stored into that buffer (laid out
   // over `input_sizes`), for an epilogue that reads it back instead of recomputing it.
-  void reduction(const std::string& op, Loader input, const std::vector<int64_t>& input_sizes,
+  void reduction(ir::ReduceOp op, Loader input, const std::vector<int64_t>& input_sizes,
                  std::vector<int64_t> dims, ir::DType acc, const std::vector<ReductionOut>& outs,
                  int keep_elements = -1);
   // A load of kernel-written `buffer` from a stage in the kernel that writes it (after the
@@ -86,6 +88,7 @@ class Lowerer {
   int current_node() const { return node_; }
   int new_buffer(ir::Buffer::Kind kind, const ir::TensorMeta& m, int index = -1);
   const ir::Program& program() const { return prog_; }
+  bool cuda() const { return opts_.cuda; }
   std::string node_label(int node) const;
 
  private:

@@ -12,33 +12,31 @@ using namespace ir;
 
 namespace {
 
-const std::map<std::string, std::string> kUnary = {
-    {"aten::abs", "abs"}, {"aten::neg", "neg"}, {"aten::exp", "exp"}, {"aten::exp2", "exp2"},
-    {"aten::expm1", "expm1"}, {"aten::log", "log"}, {"aten::log2", "log2"}, {"aten::log10", "log10"},
-    {"aten::log1p", "log1p"}, {"aten::sqrt", "sqrt"}, {"aten::rsqrt", "rsqrt"}, {"aten::sin", "sin"},
-    {"aten::cos", "cos"}, {"aten::tan", "tan"}, {"aten::tanh", "tanh"}, {"aten::sigmoid", "sigmoid"},
-    {"aten::relu", "relu"}, {"aten::erf", "erf"}, {"aten::reciprocal", "reciprocal"}, {"aten::floor", "floor"},
-    {"aten::ceil", "ceil"}, {"aten::trunc", "trunc"}, {"aten::round", "round"}, {"aten::sign", "sign"},
-    {"aten::logical_not", "not"}, {"aten::bitwise_not", "bitnot"}, {"aten::isnan", "isnan"},
-    {"aten::silu", "silu"}, {"aten::asin", "asin"}, {"aten::acos", "acos"}, {"aten::atan", "atan"},
-    {"aten::sinh", "sinh"}, {"aten::cosh", "cosh"}, {"aten::erfc", "erfc"}, {"aten::hardswish", "hardswish"},
-    {"aten::hardsigmoid", "hardsigmoid"}, {"aten::mish", "mish"}, {"aten::positive", "identity"},
-    {"aten::isinf", "isinf"}, {"aten::sgn", "sign"}, {"aten::square", "square"},
+const std::map<std::string, UnaryOp> kUnary = {
+    {"aten::abs", UnaryOp::kAbs}, {"aten::neg", UnaryOp::kNeg}, {"aten::exp", UnaryOp::kExp}, {"aten::exp2", UnaryOp::kExp2},
+    {"aten::expm1", UnaryOp::kExpm1}, {"aten::log", UnaryOp::kLog}, {"aten::log2", UnaryOp::kLog2}, {"aten::log10", UnaryOp::kLog10},
+    {"aten::log1p", UnaryOp::kLog1p}, {"aten::sqrt", UnaryOp::kSqrt}, {"aten::rsqrt", UnaryOp::kRsqrt}, {"aten::sin", UnaryOp::kSin},
+    {"aten::cos", UnaryOp::kCos}, {"aten::tan", UnaryOp::kTan}, {"aten::tanh", UnaryOp::kTanh}, {"aten::sigmoid", UnaryOp::kSigmoid},
+    {"aten::relu", UnaryOp::kRelu}, {"aten::erf", UnaryOp::kErf}, {"aten::reciprocal", UnaryOp::kReciprocal}, {"aten::floor", UnaryOp::kFloor},
+    {"aten::ceil", UnaryOp::kCeil}, {"aten::trunc", UnaryOp::kTrunc}, {"aten::round", UnaryOp::kRound}, {"aten::sign", UnaryOp::kSign},
+    {"aten::logical_not", UnaryOp::kNot}, {"aten::bitwise_not", UnaryOp::kBitNot}, {"aten::isnan", UnaryOp::kIsNan},
+    {"aten::silu", UnaryOp::kSilu}, {"aten::asin", UnaryOp::kAsin}, {"aten::acos", UnaryOp::kAcos}, {"aten::atan", UnaryOp::kAtan},
+    {"aten::sinh", UnaryOp::kSinh}, {"aten::cosh", UnaryOp::kCosh}, {"aten::erfc", UnaryOp::kErfc}, {"aten::hardswish", UnaryOp::kHardSwish},
+    {"aten::hardsigmoid", UnaryOp::kHardSigmoid}, {"aten::mish", UnaryOp::kMish}, {"aten::positive", UnaryOp::kIdentity},
+    {"aten::isinf", UnaryOp::kIsInf}, {"aten::sgn", UnaryOp::kSign}, {"aten::square", UnaryOp::kSquare},
 };
 
-const std::map<std::string, std::string> kBinary = {
-    {"aten::mul", "mul"}, {"aten::maximum", "max"}, {"aten::minimum", "min"}, {"aten::pow", "pow"},
-    {"aten::eq", "eq"}, {"aten::ne", "ne"}, {"aten::lt", "lt"}, {"aten::le", "le"}, {"aten::gt", "gt"},
-    {"aten::ge", "ge"}, {"aten::logical_and", "and"}, {"aten::logical_or", "or"}, {"aten::logical_xor", "xor"},
-    {"aten::bitwise_and", "bitand"}, {"aten::bitwise_or", "bitor"}, {"aten::bitwise_xor", "bitxor"},
-    {"aten::remainder", "remainder"}, {"aten::fmod", "fmod"}, {"aten::atan2", "atan2"},
-    {"aten::floor_divide", "floordiv"}, {"aten::fmax", "fmax"}, {"aten::fmin", "fmin"},
+const std::map<std::string, BinaryOp> kBinary = {
+    {"aten::mul", BinaryOp::kMul}, {"aten::maximum", BinaryOp::kMax}, {"aten::minimum", BinaryOp::kMin}, {"aten::pow", BinaryOp::kPow},
+    {"aten::eq", BinaryOp::kEq}, {"aten::ne", BinaryOp::kNe}, {"aten::lt", BinaryOp::kLt}, {"aten::le", BinaryOp::kLe}, {"aten::gt", BinaryOp::kGt},
+    {"aten::ge", BinaryOp::kGe}, {"aten::logical_and", BinaryOp::kAnd}, {"aten::logical_or", BinaryOp::kOr}, {"aten::logical_xor", BinaryOp::kXor},
+    {"aten::bitwise_and", BinaryOp::kBitAnd}, {"aten::bitwise_or", BinaryOp::kBitOr}, {"aten::bitwise_xor", BinaryOp::kBitXor},
+    {"aten::remainder", BinaryOp::kRemainder}, {"aten::fmod", BinaryOp::kFMod}, {"aten::atan2", BinaryOp::kAtan2},
+    {"aten::floor_divide", BinaryOp::kFloorDiv}, {"aten::fmax", BinaryOp::kFMax}, {"aten::fmin", BinaryOp::kFMin},
 };
 
-bool is_predicate(const std::string& op) {
-  return op == "eq" || op == "ne" || op == "lt" || op == "le" || op == "gt" || op == "ge" || op == "and" ||
-         op == "or" || op == "xor" || op == "not" || op == "isnan" || op == "isinf";
-}
+template <class Op>
+bool is_predicate(Op op) { return info(op).is(kOpPredicate); }
 
 // Base name without overload: "aten::add.Tensor" -> "aten::add".
 std::string base_name(const std::string& op) { return op.substr(0, op.find('.')); }
@@ -58,8 +56,9 @@ bool is_scalar_or_tensor(const AtenArg& a) {
   return a.kind == AtenArg::kTensor || a.kind == AtenArg::kInt || a.kind == AtenArg::kDouble || a.kind == AtenArg::kBool;
 }
 
-// The type a value of `out` dtype is computed in: bf16 math runs in f32.
-DType compute_type(DType out) { return out == DType::kBFloat16 ? DType::kFloat32 : out; }
+// The type a value of `out` dtype is computed in: bf16 and fp16 math runs in f32 (fp16 is lowered
+// for CUDA only).
+DType compute_type(DType out) { return out == DType::kBFloat16 || out == DType::kFloat16 ? DType::kFloat32 : out; }
 
 // Comparison operand type: tensors decide; Python scalars only lift integers to floats.
 DType compare_type(Lowerer& L, const AtenArg& a, const AtenArg& b) {
@@ -109,9 +108,8 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
   auto tensor_arg = [&](int i) { return i < static_cast<int>(n.args.size()) && n.args[i].kind == AtenArg::kTensor; };
 
   if (auto it = kUnary.find(base); it != kUnary.end() && (ov.empty() || ov == "default") && tensor_arg(0)) {
-    std::string op = it->second;
-    DType t = is_predicate(op) || op == "bitnot" ? compute_type(L.meta(A(0).value).dtype) : ct;
-    if (op == "not") t = compute_type(L.meta(A(0).value).dtype);
+    UnaryOp op = it->second;
+    DType t = is_predicate(op) || op == UnaryOp::kBitNot ? compute_type(L.meta(A(0).value).dtype) : ct;
     define_map(L, n, {L.arg_loader(A(0), S, t)}, [op, t, out](const std::vector<ExprPtr>& v) { return cast(unary(op, v[0], is_predicate(op) ? DType::kBool : t), out); });
     return true;
   }
@@ -123,9 +121,9 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
     if (e == 1 || e == 2 || e == 3 || e == 0.5 || e == -0.5 || e == -1 || e == -2) {
       define_map(L, n, {L.arg_loader(A(0), S, ct)}, [e, ct, out](const std::vector<ExprPtr>& v) {
         const ExprPtr& x = v[0];
-        ExprPtr r = e == 1 ? x : e == 2 ? binary("mul", x, x, ct) : e == 3 ? binary("mul", binary("mul", x, x, ct), x, ct)
-                  : e == 0.5 ? unary("sqrt", x, ct) : e == -0.5 ? unary("rsqrt", x, ct) : e == -1 ? unary("reciprocal", x, ct)
-                  : unary("reciprocal", binary("mul", x, x, ct), ct);
+        ExprPtr r = e == 1 ? x : e == 2 ? binary(BinaryOp::kMul, x, x, ct) : e == 3 ? binary(BinaryOp::kMul, binary(BinaryOp::kMul, x, x, ct), x, ct)
+                  : e == 0.5 ? unary(UnaryOp::kSqrt, x, ct) : e == -0.5 ? unary(UnaryOp::kRsqrt, x, ct) : e == -1 ? unary(UnaryOp::kReciprocal, x, ct)
+                  : unary(UnaryOp::kReciprocal, binary(BinaryOp::kMul, x, x, ct), ct);
         return cast(r, out);
       });
       return true;
@@ -133,10 +131,10 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
   }
   if (auto it = kBinary.find(base); it != kBinary.end() && n.args.size() >= 2 && is_scalar_or_tensor(A(0)) && is_scalar_or_tensor(A(1)) &&
                                      (tensor_arg(0) || tensor_arg(1))) {
-    std::string op = it->second;
+    BinaryOp op = it->second;
     bool pred = is_predicate(op);
     DType t = pred ? compare_type(L, A(0), A(1)) : ct;
-    if (op.rfind("bit", 0) == 0) t = out;
+    if (op == BinaryOp::kBitAnd || op == BinaryOp::kBitOr || op == BinaryOp::kBitXor) t = out;
     define_map(L, n, {L.arg_loader(A(0), S, t), L.arg_loader(A(1), S, t)},
                [op, t, pred, out](const std::vector<ExprPtr>& v) { return cast(binary(op, v[0], v[1], pred ? DType::kBool : t), out); });
     return true;
@@ -144,27 +142,27 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
   if ((base == "aten::add" || base == "aten::sub" || base == "aten::rsub") && n.args.size() >= 2 && is_scalar_or_tensor(A(0)) && is_scalar_or_tensor(A(1))) {
     double alpha = scalar_of(n.arg("alpha"), 1.0);
     bool rsub = base == "aten::rsub";
-    std::string op = base == "aten::add" ? "add" : "sub";
+    BinaryOp op = base == "aten::add" ? BinaryOp::kAdd : BinaryOp::kSub;
     define_map(L, n, {L.arg_loader(A(0), S, ct), L.arg_loader(A(1), S, ct)}, [=](const std::vector<ExprPtr>& v) {
       ExprPtr a = rsub ? v[1] : v[0], b = rsub ? v[0] : v[1];
-      if (alpha != 1.0) b = binary("mul", b, constant(alpha, ct), ct);
+      if (alpha != 1.0) b = binary(BinaryOp::kMul, b, constant(alpha, ct), ct);
       return cast(binary(op, a, b, ct), out);
     });
     return true;
   }
   if (base == "aten::div" && n.args.size() >= 2 && is_scalar_or_tensor(A(0)) && is_scalar_or_tensor(A(1))) {
     const AtenArg* mode = n.arg("rounding_mode");
-    std::string op = "div";
-    if (mode && mode->kind == AtenArg::kString) op = mode->s == "floor" ? "floordiv" : "truncdiv";
-    DType t = op == "div" ? ct : compute_type(promote(arg_dtype(L, A(0)), arg_dtype(L, A(1))));
-    if (op != "div" && is_floating(out)) t = ct;
+    BinaryOp op = BinaryOp::kDiv;
+    if (mode && mode->kind == AtenArg::kString) op = mode->s == "floor" ? BinaryOp::kFloorDiv : BinaryOp::kTruncDiv;
+    DType t = op == BinaryOp::kDiv ? ct : compute_type(promote(arg_dtype(L, A(0)), arg_dtype(L, A(1))));
+    if (op != BinaryOp::kDiv && is_floating(out)) t = ct;
     define_map(L, n, {L.arg_loader(A(0), S, t), L.arg_loader(A(1), S, t)},
                [op, t, out](const std::vector<ExprPtr>& v) { return cast(binary(op, v[0], v[1], t), out); });
     return true;
   }
   if (n.op == "aten::gelu" && tensor_arg(0)) {
     const AtenArg* ap = n.arg("approximate");
-    std::string op = ap && ap->s == "tanh" ? "gelu_tanh" : "gelu";
+    UnaryOp op = ap && ap->s == "tanh" ? UnaryOp::kGeluTanh : UnaryOp::kGelu;
     define_map(L, n, {L.arg_loader(A(0), S, ct)}, [op, ct, out](const std::vector<ExprPtr>& v) { return cast(unary(op, v[0], ct), out); }, 8);
     return true;
   }
@@ -175,8 +173,8 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
     double vlo = scalar_of(lo, 0), vhi = scalar_of(hi, 0);
     define_map(L, n, {L.arg_loader(A(0), S, ct)}, [=](const std::vector<ExprPtr>& v) {
       ExprPtr e = v[0];
-      if (has_lo) e = binary("clamp_lo", e, constant(vlo, ct), ct);
-      if (has_hi) e = binary("clamp_hi", e, constant(vhi, ct), ct);
+      if (has_lo) e = binary(BinaryOp::kClampLo, e, constant(vlo, ct), ct);
+      if (has_hi) e = binary(BinaryOp::kClampHi, e, constant(vhi, ct), ct);
       return cast(e, out);
     });
     return true;
@@ -184,25 +182,25 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
   if (n.op == "aten::leaky_relu" && tensor_arg(0)) {
     double slope = scalar_of(n.arg("negative_slope"), 0.01);
     define_map(L, n, {L.arg_loader(A(0), S, ct)}, [=](const std::vector<ExprPtr>& v) {
-      return cast(where(binary("gt", v[0], constant(0, ct), DType::kBool), v[0], binary("mul", v[0], constant(slope, ct), ct), ct), out);
+      return cast(where(binary(BinaryOp::kGt, v[0], constant(0, ct), DType::kBool), v[0], binary(BinaryOp::kMul, v[0], constant(slope, ct), ct), ct), out);
     });
     return true;
   }
   if (n.op == "aten::elu" && tensor_arg(0)) {
     double alpha = scalar_of(n.arg("alpha"), 1), scale = scalar_of(n.arg("scale"), 1), in_scale = scalar_of(n.arg("input_scale"), 1);
     define_map(L, n, {L.arg_loader(A(0), S, ct)}, [=](const std::vector<ExprPtr>& v) {
-      ExprPtr neg = binary("mul", unary("expm1", binary("mul", v[0], constant(in_scale, ct), ct), ct), constant(alpha, ct), ct);
-      ExprPtr e = where(binary("gt", v[0], constant(0, ct), DType::kBool), v[0], neg, ct);
-      return cast(binary("mul", e, constant(scale, ct), ct), out);
+      ExprPtr neg = binary(BinaryOp::kMul, unary(UnaryOp::kExpm1, binary(BinaryOp::kMul, v[0], constant(in_scale, ct), ct), ct), constant(alpha, ct), ct);
+      ExprPtr e = where(binary(BinaryOp::kGt, v[0], constant(0, ct), DType::kBool), v[0], neg, ct);
+      return cast(binary(BinaryOp::kMul, e, constant(scale, ct), ct), out);
     });
     return true;
   }
   if (n.op == "aten::softplus" && tensor_arg(0)) {
     double beta = scalar_of(n.arg("beta"), 1), thr = scalar_of(n.arg("threshold"), 20);
     define_map(L, n, {L.arg_loader(A(0), S, ct)}, [=](const std::vector<ExprPtr>& v) {
-      ExprPtr bx = binary("mul", v[0], constant(beta, ct), ct);
-      ExprPtr soft = binary("div", unary("log1p", unary("exp", bx, ct), ct), constant(beta, ct), ct);
-      return cast(where(binary("gt", bx, constant(thr, ct), DType::kBool), v[0], soft, ct), out);
+      ExprPtr bx = binary(BinaryOp::kMul, v[0], constant(beta, ct), ct);
+      ExprPtr soft = binary(BinaryOp::kDiv, unary(UnaryOp::kLog1p, unary(UnaryOp::kExp, bx, ct), ct), constant(beta, ct), ct);
+      return cast(where(binary(BinaryOp::kGt, bx, constant(thr, ct), DType::kBool), v[0], soft, ct), out);
     });
     return true;
   }
@@ -219,16 +217,16 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
   }
   if ((n.op == "aten::addcmul" || n.op == "aten::addcdiv") && tensor_arg(0) && tensor_arg(1) && tensor_arg(2)) {
     double value = scalar_of(n.arg("value"), 1);
-    std::string op = n.op == "aten::addcmul" ? "mul" : "div";
+    BinaryOp op = n.op == "aten::addcmul" ? BinaryOp::kMul : BinaryOp::kDiv;
     define_map(L, n, {L.arg_loader(A(0), S, ct), L.arg_loader(A(1), S, ct), L.arg_loader(A(2), S, ct)}, [=](const std::vector<ExprPtr>& v) {
-      return cast(binary("add", v[0], binary("mul", constant(value, ct), binary(op, v[1], v[2], ct), ct), ct), out);
+      return cast(binary(BinaryOp::kAdd, v[0], binary(BinaryOp::kMul, constant(value, ct), binary(op, v[1], v[2], ct), ct), ct), out);
     });
     return true;
   }
   if (n.op == "aten::lerp.Scalar" && tensor_arg(0) && tensor_arg(1)) {
     double w = scalar_of(n.arg("weight"), 0);
     define_map(L, n, {L.arg_loader(A(0), S, ct), L.arg_loader(A(1), S, ct)}, [=](const std::vector<ExprPtr>& v) {
-      return cast(binary("add", v[0], binary("mul", constant(w, ct), binary("sub", v[1], v[0], ct), ct), ct), out);
+      return cast(binary(BinaryOp::kAdd, v[0], binary(BinaryOp::kMul, constant(w, ct), binary(BinaryOp::kSub, v[1], v[0], ct), ct), ct), out);
     });
     return true;
   }
@@ -240,10 +238,13 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
     if (layout && layout->kind == AtenArg::kInt && layout->i != 0) return false;
     DType in = L.meta(A(0).value).dtype;
     Loader l = L.broadcast(A(0).value, S);
-    bool round_bf16 = out == DType::kBFloat16 && in != DType::kBFloat16;
-    L.define(n.outputs[0], [l, out, round_bf16](const std::vector<Index>& idx, LoadCtx& ctx) {
+    // A 16-bit float result is rounded here: its temporaries hold floats.
+    const bool round_bf16 = out == DType::kBFloat16 && in != DType::kBFloat16;
+    const bool round_f16 = out == DType::kFloat16 && in != DType::kFloat16;
+    L.define(n.outputs[0], [l, out, round_bf16, round_f16](const std::vector<Index>& idx, LoadCtx& ctx) {
       ExprPtr e = cast(l(idx, ctx), out);
-      return round_bf16 ? unary("round_bf16", e, DType::kBFloat16) : e;
+      if (round_f16) return unary(UnaryOp::kRoundF16, e, DType::kFloat16);
+      return round_bf16 ? unary(UnaryOp::kRoundBf16, e, DType::kBFloat16) : e;
     }, L.value(A(0).value).cost + 1);
     return true;
   }
@@ -270,7 +271,7 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
     if (ov == "start_step") step = scalar_of(n.arg("step"), 1);
     L.define(n.outputs[0], [start, step, out](const std::vector<Index>& idx, LoadCtx&) {
       ExprPtr i = index_value(idx[0], DType::kFloat64);
-      return cast(binary("add", constant(start, DType::kFloat64), binary("mul", i, constant(step, DType::kFloat64), DType::kFloat64), DType::kFloat64), out);
+      return cast(binary(BinaryOp::kAdd, constant(start, DType::kFloat64), binary(BinaryOp::kMul, i, constant(step, DType::kFloat64), DType::kFloat64), DType::kFloat64), out);
     }, 3);
     return true;
   }
@@ -282,7 +283,7 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
     L.define(n.outputs[0], [=](const std::vector<Index>& idx, LoadCtx& ctx) {
       // keep where (col - row) <= diag (tril) / >= diag (triu)
       ExprPtr d = index_value(add(idx[c], mul(idx[r], -1)), DType::kInt64);
-      ExprPtr keep = binary(lower ? "le" : "ge", d, constant(static_cast<double>(diag), DType::kInt64), DType::kBool);
+      ExprPtr keep = binary(lower ? BinaryOp::kLe : BinaryOp::kGe, d, constant(static_cast<double>(diag), DType::kInt64), DType::kBool);
       return where(keep, l(idx, ctx), constant(0, out), out);
     }, L.value(A(0).value).cost + 3);
     return true;

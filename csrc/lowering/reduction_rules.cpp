@@ -30,10 +30,10 @@ std::vector<int64_t> norm_dims(const AtenArg* a, size_t rank) {
   return dims;
 }
 
-DType acc_type(DType in, const std::string& op) {
-  if (op == "any" || op == "all") return DType::kBool;
+DType acc_type(DType in, ReduceOp op) {
+  if (op == ReduceOp::kAny || op == ReduceOp::kAll) return DType::kBool;
   if (is_floating(in)) return in == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  if (op == "max" || op == "min") return in;
+  if (op == ReduceOp::kMax || op == ReduceOp::kMin) return in;
   return DType::kInt64;
 }
 
@@ -49,9 +49,9 @@ Loader channel_loader(Lowerer& L, const AtenArg* a) {
 // (x - mean) * rstd [* weight] [+ bias] in `acc`, the affine normalisation every norm ends with.
 ExprPtr normalize(ExprPtr x, ExprPtr mean, ExprPtr rstd, const Loader& W, const Loader& B,
                   const std::vector<Index>& i, LoadCtx& c, DType acc) {
-  ExprPtr e = binary("mul", binary("sub", cast(x, acc), cast(mean, acc), acc), rstd, acc);
-  if (W) e = binary("mul", e, cast(W(i, c), acc), acc);
-  if (B) e = binary("add", e, cast(B(i, c), acc), acc);
+  ExprPtr e = binary(BinaryOp::kMul, binary(BinaryOp::kSub, cast(x, acc), cast(mean, acc), acc), rstd, acc);
+  if (W) e = binary(BinaryOp::kMul, e, cast(W(i, c), acc), acc);
+  if (B) e = binary(BinaryOp::kAdd, e, cast(B(i, c), acc), acc);
   return e;
 }
 
@@ -70,23 +70,25 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     if (s == 0) return false;
   Loader X = L.broadcast(x, xs);
 
-  static const std::map<std::string, std::string> kSimple = {
-      {"aten::sum.dim_IntList", "sum"}, {"aten::sum", "sum"}, {"aten::mean.dim", "mean"}, {"aten::mean", "mean"},
-      {"aten::amax", "max"}, {"aten::amin", "min"}, {"aten::prod.dim_int", "prod"}, {"aten::prod", "prod"},
-      {"aten::any.dim", "any"}, {"aten::any.dims", "any"}, {"aten::any", "any"}, {"aten::all.dim", "all"},
-      {"aten::all.dims", "all"}, {"aten::all", "all"}};
+  // (reduction, whether the sum is divided by the count: mean)
+  static const std::map<std::string, std::pair<ReduceOp, bool>> kSimple = {
+      {"aten::sum.dim_IntList", {ReduceOp::kSum, false}}, {"aten::sum", {ReduceOp::kSum, false}},
+      {"aten::mean.dim", {ReduceOp::kSum, true}}, {"aten::mean", {ReduceOp::kSum, true}},
+      {"aten::amax", {ReduceOp::kMax, false}}, {"aten::amin", {ReduceOp::kMin, false}},
+      {"aten::prod.dim_int", {ReduceOp::kProd, false}}, {"aten::prod", {ReduceOp::kProd, false}},
+      {"aten::any.dim", {ReduceOp::kAny, false}}, {"aten::any.dims", {ReduceOp::kAny, false}}, {"aten::any", {ReduceOp::kAny, false}},
+      {"aten::all.dim", {ReduceOp::kAll, false}}, {"aten::all.dims", {ReduceOp::kAll, false}}, {"aten::all", {ReduceOp::kAll, false}}};
   if (auto it = kSimple.find(n.op); it != kSimple.end() && n.outputs.size() == 1) {
-    std::string op = it->second;
+    const auto [red, mean] = it->second;
     const int out = n.outputs[0];
     const DType od = L.meta(out).dtype;
     auto dims = norm_dims(n.args.size() > 1 && n.args[1].kind != AtenArg::kBool && n.args[1].kind != AtenArg::kDType ? &n.args[1] : nullptr, rank);
     int64_t count = 1;
     for (int64_t d : dims) count *= xs[d];
-    DType acc = acc_type(is_floating(od) ? od : xm.dtype, op);
-    if (op == "mean") acc = od == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-    std::string red = op == "mean" ? "sum" : op;
+    DType acc = acc_type(is_floating(od) ? od : xm.dtype, red);
+    if (mean) acc = od == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
     Lowerer::ReductionOut o{out, 0, nullptr};
-    if (op == "mean") o.finish = [count, acc](ExprPtr e, LoadCtx&) { return binary("div", e, constant(static_cast<double>(count), acc), acc); };
+    if (mean) o.finish = [count, acc](ExprPtr e, LoadCtx&) { return binary(BinaryOp::kDiv, e, constant(static_cast<double>(count), acc), acc); };
     L.reduction(red, [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, dims, acc, {o});
     return true;
   }
@@ -94,7 +96,7 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     const AtenArg* d = n.arg("dim");
     auto dims = norm_dims(d && d->kind == AtenArg::kInt ? d : nullptr, rank);
     DType acc = is_floating(xm.dtype) ? (xm.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32) : xm.dtype;
-    L.reduction(n.op == "aten::argmax" ? "argmax" : "argmin", [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); },
+    L.reduction(n.op == "aten::argmax" ? ReduceOp::kArgMax : ReduceOp::kArgMin, [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); },
                 xs, dims, acc, {{n.outputs[0], 1, nullptr}});
     return true;
   }
@@ -108,10 +110,10 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     const std::vector<int64_t> grouped = {N, G, K};
     Loader Xg = [X, grouped, xs, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(reshape_index(i, grouped, xs, c.ranges), c), acc); };
     auto rstd_of = [=](ExprPtr m2, LoadCtx&) {
-      return unary("rsqrt", binary("add", binary("div", m2, constant(static_cast<double>(K), acc), acc), constant(eps, acc), acc), acc);
+      return unary(UnaryOp::kRsqrt, binary(BinaryOp::kAdd, binary(BinaryOp::kDiv, m2, constant(static_cast<double>(K), acc), acc), constant(eps, acc), acc), acc);
     };
     const int out = n.outputs[0], mean = n.outputs[1], rstd = n.outputs[2];
-    L.reduction("welford", Xg, grouped, {2}, acc, {{mean, 0, nullptr}, {rstd, 1, rstd_of}});
+    L.reduction(ReduceOp::kWelford, Xg, grouped, {2}, acc, {{mean, 0, nullptr}, {rstd, 1, rstd_of}});
     Loader Mean = L.value(mean).loader, Rstd = L.value(rstd).loader;
     Loader W = channel_loader(L, &n.args[1]), B = channel_loader(L, &n.args[2]);
     DType od = L.meta(out).dtype;
@@ -132,11 +134,11 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     bool is_std = n.op == "aten::std.correction";
     std::vector<Lowerer::ReductionOut> outs;
     outs.push_back({n.outputs[0], 1, [=](ExprPtr m2, LoadCtx&) {
-      ExprPtr v = binary("div", m2, constant(denom, acc), acc);
-      return is_std ? unary("sqrt", v, acc) : v;
+      ExprPtr v = binary(BinaryOp::kDiv, m2, constant(denom, acc), acc);
+      return is_std ? unary(UnaryOp::kSqrt, v, acc) : v;
     }});
     if (n.outputs.size() == 2) outs.push_back({n.outputs[1], 0, nullptr});
-    L.reduction("welford", [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, dims, acc, outs);
+    L.reduction(ReduceOp::kWelford, [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, dims, acc, outs);
     return true;
   }
   if ((n.op == "aten::_softmax" || n.op == "aten::_log_softmax") && is_floating(xm.dtype) && rank > 0) {
@@ -148,26 +150,26 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     // their results are defined as hidden values the epilogue reads.
     // The output's id holds the max, then the sum, while they are built; it is redefined last.
     int vmax = out;
-    L.reduction("max", [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, {dim}, acc,
+    L.reduction(ReduceOp::kMax, [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, {dim}, acc,
                 {{vmax, 0, nullptr}});
     Loader M = L.value(vmax).loader;
     auto shifted = [X, M, acc](const std::vector<Index>& i, LoadCtx& c) {
       std::vector<Index> mi = i;
-      return binary("sub", cast(X(i, c), acc), M(mi, c), acc);
+      return binary(BinaryOp::kSub, cast(X(i, c), acc), M(mi, c), acc);
     };
     auto dim_zero = [dim](std::vector<Index> i) { i[dim] = Index::of(0); return i; };
     bool log = n.op == "aten::_log_softmax";
     // softmax in the accumulation type: the sum stage keeps each exp(x - max) in the output,
     // which the epilogue then scales in place by 1 / sum (one exp per element, not two).
     const int keep = !log && od == acc ? L.new_buffer(Buffer::kKernelOutput, L.meta(out)) : -1;
-    L.reduction("sum", [shifted, acc](const std::vector<Index>& i, LoadCtx& c) { return unary("exp", shifted(i, c), acc); }, xs, {dim}, acc,
+    L.reduction(ReduceOp::kSum, [shifted, acc](const std::vector<Index>& i, LoadCtx& c) { return unary(UnaryOp::kExp, shifted(i, c), acc); }, xs, {dim}, acc,
                 {{out, 0, nullptr}}, keep);
     Loader Ssum = L.value(out).loader;
     if (keep >= 0) {
       Lowerer* Lp = &L;
       const Buffer b = L.program().buffers[keep];
       L.store_region(keep, b.sizes, b.strides, 0, [=](const std::vector<Index>& i, LoadCtx& c) {
-        return binary("mul", Lp->load_written(keep, i, c), unary("reciprocal", Ssum(dim_zero(i), c), acc), acc);
+        return binary(BinaryOp::kMul, Lp->load_written(keep, i, c), unary(UnaryOp::kReciprocal, Ssum(dim_zero(i), c), acc), acc);
       }, true);
       L.value(out).realize = [keep] { return keep; };
       L.ensure_buffer(out);
@@ -177,9 +179,9 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
       ExprPtr s = Ssum(dim_zero(i), c);
       std::vector<Index> mi = i;
       mi[dim] = Index::of(0);
-      ExprPtr sh = binary("sub", cast(X(i, c), acc), M(mi, c), acc);
+      ExprPtr sh = binary(BinaryOp::kSub, cast(X(i, c), acc), M(mi, c), acc);
       // exp(x - max) * (1 / sum): the reciprocal is loop-invariant, so it is computed once per row.
-      ExprPtr r = log ? binary("sub", sh, unary("log", s, acc), acc) : binary("mul", unary("exp", sh, acc), unary("reciprocal", s, acc), acc);
+      ExprPtr r = log ? binary(BinaryOp::kSub, sh, unary(UnaryOp::kLog, s, acc), acc) : binary(BinaryOp::kMul, unary(UnaryOp::kExp, sh, acc), unary(UnaryOp::kReciprocal, s, acc), acc);
       return cast(r, od);
     }, 8);
     return true;
@@ -198,9 +200,9 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     const int out = n.outputs[0], mean = n.outputs[1], rstd = n.outputs[2];
     if (mean < 0 || rstd < 0 || out < 0) return false;
     auto rstd_of = [=](ExprPtr m2, LoadCtx&) {
-      return unary("rsqrt", binary("add", binary("div", m2, constant(static_cast<double>(count), acc), acc), constant(eps, acc), acc), acc);
+      return unary(UnaryOp::kRsqrt, binary(BinaryOp::kAdd, binary(BinaryOp::kDiv, m2, constant(static_cast<double>(count), acc), acc), constant(eps, acc), acc), acc);
     };
-    L.reduction("welford", [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, dims, acc,
+    L.reduction(ReduceOp::kWelford, [X, acc](const std::vector<Index>& i, LoadCtx& c) { return cast(X(i, c), acc); }, xs, dims, acc,
                 {{mean, 0, nullptr}, {rstd, 1, rstd_of}});
     Loader Mean = L.value(mean).loader, Rstd = L.value(rstd).loader;
     std::vector<int64_t> tail(xs.end() - k, xs.end());
@@ -226,7 +228,7 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     Loader W = channel_loader(L, w), B = channel_loader(L, b), RM = channel_loader(L, rm), RV = channel_loader(L, rv);
     DType od = L.meta(n.outputs[0]).dtype;
     L.define(n.outputs[0], [=](const std::vector<Index>& i, LoadCtx& c) {
-      ExprPtr inv = unary("rsqrt", binary("add", cast(RV(i, c), acc), constant(eps, acc), acc), acc);
+      ExprPtr inv = unary(UnaryOp::kRsqrt, binary(BinaryOp::kAdd, cast(RV(i, c), acc), constant(eps, acc), acc), acc);
       return cast(normalize(X(i, c), RM(i, c), inv, W, B, i, c, acc), od);
     }, 10);
     // The saved statistics are empty in inference; they are only ever allocated.

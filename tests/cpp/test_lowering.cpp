@@ -78,7 +78,7 @@ TEST(Lowering, PointwisePrologueFusesIntoLayerNorm) {
   EXPECT_EQ(externs(p), 0);
   const auto& k = p.kernels[0];
   ASSERT_EQ(k.stages.size(), 2u);
-  EXPECT_EQ(k.stages[0].reduce, "welford");
+  EXPECT_EQ(k.stages[0].reduce, ir::ReduceOp::kWelford);
   EXPECT_EQ(k.outer_sizes, std::vector<int64_t>{4});
   // The prologue (mul, gelu, add) is inlined into both the statistics and the normalisation.
   EXPECT_EQ(count(p.to_string(), "gelu("), 2) << p.to_string();
@@ -99,8 +99,8 @@ return %1
   ASSERT_EQ(p.kernels.size(), 1u) << p.to_string();
   const auto& st = p.kernels[0].stages;
   ASSERT_EQ(st.size(), 3u);
-  EXPECT_EQ(st[0].reduce, "max");
-  EXPECT_EQ(st[1].reduce, "sum");
+  EXPECT_EQ(st[0].reduce, ir::ReduceOp::kMax);
+  EXPECT_EQ(st[1].reduce, ir::ReduceOp::kSum);
   EXPECT_EQ(st[2].kind, ir::Stage::kPointwise);
 }
 

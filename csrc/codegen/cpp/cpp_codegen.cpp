@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "codegen/common/op_spelling.h"
 #include "support/str_builder.h"
 
 namespace kiln::codegen {
@@ -48,23 +49,6 @@ std::string literal(double v, DType t) {
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return std::string("static_cast<") + temp_type(t) + ">(" + buf + ")";
 }
-
-const std::map<std::string, std::string> kInfix = {
-    {"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"div", "/"}, {"eq", "=="}, {"ne", "!="}, {"lt", "<"}, {"le", "<="},
-    {"gt", ">"}, {"ge", ">="}, {"and", "&&"}, {"or", "||"}, {"bitand", "&"}, {"bitor", "|"}, {"bitxor", "^"}};
-const std::map<std::string, std::string> kCall2 = {
-    {"max", "kiln::maxnan"}, {"min", "kiln::minnan"}, {"fmax", "kiln::fmaxv"}, {"fmin", "kiln::fminv"},
-    {"pow", "kiln::powv"}, {"floordiv", "kiln::floordiv"}, {"truncdiv", "kiln::truncdiv"},
-    {"remainder", "kiln::remainder"}, {"fmod", "kiln::fmodv"}, {"atan2", "kiln::m::atan2"},
-    {"clamp_lo", "kiln::clamp_lo"}, {"clamp_hi", "kiln::clamp_hi"}};
-const std::map<std::string, std::string> kCall1 = {
-    {"exp", "kiln::exp"}, {"tanh", "kiln::tanh"}, {"sigmoid", "kiln::sigmoid"}, {"gelu", "kiln::gelu"},
-    {"gelu_tanh", "kiln::gelu_tanh"}, {"relu", "kiln::relu"}, {"sign", "kiln::sign"}, {"log", "kiln::m::log"},
-    {"log2", "kiln::m::log2"}, {"log10", "kiln::m::log10"}, {"log1p", "kiln::m::log1p"}, {"expm1", "kiln::m::expm1"},
-    {"exp2", "kiln::m::exp2"}, {"sqrt", "kiln::m::sqrt"}, {"sin", "kiln::m::sin"}, {"cos", "kiln::m::cos"}, {"tan", "kiln::m::tan"},
-    {"asin", "kiln::m::asin"}, {"acos", "kiln::m::acos"}, {"atan", "kiln::m::atan"}, {"sinh", "kiln::m::sinh"},
-    {"cosh", "kiln::m::cosh"}, {"erf", "kiln::m::erf"}, {"erfc", "kiln::m::erfc"}, {"floor", "kiln::m::floor"},
-    {"ceil", "kiln::m::ceil"}, {"trunc", "kiln::m::trunc"}, {"round", "kiln::m::nearbyint"}, {"round_bf16", "kiln::round_bf16"}};
 
 // Emits statements computing an expression; identical nodes (by identity) are computed once.
 class ExprEmitter {
@@ -109,37 +93,13 @@ class ExprEmitter {
       }
       case Expr::kUnary: {
         std::string a = emit(e->args[0]);
-        const std::string& op = e->op;
-        const char* at = temp_type(e->args[0]->dtype);
-        if (op == "neg") return "(-" + a + ")";
-        if (op == "abs") return "(" + a + " < 0 ? -" + a + " : " + a + ")";
-        if (op == "not") return "(!" + a + ")";
-        if (op == "bitnot") return e->args[0]->dtype == DType::kBool ? "(!" + a + ")" : "(~" + a + ")";
-        if (op == "isnan") return "(" + a + " != " + a + ")";
-        if (op == "isinf") return "(kiln::m::isinf(" + a + "))";
-        if (op == "rsqrt") return "(" + std::string(at) + "(1) / kiln::m::sqrt(" + a + "))";
-        if (op == "reciprocal") return "(" + std::string(at) + "(1) / " + a + ")";
-        if (op == "square") return "(" + a + " * " + a + ")";
-        if (op == "identity") return a;
-        if (op == "silu") return "(" + a + " * kiln::sigmoid(" + a + "))";
-        if (op == "hardsigmoid") return "(kiln::clamp_hi(kiln::clamp_lo(" + a + " / " + at + "(6) + " + at + "(0.5), " + at + "(0)), " + at + "(1)))";
-        if (op == "hardswish") return "(" + a + " * kiln::clamp_hi(kiln::clamp_lo(" + a + " + " + at + "(3), " + at + "(0)), " + at + "(6)) / " + at + "(6))";
-        if (op == "mish") return "(" + a + " * kiln::tanh(kiln::m::log1p(kiln::exp(" + a + "))))";
-        auto it = kCall1.find(op);
-        if (it != kCall1.end()) return it->second + "(" + a + ")";
-        return "/* unknown unary " + op + " */ " + a;
+        UnaryOp op = e->unary_op;
+        if (info(op).is(kOpLogicalOnBool) && e->args[0]->dtype == DType::kBool) op = UnaryOp::kNot;
+        return spell(info(op).cpp, a, "", temp_type(e->args[0]->dtype));
       }
       case Expr::kBinary: {
         std::string a = emit(e->args[0]), b = emit(e->args[1]);
-        auto it = kInfix.find(e->op);
-        if (it != kInfix.end()) return "(" + a + " " + it->second + " " + b + ")";
-        if (e->op == "xor") return "((" + a + " != 0) != (" + b + " != 0))";
-        auto jt = kCall2.find(e->op);
-        if (jt != kCall2.end()) {
-          const bool checked = e->op == "floordiv" || e->op == "truncdiv" || e->op == "remainder" || e->op == "fmod";
-          return jt->second + "(" + a + ", " + b + (checked ? ", kiln_err)" : ")");
-        }
-        return "/* unknown binary " + e->op + " */ " + a;
+        return spell(info(e->binary_op).cpp, a, b, temp_type(e->args[0]->dtype));
       }
     }
     return "0";
@@ -176,22 +136,16 @@ std::string integer_limit(DType t, bool largest) {
   return std::string("static_cast<") + temp_type(t) + ">(" + v + ")";
 }
 
-std::string init_value(const std::string& red, DType t) {
-  if (red == "sum" || red == "any") return literal(0, t);
-  if (red == "prod" || red == "all") return literal(1, t);
-  if (red == "max") return is_floating(t) ? literal(-INFINITY, t) : integer_limit(t, false);
-  if (red == "min") return is_floating(t) ? literal(INFINITY, t) : integer_limit(t, true);
-  return literal(0, t);
+std::string init_value(ReduceOp red, DType t) {
+  switch (info(red).identity) {
+    case ReduceIdentity::kOne: return literal(1, t);
+    case ReduceIdentity::kLowest: return is_floating(t) ? literal(-INFINITY, t) : integer_limit(t, false);
+    case ReduceIdentity::kHighest: return is_floating(t) ? literal(INFINITY, t) : integer_limit(t, true);
+    default: return literal(0, t);
+  }
 }
 
-std::string combine(const std::string& red, const std::string& a, const std::string& b) {
-  if (red == "sum") return a + " + " + b;
-  if (red == "prod") return a + " * " + b;
-  if (red == "max") return "kiln::maxnan(" + a + ", " + b + ")";
-  if (red == "min") return "kiln::minnan(" + a + ", " + b + ")";
-  if (red == "any") return "(" + a + " || " + b + ")";
-  return "(" + a + " && " + b + ")";  // all
-}
+std::string combine(ReduceOp red, const std::string& a, const std::string& b) { return spell(info(red).combine, a, b); }
 
 void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b, const std::string& ind, bool parallel_inner) {
   const int n_outer = static_cast<int>(k.outer_sizes.size());
@@ -218,9 +172,9 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
   // Reduction.
   const char* T = temp_type(s.acc_dtype);
   const std::string r = "r" + std::to_string(s.local);
-  const bool welford = s.reduce == "welford";
-  const bool arg = s.reduce == "argmax" || s.reduce == "argmin";
-  const std::string arg_update = std::string("kiln::arg_update<") + (s.reduce == "argmax" ? "true" : "false") + ">";
+  const bool welford = s.reduce == ReduceOp::kWelford;
+  const bool arg = s.reduce == ReduceOp::kArgMax || s.reduce == ReduceOp::kArgMin;
+  const std::string arg_update = std::string("kiln::arg_update<") + (s.reduce == ReduceOp::kArgMax ? "true" : "false") + ">";
   int64_t last = n_inner ? s.inner_sizes.back() : 1;
   const int lv = n_outer + n_inner - 1;  // innermost variable
   // Position within the reduced range (row-major over the inner variables), for argmax/argmin.
