@@ -1,0 +1,651 @@
+// Renders loop-IR kernels to CUDA C++; see cuda_codegen.h.
+#include "codegen/cuda/cuda_codegen.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "codegen/common/op_spelling.h"
+#include "support/str_builder.h"
+
+namespace kiln::codegen {
+using namespace ir;
+using support::StrBuilder;
+
+std::string cuda_prefix_header() {
+  static const char* text =
+#include "kiln_cuda_prefix.inc"
+      ;
+  return text;
+}
+
+namespace {
+
+constexpr int kPointwiseBlock = 256;
+constexpr int64_t kMaxGrid = 65536;  // pointwise grids loop (grid-stride) past this
+// 32-bit index math when every index and loop space stays below this (leaves room for the
+// grid stride added to an index before the loop test).
+constexpr int64_t kIndex32Limit = (int64_t{1} << 31) - (int64_t{1} << 25);
+
+bool is_half(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
+// Temporaries hold 16-bit floats as float.
+const char* temp_type(DType t) { return is_half(t) ? "float" : dtype_ctype(t); }
+
+std::string literal(double v, DType t) {
+  char buf[64];
+  const std::string T = temp_type(t);
+  if (t == DType::kBool) return v != 0 ? "true" : "false";
+  if (!is_floating(t)) {
+    std::snprintf(buf, sizeof buf, "%lldll", static_cast<long long>(v));
+    return "static_cast<" + T + ">(" + buf + ")";
+  }
+  const bool dbl = t == DType::kFloat64;
+  if (std::isnan(v)) return dbl ? "__longlong_as_double(0x7ff8000000000000ll)" : "__int_as_float(0x7fc00000)";
+  if (std::isinf(v)) return std::string(v > 0 ? "" : "-") + (dbl ? "__longlong_as_double(0x7ff0000000000000ll)" : "__int_as_float(0x7f800000)");
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return "static_cast<" + T + ">(" + buf + ")";
+}
+
+// Converts a loaded element to its temporary, and a temporary to a stored element.
+std::string from_storage(DType t, const std::string& v) { return is_half(t) ? "kiln::to_float(" + v + ")" : v; }
+std::string to_storage(DType t, const std::string& v) {
+  if (t == DType::kBFloat16) return "kiln::to_bf16(" + v + ")";
+  if (t == DType::kFloat16) return "kiln::to_f16(" + v + ")";
+  return v;
+}
+
+// ---- analysis ------------------------------------------------------------------------------
+
+// Largest absolute value an index (and every subexpression of it) takes; -1 if a part
+// exceeds `limit` (then 64-bit math is needed).
+int64_t magnitude(const Index& e, const VarRanges& r, int64_t limit) {
+  int64_t total = e.constant < 0 ? -e.constant : e.constant;
+  for (const auto& [c, a] : e.terms) {
+    int64_t m;
+    if (a->kind == Atom::kVar) {
+      m = a->var < static_cast<int>(r.size()) ? std::max<int64_t>(r[a->var] - 1, 0) : limit;
+    } else {
+      int64_t inner = magnitude(a->arg, r, limit);
+      if (inner < 0) return -1;
+      m = a->kind == Atom::kFloorDiv ? inner / a->divisor : std::min(inner, a->divisor - 1);
+    }
+    const int64_t ac = c < 0 ? -c : c;
+    if (m && ac > limit / m) return -1;
+    total += ac * m;
+    if (total > limit) return -1;
+  }
+  return total;
+}
+
+void collect(const ExprPtr& e, const std::function<void(const Expr&)>& f, std::set<const Expr*>& seen) {
+  if (!seen.insert(e.get()).second) return;
+  f(*e);
+  for (const auto& a : e->args) collect(a, f, seen);
+  for (const auto& i : e->indirect) collect(i.value, f, seen);
+}
+void for_each_node(const ExprPtr& e, const std::function<void(const Expr&)>& f) {
+  std::set<const Expr*> seen;
+  collect(e, f, seen);
+}
+
+// The variables of a stage: outer ones, then its inner ones, with their extents.
+VarRanges stage_ranges(const Kernel& k, const Stage& s) {
+  VarRanges r(k.outer_sizes.begin(), k.outer_sizes.end());
+  r.insert(r.end(), s.inner_sizes.begin(), s.inner_sizes.end());
+  return r;
+}
+
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t n = 1;
+  for (int64_t x : v) n *= x;
+  return n;
+}
+
+bool kernel_fits_int32(const Program& p, const Kernel& k) {
+  const int64_t rows = product(k.outer_sizes);
+  for (const Stage& s : k.stages) {
+    const VarRanges r = stage_ranges(k, s);
+    const int64_t inner = product(s.inner_sizes);
+    if (rows > kIndex32Limit || inner > kIndex32Limit || (inner && rows > kIndex32Limit / inner)) return false;
+    bool ok = true;
+    auto check = [&](const Index& i) { ok = ok && magnitude(i, r, kIndex32Limit) >= 0; };
+    for_each_node(s.value, [&](const Expr& e) {
+      if (e.kind == Expr::kLoad || e.kind == Expr::kIndexValue) check(e.index);
+      for (const auto& ind : e.indirect)
+        if (ind.bound && ind.stride > kIndex32Limit / std::max<int64_t>(ind.bound, 1)) ok = false;
+    });
+    if (s.out_buffer >= 0) check(s.out_index);
+    for (size_t i = 0; i < s.store_buffers.size(); ++i)
+      if (s.store_buffers[i] >= 0) check(s.store_index[i]);
+    if (!ok) return false;
+  }
+  (void)p;
+  return true;
+}
+
+bool stage_checks(const Stage& s) {
+  bool checks = false;
+  for_each_node(s.value, [&](const Expr& e) {
+    if (!e.indirect.empty()) checks = true;
+    if (e.kind == Expr::kBinary && info(e.binary_op).is(kOpChecked) && !is_floating(e.dtype)) checks = true;
+  });
+  return checks;
+}
+
+// Whether an access at `idx` covers V consecutive, V-aligned elements as variable `v` runs
+// over a group [base, base + V) with base a multiple of V.
+bool vector_access(const Index& idx, int v, int V) {
+  if (idx.constant % V != 0) return false;
+  bool unit = false;
+  for (const auto& [c, a] : idx.terms) {
+    if (a->kind == Atom::kVar && a->var == v) {
+      if (c != 1) return false;
+      unit = true;
+      continue;
+    }
+    if (a->kind != Atom::kVar && a->arg.uses_var(v)) return false;
+    if (c % V != 0) return false;
+  }
+  return unit;
+}
+
+// ---- expressions ---------------------------------------------------------------------------
+
+// Emits statements computing an expression; identical nodes (by identity) are computed once.
+// Loads listed in `vec_loads` read lane `lane` of an already loaded vector.
+class ExprEmitter {
+ public:
+  ExprEmitter(const Program& p, StrBuilder& out, std::string indent, int& counter)
+      : p_(p), out_(out), indent_(std::move(indent)), next_(counter) {}
+  std::map<const Expr*, std::string> vec_loads;
+  std::string lane;
+  std::string emit(const ExprPtr& e) {
+    auto it = memo_.find(e.get());
+    if (it != memo_.end()) return it->second;
+    std::string v = "t" + std::to_string(next_++);
+    std::string rhs = render(e);
+    out_ << indent_ << "const " << temp_type(e->dtype) << " " << v << " = " << rhs << ";\n";
+    memo_[e.get()] = v;
+    return v;
+  }
+
+ private:
+  std::string render(const ExprPtr& e) {
+    const DType t = e->dtype;
+    switch (e->kind) {
+      case Expr::kConst: return literal(e->value, t);
+      case Expr::kIndexValue: return std::string("static_cast<") + temp_type(t) + ">(" + e->index.to_string() + ")";
+      case Expr::kLocal: return "r" + std::to_string(e->local) + "_" + std::to_string(e->local_part);
+      case Expr::kLoad: {
+        const DType bt = p_.buffers[e->buffer].dtype;
+        if (auto v = vec_loads.find(e.get()); v != vec_loads.end()) return from_storage(bt, v->second + ".v[" + lane + "]");
+        std::string idx = e->index.to_string();
+        for (const auto& ind : e->indirect) {
+          std::string v = emit(ind.value);
+          idx = "(" + idx + ") + " + std::to_string(ind.stride) + "ll * kiln::checked_index(static_cast<int64_t>(" + v + "), " +
+                std::to_string(ind.bound) + "ll, kiln_err)";
+        }
+        return from_storage(bt, "b" + std::to_string(e->buffer) + "[" + idx + "]");
+      }
+      case Expr::kCast: {
+        std::string a = emit(e->args[0]);
+        if (t == DType::kBool) return "(" + a + " != 0)";
+        return std::string("static_cast<") + temp_type(t) + ">(" + a + ")";
+      }
+      case Expr::kWhere: {
+        std::string c = emit(e->args[0]), a = emit(e->args[1]), b = emit(e->args[2]);
+        return "(" + c + " ? " + a + " : " + b + ")";
+      }
+      case Expr::kUnary: {
+        std::string a = emit(e->args[0]);
+        UnaryOp op = e->unary_op;
+        if (info(op).is(kOpLogicalOnBool) && e->args[0]->dtype == DType::kBool) op = UnaryOp::kNot;
+        return spell(info(op).cuda, a, "", temp_type(e->args[0]->dtype));
+      }
+      case Expr::kBinary: {
+        std::string a = emit(e->args[0]), b = emit(e->args[1]);
+        return spell(info(e->binary_op).cuda, a, b, temp_type(e->args[0]->dtype));
+      }
+    }
+    return "0";
+  }
+  const Program& p_;
+  StrBuilder& out_;
+  std::string indent_;
+  std::map<const Expr*, std::string> memo_;
+  int& next_;
+};
+
+std::string store(const Program& p, int buf, const std::string& index, const std::string& v) {
+  return "b" + std::to_string(buf) + "[" + index + "] = " + to_storage(p.buffers[buf].dtype, v) + ";";
+}
+
+// ---- kernels -------------------------------------------------------------------------------
+
+enum class Strategy { kPointwise, kRowPerThread, kRowPerWarp, kRowPerBlock };
+const char* strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::kPointwise: return "pointwise";
+    case Strategy::kRowPerThread: return "row_per_thread";
+    case Strategy::kRowPerWarp: return "row_per_warp";
+    default: return "row_per_block";
+  }
+}
+
+// What one thread does per element of a stage's space (the variables are defined).
+struct ElementWork {
+  // Emits the work for one element at `ind`; `lane` is set when a vector group is being
+  // processed (the element's lane within it), and the returned string is then the value to put
+  // into the vector store (empty: nothing to store by vector).
+  std::function<std::string(ExprEmitter&, StrBuilder&, const std::string& ind, bool vector_store)> body;
+};
+
+class KernelWriter {
+ public:
+  KernelWriter(const Program& p, const Kernel& k, bool allow_vectors)
+      : p_(p), k_(k), allow_vectors_(allow_vectors), n_outer_(static_cast<int>(k.outer_sizes.size())) {}
+
+  CudaKernel write(StrBuilder& b, const std::string& name) {
+    CudaKernel info;
+    info.name = name;
+    info.index32 = kernel_fits_int32(p_, k_);
+    IT_ = info.index32 ? "int" : "int64_t";
+    rows_ = product(k_.outer_sizes);
+    choose_strategy();
+    info.strategy = strategy_name(strategy_);
+    for (const Stage& s : k_.stages) info.checks = info.checks || stage_checks(s);
+
+    StrBuilder body;
+    emit_body(body);
+    // Parameters: every buffer the kernel reads or writes, then the error flag.
+    std::set<int> used, written;
+    for (const Stage& s : k_.stages) {
+      for_each_node(s.value, [&](const Expr& e) {
+        if (e.kind == Expr::kLoad) used.insert(e.buffer);
+      });
+      for (int w : stage_outputs(s)) written.insert(w);
+    }
+    used.insert(written.begin(), written.end());
+    b << "// " << name << " (" << info.strategy << "): ";
+    b.join(k_.fused);
+    b << "\nKILN_KERNEL void " << name << "(";
+    for (int u : used) {
+      const char* ct = dtype_ctype(p_.buffers[u].dtype);
+      b << (written.count(u) ? "" : "const ") << ct << "* __restrict__ b" << u << ", ";
+      info.params.push_back(u);
+    }
+    b << "int* __restrict__ kiln_err) {\n" << body.str() << "}\n\n";
+
+    info.vector_width = vector_width_;
+    info.aligned.assign(aligned_.begin(), aligned_.end());
+    info.launch = launch_;
+    return info;
+  }
+
+ private:
+  void choose_strategy() {
+    bool has_reduction = false;
+    int64_t widest = 1;
+    for (const Stage& s : k_.stages) {
+      has_reduction = has_reduction || s.kind == Stage::kReduction;
+      widest = std::max(widest, product(s.inner_sizes));
+    }
+    if (!has_reduction) {
+      strategy_ = Strategy::kPointwise;
+      return;
+    }
+    // A column reduction reads with a stride along its reduced loop and contiguously across
+    // rows: a thread per row makes neighbouring threads read neighbouring elements.
+    bool column = false;
+    if (n_outer_ > 0) {
+      const int last_outer = n_outer_ - 1;
+      for (const Stage& s : k_.stages) {
+        if (s.kind != Stage::kReduction || s.inner_sizes.empty()) continue;
+        const int inner_last = n_outer_ + static_cast<int>(s.inner_sizes.size()) - 1;
+        for_each_node(s.value, [&](const Expr& e) {
+          if (e.kind == Expr::kLoad && e.index.coefficient_of(last_outer) == 1 && e.index.coefficient_of(inner_last) != 1) column = true;
+        });
+      }
+    }
+    if (widest <= 16 || (column && rows_ >= 4096)) {
+      strategy_ = Strategy::kRowPerThread;
+      width_ = 1;
+      block_ = 128;
+      launch_ = {static_cast<unsigned>((rows_ + block_ - 1) / block_), static_cast<unsigned>(block_)};
+    } else if (widest <= 1024) {
+      strategy_ = Strategy::kRowPerWarp;
+      width_ = 32;
+      block_ = 256;
+      launch_ = {static_cast<unsigned>((rows_ + 7) / 8), static_cast<unsigned>(block_)};
+    } else {
+      strategy_ = Strategy::kRowPerBlock;
+      // About 8 to 16 elements per thread for a vectorized row of floats.
+      int64_t b = 128;
+      while (b < 1024 && b * 16 < widest) b *= 2;
+      block_ = static_cast<int>(b);
+      width_ = block_;
+      launch_ = {static_cast<unsigned>(rows_), static_cast<unsigned>(block_)};
+    }
+  }
+
+  void emit_body(StrBuilder& b) {
+    if (strategy_ == Strategy::kPointwise) {
+      int64_t work = 1;
+      for (const Stage& s : k_.stages) {
+        const int64_t n = rows_ * product(s.inner_sizes);
+        int V = stage_vector_width(s, 0, n_outer_ + static_cast<int>(s.inner_sizes.size()));
+        work = std::max(work, (n + V - 1) / V);
+        b << "  {  // stage: " << (s.out_buffer >= 0 ? "buf" + std::to_string(s.out_buffer) : std::string("?")) << "\n";
+        std::string start = "static_cast<" + IT_ + ">(blockIdx.x) * blockDim.x + threadIdx.x";
+        std::string step = "static_cast<" + IT_ + ">(gridDim.x) * blockDim.x";
+        emit_space_loop(b, "    ", s, 0, start, step, V, pointwise_work(s));
+        b << "  }\n";
+      }
+      const int64_t blocks = std::min<int64_t>(kMaxGrid, std::max<int64_t>(1, (work + kPointwiseBlock - 1) / kPointwiseBlock));
+      launch_ = {static_cast<unsigned>(blocks), static_cast<unsigned>(kPointwiseBlock)};
+      return;
+    }
+    // Row kernels.
+    switch (strategy_) {
+      case Strategy::kRowPerThread:
+        b << "  const " << IT_ << " row = static_cast<" << IT_ << ">(blockIdx.x) * blockDim.x + threadIdx.x;\n";
+        lane_ = "0";
+        break;
+      case Strategy::kRowPerWarp:
+        b << "  const " << IT_ << " row = static_cast<" << IT_ << ">(blockIdx.x) * " << block_ / 32 << " + (threadIdx.x >> 5);\n";
+        b << "  const int lane = threadIdx.x & 31;\n";
+        lane_ = "lane";
+        break;
+      default:
+        b << "  const " << IT_ << " row = blockIdx.x;\n";
+        b << "  const int lane = threadIdx.x;\n";
+        lane_ = "lane";
+    }
+    b << "  if (row >= " << rows_ << ") return;\n";
+    define_vars(b, "  ", "row", 0, n_outer_);
+    std::set<int> written;
+    for (const Stage& s : k_.stages) {
+      bool reads_written = false;
+      for_each_node(s.value, [&](const Expr& e) {
+        if (e.kind == Expr::kLoad && written.count(e.buffer)) reads_written = true;
+      });
+      if (reads_written && strategy_ == Strategy::kRowPerWarp) b << "  __syncwarp();\n";
+      if (reads_written && strategy_ == Strategy::kRowPerBlock) b << "  __syncthreads();\n";
+      if (s.kind == Stage::kPointwise) {
+        b << "  {\n";
+        const int V = stage_vector_width(s, n_outer_, n_outer_ + static_cast<int>(s.inner_sizes.size()));
+        emit_space_loop(b, "    ", s, n_outer_, lane_, std::to_string(width_), V, pointwise_work(s));
+        b << "  }\n";
+      } else {
+        emit_reduction(b, s);
+      }
+      for (int w : stage_outputs(s)) written.insert(w);
+    }
+  }
+
+  // Defines variables first..last-1 (extents from the kernel and stage) from a flat index.
+  void define_vars(StrBuilder& b, const std::string& ind, const std::string& flat, int first, int last, const Stage* s = nullptr) {
+    std::vector<int64_t> sizes;
+    for (int v = first; v < last; ++v) sizes.push_back(v < n_outer_ ? k_.outer_sizes[v] : s->inner_sizes[v - n_outer_]);
+    int64_t inner = 1;
+    for (int v = last - 1; v >= first; --v) {
+      const int64_t n = sizes[v - first];
+      b << ind << "const " << IT_ << " x" << v << " = ";
+      if (n == 1) b << "0";
+      else if (v == first) b << (inner == 1 ? flat : "(" + flat + ") / " + std::to_string(inner));
+      else if (inner == 1) b << "(" << flat << ") % " << n;
+      else b << "((" << flat << ") / " << inner << ") % " << n;
+      b << ";\n";
+      inner *= n;
+    }
+  }
+
+  // Elements a vector access of this stage covers (1: the stage runs element by element).
+  // Records the buffers that must be aligned.
+  int stage_vector_width(const Stage& s, int first_var, int end_var) {
+    if (!allow_vectors_ || end_var <= first_var) return 1;
+    const int v = end_var - 1;
+    const int64_t extent = v < n_outer_ ? k_.outer_sizes[v] : s.inner_sizes[v - n_outer_];
+    if (extent < 2) return 1;
+    for (int V : {8, 4, 2}) {
+      std::set<int> bufs;
+      bool store_ok = s.out_buffer >= 0 && element_size(p_.buffers[s.out_buffer].dtype) * V <= 16 && vector_access(s.out_index, v, V);
+      if (s.kind == Stage::kPointwise && !store_ok) continue;
+      if (store_ok) bufs.insert(s.out_buffer);
+      for_each_node(s.value, [&](const Expr& e) {
+        if (e.kind == Expr::kLoad && e.indirect.empty() && element_size(p_.buffers[e.buffer].dtype) * V <= 16 && vector_access(e.index, v, V))
+          bufs.insert(e.buffer);
+      });
+      if (bufs.empty() || (s.kind == Stage::kReduction && bufs.size() == (store_ok ? 1u : 0u))) continue;
+      if (extent < V) continue;
+      aligned_.insert(bufs.begin(), bufs.end());
+      vector_width_ = std::max(vector_width_, V);
+      return V;
+    }
+    return 1;
+  }
+
+  ElementWork pointwise_work(const Stage& s) {
+    ElementWork w;
+    const Program& p = p_;
+    w.body = [&p, &s](ExprEmitter& em, StrBuilder& b, const std::string& ind, bool vector_store) {
+      std::string v = em.emit(s.value);
+      if (vector_store) return v;
+      b << ind << store(p, s.out_buffer, s.out_index.to_string(), v) << "\n";
+      return std::string();
+    };
+    return w;
+  }
+
+  // A loop over the stage's space (variables first_var.. end, the outer ones already defined
+  // when first_var > 0): flat positions start, start+step, ... each one element, or with V > 1
+  // one group of V consecutive elements of the innermost variable (vector loads/stores where
+  // the access allows, element by element for the last partial group of a row).
+  void emit_space_loop(StrBuilder& b, const std::string& ind, const Stage& s, int first_var, const std::string& start,
+                       const std::string& step, int V, const ElementWork& work) {
+    const int end_var = n_outer_ + static_cast<int>(s.inner_sizes.size());
+    auto extent = [&](int v) { return v < n_outer_ ? k_.outer_sizes[v] : s.inner_sizes[v - n_outer_]; };
+    int64_t n = 1;
+    for (int v = first_var; v < end_var; ++v) n *= extent(v);
+    if (V == 1) {
+      b << ind << "for (" << IT_ << " i = " << start << "; i < " << n << "; i += " << step << ") {\n";
+      define_vars(b, ind + "  ", "i", first_var, end_var, &s);
+      ExprEmitter em(p_, b, ind + "  ", counter_);
+      work.body(em, b, ind + "  ", false);
+      b << ind << "}\n";
+      return;
+    }
+    const int v = end_var - 1;
+    const int64_t last = extent(v);
+    const int64_t groups_per_row = (last + V - 1) / V;
+    const int64_t groups = n / last * groups_per_row;
+    const std::string xv = "x" + std::to_string(v);
+    b << ind << "for (" << IT_ << " g = " << start << "; g < " << groups << "; g += " << step << ") {\n";
+    const std::string in = ind + "  ";
+    if (end_var - 1 > first_var) define_vars(b, in, "g / " + std::to_string(groups_per_row), first_var, end_var - 1, &s);
+    b << in << "const " << IT_ << " base = (g % " << groups_per_row << ") * " << V << ";\n";
+    const bool tail = last % V != 0;
+    std::string vin = in;
+    if (tail) {
+      b << in << "if (base + " << V << " <= " << last << ") {\n";
+      vin = in + "  ";
+    }
+    // Vector loads, at lane 0 of the group.
+    ExprEmitter em(p_, b, vin + "  ", counter_);
+    em.lane = "k";
+    std::set<std::string> seen_loads;
+    StrBuilder loads;
+    std::map<std::string, std::string> load_names;
+    for_each_node(s.value, [&](const Expr& e) {
+      if (e.kind != Expr::kLoad || !e.indirect.empty() || !aligned_.count(e.buffer)) return;
+      if (element_size(p_.buffers[e.buffer].dtype) * V > 16 || !vector_access(e.index, v, V)) return;
+      std::string key = "b" + std::to_string(e.buffer) + " + (" + e.index.to_string() + ")";
+      auto it = load_names.find(key);
+      if (it == load_names.end()) {
+        std::string nm = "vl" + std::to_string(counter_++);
+        b << vin << "kiln::Vec<" << dtype_ctype(p_.buffers[e.buffer].dtype) << ", " << V << "> " << nm << ";\n";
+        loads << vin << "  " << nm << " = kiln::load_vec<" << V << ">(" << key << ");\n";
+        it = load_names.emplace(key, nm).first;
+      }
+      em.vec_loads[&e] = it->second;
+    });
+    if (!load_names.empty()) b << vin << "{\n" << vin << "  const " << IT_ << " " << xv << " = base;\n" << loads.str() << vin << "}\n";
+    const bool vstore = s.kind == Stage::kPointwise && aligned_.count(s.out_buffer) &&
+                        element_size(p_.buffers[s.out_buffer].dtype) * V <= 16 && vector_access(s.out_index, v, V);
+    const std::string ctype = s.out_buffer >= 0 ? dtype_ctype(p_.buffers[s.out_buffer].dtype) : "";
+    if (vstore) b << vin << "kiln::Vec<" << ctype << ", " << V << "> vs;\n";
+    b << vin << "#pragma unroll\n" << vin << "for (int k = 0; k < " << V << "; ++k) {\n";
+    b << vin << "  const " << IT_ << " " << xv << " = base + k;\n";
+    std::string val = work.body(em, b, vin + "  ", vstore);
+    if (vstore) b << vin << "  vs.v[k] = " << to_storage(p_.buffers[s.out_buffer].dtype, val) << ";\n";
+    b << vin << "}\n";
+    if (vstore) {
+      b << vin << "{\n" << vin << "  const " << IT_ << " " << xv << " = base;\n";
+      b << vin << "  kiln::store_vec<" << V << ">(b" << s.out_buffer << " + (" << s.out_index.to_string() << "), vs);\n" << vin << "}\n";
+    }
+    if (tail) {
+      b << in << "} else {\n";
+      b << in << "  for (" << IT_ << " " << xv << " = base; " << xv << " < " << last << "; ++" << xv << ") {\n";
+      ExprEmitter sem(p_, b, in + "    ", counter_);
+      work.body(sem, b, in + "    ", false);
+      b << in << "  }\n" << in << "}\n";
+    }
+    b << ind << "}\n";
+  }
+
+  void emit_reduction(StrBuilder& b, const Stage& s) {
+    const ReduceOp op = s.reduce;
+    const std::string T = temp_type(s.acc_dtype);
+    const std::string r = "r" + std::to_string(s.local);
+    const bool welford = op == ReduceOp::kWelford;
+    const bool arg = op == ReduceOp::kArgMax || op == ReduceOp::kArgMin;
+    const std::string max_flag = op == ReduceOp::kArgMax ? "true" : "false";
+    std::string state = welford ? "kiln::WelfordState<" + T + ">" : arg ? "kiln::ArgState<" + T + ">" : T;
+    if (welford || arg) b << "  " << T << " " << r << "_0; " << (arg ? "int64_t " : T + " ") << r << "_1;\n";
+    else b << "  " << T << " " << r << "_0;\n";
+    b << "  {\n";
+    if (welford) b << "    " << state << " acc = {" << T << "(0), " << T << "(0), " << T << "(0)};\n";
+    else if (arg) b << "    " << state << " acc = {" << literal(0, s.acc_dtype) << ", -1};\n";
+    else b << "    " << state << " acc = " << identity(op, s.acc_dtype) << ";\n";
+    // Position within the reduced range (row-major over the inner variables), for argmax.
+    std::string position = "0";
+    for (size_t j = 0; j < s.inner_sizes.size(); ++j) {
+      std::string x = "static_cast<int64_t>(x" + std::to_string(n_outer_ + static_cast<int>(j)) + ")";
+      position = j ? "(" + position + ") * " + std::to_string(s.inner_sizes[j]) + " + " + x : x;
+    }
+    ElementWork w;
+    const Program& p = p_;
+    w.body = [&, welford, arg, position](ExprEmitter& em, StrBuilder& out, const std::string& ind, bool) {
+      std::string v = em.emit(s.value);
+      if (s.out_buffer >= 0) out << ind << store(p, s.out_buffer, s.out_index.to_string(), v) << "\n";
+      if (welford) out << ind << "kiln::welford_add(acc, " << v << ");\n";
+      else if (arg) out << ind << "acc = kiln::arg_combine<" << max_flag << ">(acc, " << state << "{" << v << ", " << position << "});\n";
+      else out << ind << "acc = " << spell(info(op).combine, "acc", v) << ";\n";
+      return std::string();
+    };
+    const int V = stage_vector_width(s, n_outer_, n_outer_ + static_cast<int>(s.inner_sizes.size()));
+    if (s.inner_sizes.empty()) {
+      b << "    if (" << lane_ << " == 0) {\n";
+      ExprEmitter em(p_, b, "      ", counter_);
+      w.body(em, b, "      ", false);
+      b << "    }\n";
+    } else {
+      emit_space_loop(b, "    ", s, n_outer_, lane_, std::to_string(width_), V, w);
+    }
+    // Combine the threads' partial results.
+    std::string combine;
+    if (welford) combine = "[](" + state + " a, " + state + " b) { return kiln::welford_combine(a, b); }";
+    else if (arg) combine = "[](" + state + " a, " + state + " b) { return kiln::arg_combine<" + max_flag + ">(a, b); }";
+    else combine = "[](" + T + " a, " + T + " b) { return " + spell(info(op).combine, "a", "b") + "; }";
+    if (strategy_ == Strategy::kRowPerWarp) {
+      b << "    acc = kiln::warp_allreduce(acc, " << combine << ");\n";
+    } else if (strategy_ == Strategy::kRowPerBlock) {
+      b << "    __shared__ " << state << " smem[32];\n";
+      b << "    acc = kiln::block_allreduce(acc, " << combine << ", smem);\n";
+    }
+    if (welford) b << "    " << r << "_0 = acc.mean; " << r << "_1 = acc.m2;\n";
+    else if (arg) b << "    " << r << "_0 = acc.v; " << r << "_1 = acc.i;\n";
+    else b << "    " << r << "_0 = acc;\n";
+    b << "  }\n";
+    bool any_store = false;
+    for (int sb : s.store_buffers) any_store = any_store || sb >= 0;
+    if (any_store) {
+      b << "  if (" << lane_ << " == 0) {\n";
+      for (size_t part = 0; part < s.store_buffers.size(); ++part)
+        if (s.store_buffers[part] >= 0)
+          b << "    " << store(p_, s.store_buffers[part], s.store_index[part].to_string(), r + "_" + std::to_string(part)) << "\n";
+      b << "  }\n";
+    }
+  }
+
+  std::string identity(ReduceOp op, DType t) {
+    switch (info(op).identity) {
+      case ReduceIdentity::kOne: return literal(1, t);
+      case ReduceIdentity::kLowest: return is_floating(t) ? literal(-INFINITY, t) : integer_limit(t, false);
+      case ReduceIdentity::kHighest: return is_floating(t) ? literal(INFINITY, t) : integer_limit(t, true);
+      default: return literal(0, t);
+    }
+  }
+  static std::string integer_limit(DType t, bool largest) {
+    const char* v;
+    switch (t) {
+      case DType::kBool: v = largest ? "1" : "0"; break;
+      case DType::kUInt8: v = largest ? "255" : "0"; break;
+      case DType::kInt8: v = largest ? "127" : "-128"; break;
+      case DType::kInt16: v = largest ? "32767" : "-32768"; break;
+      case DType::kInt32: v = largest ? "2147483647" : "(-2147483647 - 1)"; break;
+      default: v = largest ? "9223372036854775807ll" : "(-9223372036854775807ll - 1)"; break;
+    }
+    return std::string("static_cast<") + temp_type(t) + ">(" + v + ")";
+  }
+
+  const Program& p_;
+  const Kernel& k_;
+  bool allow_vectors_;
+  int n_outer_;
+  std::string IT_ = "int";
+  int64_t rows_ = 1;
+  Strategy strategy_ = Strategy::kPointwise;
+  int width_ = 1, block_ = 256;
+  std::string lane_ = "0";
+  CudaLaunch launch_;
+  int vector_width_ = 1;
+  std::set<int> aligned_;
+  int counter_ = 0;
+};
+
+}  // namespace
+
+CudaModule generate_cuda(const Program& p) {
+  CudaModule m;
+  StrBuilder b;
+  b << cuda_prefix_header() << "\n";
+  for (const Kernel& k : p.kernels) {
+    CudaKernel info = KernelWriter(p, k, true).write(b, k.name);
+    if (info.vector_width > 1) {
+      CudaKernel scalar = KernelWriter(p, k, false).write(b, k.name + "_scalar");
+      info.scalar_name = scalar.name;
+      info.scalar_launch = scalar.launch;
+    }
+    m.kernels.push_back(std::move(info));
+  }
+  m.source = b.str();
+  return m;
+}
+
+std::string launch_string(const CudaKernel& k) {
+  StrBuilder b;
+  b << k.name << ": " << k.strategy << " grid=" << static_cast<int64_t>(k.launch.grid) << " block=" << static_cast<int64_t>(k.launch.block);
+  if (k.vector_width > 1) {
+    b << " vec=" << k.vector_width << " aligned=[";
+    b.join(k.aligned) << "] scalar grid=" << static_cast<int64_t>(k.scalar_launch.grid);
+  }
+  b << (k.index32 ? " index32" : " index64") << (k.checks ? " checks" : "") << " params=[";
+  b.join(k.params) << "]";
+  return b.str();
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,63 @@
+// CUDA C++ code generation for the loop IR (DESIGN §2/§3, GPU codegen).
+//
+// Input: a scheduled, memory-planned ir::Program, the same one the C++ generator renders. Output:
+// one CUDA source (kiln's CUDA prefix header, then one `extern "C" __global__` function per
+// kernel) and, per kernel, how to launch it. No CUDA or PyTorch headers are needed here: the
+// source is compiled at run time by NVRTC (runtime/cuda_compiler.h).
+//
+// How kernels map to threads, chosen from the kernel's sizes:
+//  - pointwise kernels (no reduction stage): each stage is a grid-stride loop over its flattened
+//    outer x inner space; where the innermost loop is contiguous in the stored buffer (and the
+//    loads that move with it are), each thread handles V consecutive elements with 16-byte
+//    vector loads and stores, the last group of a row element by element (tails).
+//  - kernels with reductions (row kernels: the fused softmax / layer-norm shape of a reduction
+//    followed by stages that read its result): one row (outer index) per thread for short rows
+//    and column reductions, per warp (warp shuffles) for rows up to 1024 elements, per block
+//    (shuffles, then shared memory) for longer rows. Every thread ends a reduction holding the
+//    row's result, which later stages read. mean/var use Welford states; argmax keeps the first
+//    position of the best value, as eager does.
+// Index math is 32-bit where every index and loop space of the kernel fits (else 64-bit).
+// fp16/bf16 are storage types; arithmetic runs in float. A kernel that meets an out-of-range
+// indirect index or an integer division by zero sets the run's error flag (its last parameter),
+// exactly as the CPU kernels do.
+//
+// A vectorized kernel also gets a scalar twin (`<name>_scalar`), launched when a vectorized
+// buffer's address is not 16-byte aligned at run time (a view with an odd storage offset).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/loop_ir.h"
+
+namespace kiln::codegen {
+
+struct CudaLaunch {
+  unsigned grid = 1, block = 1;
+};
+
+struct CudaKernel {
+  std::string name;              // of the `extern "C" __global__` function
+  std::string strategy;          // "pointwise", "row_per_thread", "row_per_warp", "row_per_block"
+  CudaLaunch launch;
+  std::vector<int> params;       // buffers passed, in parameter order; then the error flag (int*)
+  int vector_width = 1;          // elements per vector access (1: none)
+  bool index32 = true;           // index math in 32 bits
+  std::vector<int> aligned;      // buffers that must be 16-byte aligned for the vector kernel
+  std::string scalar_name;       // the scalar twin (when vector_width > 1)
+  CudaLaunch scalar_launch;
+  bool checks = false;           // may set the error flag
+};
+
+struct CudaModule {
+  std::string source;            // prefix header + all kernels
+  std::vector<CudaKernel> kernels;  // per ir::Program kernel, same order
+};
+
+std::string cuda_prefix_header();
+CudaModule generate_cuda(const ir::Program& p);
+// The textual form of a kernel's launch record (golden tests, logs):
+// "kernel3: row_per_warp grid=128 block=256 vec=4 index32 params=[0, 2, 5]".
+std::string launch_string(const CudaKernel& k);
+
+}  // namespace kiln::codegen

@@ -1,0 +1,215 @@
+// kiln's prefix header for generated CUDA kernels (embedded into every generated source and
+// compiled by NVRTC). No includes under NVRTC: it defines the integer types itself, and uses only
+// CUDA's built-in math functions and warp intrinsics. The helpers have the names the op table
+// (ir/loop_ops.h) spells, as the CPU prefix does; arithmetic on fp16/bf16 values runs in float.
+#ifdef __CUDACC_RTC__
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+#else
+#include <cstdint>
+#endif
+#define KILN_DEV static __device__ __forceinline__
+#define KILN_MATH1(name)                                                   \
+  KILN_DEV float name(float x) { return ::name##f(x); }                    \
+  KILN_DEV double name(double x) { return ::name(x); }                     \
+  KILN_DEV double name(int64_t x) { return ::name(static_cast<double>(x)); } \
+  KILN_DEV double name(int32_t x) { return ::name(static_cast<double>(x)); } \
+  KILN_DEV double name(int16_t x) { return ::name(static_cast<double>(x)); } \
+  KILN_DEV double name(int8_t x) { return ::name(static_cast<double>(x)); } \
+  KILN_DEV double name(uint8_t x) { return ::name(static_cast<double>(x)); } \
+  KILN_DEV double name(bool x) { return ::name(static_cast<double>(x)); }
+#define KILN_MATH2(name)                                                   \
+  KILN_DEV float name(float x, float y) { return ::name##f(x, y); }        \
+  KILN_DEV double name(double x, double y) { return ::name(x, y); }
+namespace kiln {
+namespace m {
+KILN_MATH1(sqrt) KILN_MATH1(exp) KILN_MATH1(exp2) KILN_MATH1(expm1) KILN_MATH1(log) KILN_MATH1(log2)
+KILN_MATH1(log10) KILN_MATH1(log1p) KILN_MATH1(sin) KILN_MATH1(cos) KILN_MATH1(tan) KILN_MATH1(asin)
+KILN_MATH1(acos) KILN_MATH1(atan) KILN_MATH1(sinh) KILN_MATH1(cosh) KILN_MATH1(tanh) KILN_MATH1(erf)
+KILN_MATH1(erfc) KILN_MATH1(floor) KILN_MATH1(ceil) KILN_MATH1(trunc) KILN_MATH1(nearbyint)
+KILN_MATH2(pow) KILN_MATH2(fmod) KILN_MATH2(atan2) KILN_MATH2(copysign)
+template <class T> KILN_DEV bool isinf(T x) { return x == x && (x - x) != (x - x); }
+}  // namespace m
+#undef KILN_MATH1
+#undef KILN_MATH2
+
+// The run's error flag: 1 = an index out of range, 2 = an integer division by zero. The first
+// code stays (the runtime reads the flag after the graph's kernels and re-runs eagerly).
+KILN_DEV void fail(int* err, int code) { atomicCAS(err, 0, code); }
+
+// Storage types of 16-bit floats: bits only; values are computed in float.
+struct alignas(2) bf16 { uint16_t bits; };
+struct alignas(2) f16 { uint16_t bits; };
+KILN_DEV float to_float(bf16 v) { return __uint_as_float(static_cast<uint32_t>(v.bits) << 16); }
+KILN_DEV bf16 to_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if (f != f) return bf16{0x7fc0};
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  return bf16{static_cast<uint16_t>(u >> 16)};
+}
+KILN_DEV float to_float(f16 v) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits));
+  return f;
+}
+KILN_DEV f16 to_f16(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return f16{h};
+}
+KILN_DEV float round_bf16(float f) { return to_float(to_bf16(f)); }
+KILN_DEV double round_bf16(double f) { return f; }
+KILN_DEV float round_f16(float f) { return to_float(to_f16(f)); }
+KILN_DEV double round_f16(double f) { return f; }
+
+// Elementwise math (CUDA's float functions are within 2 ulp; torch's CUDA kernels use the same).
+KILN_DEV float exp(float x) { return ::expf(x); }
+KILN_DEV double exp(double x) { return ::exp(x); }
+KILN_DEV float tanh(float x) { return ::tanhf(x); }
+KILN_DEV double tanh(double x) { return ::tanh(x); }
+template <class T> KILN_DEV T sigmoid(T x) { return T(1) / (T(1) + kiln::exp(-x)); }
+template <class T> KILN_DEV T gelu(T x) { return T(0.5) * x * (T(1) + m::erf(x * T(0.70710678118654752440))); }
+template <class T> KILN_DEV T gelu_tanh(T x) {
+  return T(0.5) * x * (T(1) + kiln::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
+}
+template <class T> KILN_DEV T maxnan(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+template <class T> KILN_DEV T minnan(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+template <class T> KILN_DEV T fmaxv(T a, T b) { return a != a ? b : (b != b ? a : (a > b ? a : b)); }
+template <class T> KILN_DEV T fminv(T a, T b) { return a != a ? b : (b != b ? a : (a < b ? a : b)); }
+template <class T> KILN_DEV T relu(T x) { return x < T(0) ? T(0) : x; }
+template <class T> KILN_DEV T clamp_lo(T x, T lo) { return x < lo ? lo : x; }
+template <class T> KILN_DEV T clamp_hi(T x, T hi) { return x > hi ? hi : x; }
+template <class T> KILN_DEV T sign(T x) { return T((T(0) < x) - (x < T(0))); }
+template <class T> struct is_int { static constexpr bool value = false; };
+template <> struct is_int<int8_t> { static constexpr bool value = true; };
+template <> struct is_int<uint8_t> { static constexpr bool value = true; };
+template <> struct is_int<int16_t> { static constexpr bool value = true; };
+template <> struct is_int<int32_t> { static constexpr bool value = true; };
+template <> struct is_int<int64_t> { static constexpr bool value = true; };
+template <> struct is_int<bool> { static constexpr bool value = true; };
+template <class T> KILN_DEV T floordiv(T a, T b, int* err) {
+  if constexpr (is_int<T>::value) {
+    if (b == 0) { fail(err, 2); return 0; }
+    T q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+  } else {
+    // Floor division of floats as eager computes it: from fmod, so that a quotient just below an
+    // integer in exact arithmetic is not rounded up by the division.
+    if (b == 0) return a / b;
+    T mod = m::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= T(1);
+    if (div == 0) return m::copysign(T(0), a / b);
+    T fl = m::floor(div);
+    return div - fl > T(0.5) ? fl + T(1) : fl;
+  }
+}
+template <class T> KILN_DEV T truncdiv(T a, T b, int* err) {
+  if constexpr (is_int<T>::value) {
+    if (b == 0) { fail(err, 2); return 0; }
+    return a / b;
+  } else {
+    return m::trunc(a / b);
+  }
+}
+template <class T> KILN_DEV T remainder(T a, T b, int* err) {
+  if constexpr (is_int<T>::value) {
+    if (b == 0) { fail(err, 2); return 0; }
+    T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  } else {
+    T r = m::fmod(a, b);
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  }
+}
+template <class T> KILN_DEV T fmodv(T a, T b, int* err) {
+  if constexpr (is_int<T>::value) {
+    if (b == 0) { fail(err, 2); return 0; }
+    return a % b;
+  } else {
+    return m::fmod(a, b);
+  }
+}
+template <class T> KILN_DEV T powv(T a, T b) {
+  if constexpr (is_int<T>::value) {
+    if (b < 0) return a == 1 ? 1 : (a == -1 ? (b % 2 ? -1 : 1) : 0);
+    T r = 1;
+    while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
+    return r;
+  } else {
+    if (b == T(2)) return a * a;
+    if (b == T(0.5)) return m::sqrt(a);
+    return m::pow(a, b);
+  }
+}
+KILN_DEV int64_t checked_index(int64_t i, int64_t bound, int* err) {
+  if (i < 0 || i >= bound) { fail(err, 1); return 0; }
+  return i;
+}
+
+// 16-byte (or narrower) vector accesses of V consecutive elements at an aligned address.
+template <class T, int V> struct alignas(sizeof(T) * V) Vec { T v[V]; };
+template <int V, class T> KILN_DEV Vec<T, V> load_vec(const T* p) { return *reinterpret_cast<const Vec<T, V>*>(p); }
+template <int V, class T> KILN_DEV void store_vec(T* p, const Vec<T, V>& x) { *reinterpret_cast<Vec<T, V>*>(p) = x; }
+
+// ---- reductions ---------------------------------------------------------------------------
+// Partial results of threads are combined with shuffles (a warp) and then through shared memory
+// (a block). Every thread ends with the combined value, so epilogues read it directly.
+template <class T> KILN_DEV T shfl_xor(T v, int lane_mask) {
+  if constexpr (sizeof(T) < 4) return static_cast<T>(__shfl_xor_sync(0xffffffffu, static_cast<int>(v), lane_mask));
+  else return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
+template <class T> struct WelfordState { T n, mean, m2; };
+template <class T> KILN_DEV WelfordState<T> shfl_xor(WelfordState<T> s, int lane_mask) {
+  return {shfl_xor(s.n, lane_mask), shfl_xor(s.mean, lane_mask), shfl_xor(s.m2, lane_mask)};
+}
+template <class T> struct ArgState { T v; int64_t i; };  // i < 0: nothing seen yet
+template <class T> KILN_DEV ArgState<T> shfl_xor(ArgState<T> s, int lane_mask) {
+  return {shfl_xor(s.v, lane_mask), shfl_xor(s.i, lane_mask)};
+}
+template <class T> KILN_DEV void welford_add(WelfordState<T>& s, T x) {
+  s.n += T(1);
+  T d = x - s.mean;
+  s.mean += d / s.n;
+  s.m2 += d * (x - s.mean);
+}
+template <class T> KILN_DEV WelfordState<T> welford_combine(WelfordState<T> a, WelfordState<T> b) {
+  if (b.n == 0) return a;
+  if (a.n == 0) return b;
+  T n = a.n + b.n;
+  T d = b.mean - a.mean;
+  return {n, a.mean + d * (b.n / n), a.m2 + b.m2 + d * d * (a.n * b.n / n)};
+}
+// argmax/argmin: NaN beats every number; ties and NaNs keep the smallest position (eager's rule).
+template <bool kMax, class T> KILN_DEV ArgState<T> arg_combine(ArgState<T> a, ArgState<T> b) {
+  if (b.i < 0) return a;
+  if (a.i < 0) return b;
+  bool take;
+  if (a.v != a.v) take = b.v != b.v && b.i < a.i;
+  else if (b.v != b.v) take = true;
+  else take = kMax ? (b.v > a.v || (b.v == a.v && b.i < a.i)) : (b.v < a.v || (b.v == a.v && b.i < a.i));
+  return take ? b : a;
+}
+template <class T, class F> KILN_DEV T warp_allreduce(T v, F combine) {
+  for (int o = 16; o > 0; o >>= 1) v = combine(v, shfl_xor(v, o));
+  return v;
+}
+// `smem` holds one value per warp. Every thread of the block must call it.
+template <class T, class F> KILN_DEV T block_allreduce(T v, F combine, T* smem) {
+  v = warp_allreduce(v, combine);
+  const int warps = (blockDim.x + 31) >> 5;
+  __syncthreads();  // an earlier use of smem is over
+  if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = smem[0];
+  for (int w = 1; w < warps; ++w) v = combine(v, smem[w]);
+  return v;
+}
+}  // namespace kiln
+#define KILN_KERNEL extern "C" __global__

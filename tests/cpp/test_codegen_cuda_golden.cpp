@@ -1,0 +1,125 @@
+// Golden tests of generated CUDA source (no GPU needed): each graph's kernels and launch records
+// must equal tests/cpp/data/golden_cuda/<name>.txt (KILN_UPDATE_GOLDEN=1 rewrites them). Where
+// nvcc is on the PATH, each source is also compiled for sm_90 (nvcc -cubin), so a generated
+// kernel that NVRTC would reject fails here, on a machine without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include "codegen/cuda/cuda_codegen.h"
+#include "ir/aten_graph.h"
+#include "lowering/lowerer.h"
+#include "schedule/memory_plan.h"
+
+using namespace kiln;
+
+namespace {
+
+struct Case { const char* name; const char* graph; };
+
+// Tensors on the GPU print as "@device" in the graph text.
+const Case kCases[] = {
+    {"pointwise_layer_norm", R"(%0 = input 0 : f32[64, 4096]{4096, 1}@device
+%1 = input 1 : f32[4096]{1}@device
+%2 = input 2 : f32[4096]{1}@device
+%3 = aten::mul.Tensor(%0, other=%1) : f32[64, 4096]{4096, 1}@device
+%4 = aten::add.Tensor(%3, other=%2, alpha=1) : f32[64, 4096]{4096, 1}@device
+%5 = aten::gelu(%4, approximate='none') : f32[64, 4096]{4096, 1}@device
+%6 = aten::add.Tensor(%5, other=%0, alpha=1) : f32[64, 4096]{4096, 1}@device
+%7, %8, %9 = aten::native_layer_norm(%6, normalized_shape=[4096], weight=%1, bias=%2, eps=1e-05) : f32[64, 4096]{4096, 1}@device, f32[64, 1]{1, 1}@device, f32[64, 1]{1, 1}@device
+return %7
+)"},
+    {"masked_softmax", R"(%0 = input 0 : f32[2, 4, 16, 16]{1024, 256, 16, 1}@device
+%1 = aten::ones(size=[16, 16], dtype=b8, layout=None, device=None, pin_memory=False) : b8[16, 16]{16, 1}@device
+%2 = aten::tril(%1, diagonal=0) : b8[16, 16]{16, 1}@device
+%3 = aten::bitwise_not(%2) : b8[16, 16]{16, 1}@device
+%4 = aten::masked_fill.Scalar(%0, mask=%3, value=-inf) : f32[2, 4, 16, 16]{1024, 256, 16, 1}@device
+%5 = aten::_softmax(%4, dim=-1, half_to_float=False) : f32[2, 4, 16, 16]{1024, 256, 16, 1}@device
+return %5
+)"},
+    {"bf16_gelu_with_tail", R"(%0 = input 0 : bf16[1001]{1}@device
+%1 = input 1 : bf16[1001]{1}@device
+%2 = aten::add.Tensor(%0, other=%1, alpha=1) : bf16[1001]{1}@device
+%3 = aten::gelu(%2, approximate='tanh') : bf16[1001]{1}@device
+return %3
+)"},
+    {"f16_transpose_add", R"(%0 = input 0 : f16[64, 48]{48, 1}@device
+%1 = input 1 : f16[48, 64]{64, 1}@device
+%2 = aten::t(%1) : f16[64, 48]{1, 64}@device
+%3 = aten::add.Tensor(%0, other=%2, alpha=1) : f16[64, 48]{48, 1}@device
+return %3
+)"},
+    {"column_sum_and_argmax_bf16", R"(%0 = input 0 : bf16[100, 24]{24, 1}@device
+%1 = aten::sum.dim_IntList(%0, dim=[0], keepdim=False, dtype=None) : bf16[24]{1}@device
+%2 = aten::argmax(%0, dim=1, keepdim=True) : i64[100, 1]{1, 1}@device
+return %1, %2
+)"},
+    {"long_row_softmax_and_var", R"(%0 = input 0 : f32[8, 8192]{8192, 1}@device
+%1 = aten::_softmax(%0, dim=-1, half_to_float=False) : f32[8, 8192]{8192, 1}@device
+%2 = aten::var.correction(%0, dim=[1], correction=1, keepdim=False) : f32[8]{1}@device
+return %1, %2
+)"},
+    {"embedding_gather", R"(%0 = input 0 : i64[4, 6]{6, 1}@device
+%1 = input 1 : f32[50, 8]{8, 1}@device
+%2 = aten::embedding(%1, indices=%0, padding_idx=-1, scale_grad_by_freq=False, sparse=False) : f32[4, 6, 8]{48, 8, 1}@device
+%3 = aten::mul.Tensor(%2, other=%2) : f32[4, 6, 8]{48, 8, 1}@device
+return %3
+)"},
+    {"full_sum_max_int", R"(%0 = input 0 : i32[37, 5]{5, 1}@device
+%1 = aten::sum(%0, dtype=None) : i64[]{}@device
+%2 = aten::amax(%0, dim=[1], keepdim=False) : i32[37]{1}@device
+%3 = aten::remainder.Tensor(%0, other=%0) : i32[37, 5]{5, 1}@device
+return %1, %2, %3
+)"},
+};
+
+std::string read(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+bool have_nvcc() {
+  static const bool yes = std::system("nvcc --version > /dev/null 2>&1") == 0;
+  return yes;
+}
+
+lowering::LoweringOptions cuda_options() {
+  lowering::LoweringOptions o;
+  o.cuda = true;
+  return o;
+}
+
+class CudaGolden : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaGolden, SourceAndLaunchesMatch) {
+  const Case& c = GetParam();
+  ir::Program p = lowering::Lowerer(ir::AtenGraph::parse(c.graph), cuda_options()).run();
+  schedule::plan_memory(p);
+  codegen::CudaModule m = codegen::generate_cuda(p);
+  const std::string prefix = codegen::cuda_prefix_header();
+  ASSERT_EQ(m.source.compare(0, prefix.size(), prefix), 0);
+  std::string actual = "# program\n" + p.to_string() + "\n# launches\n";
+  for (const auto& k : m.kernels) actual += codegen::launch_string(k) + "\n";
+  actual += "\n# code\n" + m.source.substr(prefix.size());
+  const std::string path = std::string(KILN_TEST_DATA) + "/golden_cuda/" + c.name + ".txt";
+  if (const char* u = std::getenv("KILN_UPDATE_GOLDEN"); u && *u == '1') {
+    std::ofstream(path) << actual;
+  } else {
+    const std::string expected = read(path);
+    ASSERT_FALSE(expected.empty()) << "missing " << path << " (run with KILN_UPDATE_GOLDEN=1)";
+    EXPECT_EQ(actual, expected) << "generated CUDA changed; review and run with KILN_UPDATE_GOLDEN=1";
+  }
+  if (!have_nvcc()) GTEST_SKIP() << "nvcc not found: generated source not compiled";
+  const std::string cu = std::string(::testing::TempDir()) + "kiln_golden_" + c.name + ".cu";
+  std::ofstream(cu) << m.source;
+  const std::string cmd = "nvcc -arch=sm_90 -cubin -std=c++17 -o " + cu + ".cubin " + cu + " > " + cu + ".log 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << read(cu + ".log");
+}
+
+INSTANTIATE_TEST_SUITE_P(Graphs, CudaGolden, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
