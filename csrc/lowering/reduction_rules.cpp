@@ -160,8 +160,9 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     auto dim_zero = [dim](std::vector<Index> i) { i[dim] = Index::of(0); return i; };
     bool log = n.op == "aten::_log_softmax";
     // softmax in the accumulation type: the sum stage keeps each exp(x - max) in the output,
-    // which the epilogue then scales in place by 1 / sum (one exp per element, not two).
-    const int keep = !log && od == acc ? L.new_buffer(Buffer::kKernelOutput, L.meta(out)) : -1;
+    // which the epilogue then scales in place by 1 / sum (one exp per element, not two). On a GPU
+    // the exp is cheap and memory is not: the epilogue recomputes it from x (re-read from L2).
+    const int keep = !log && od == acc && !L.cuda() ? L.new_buffer(Buffer::kKernelOutput, L.meta(out)) : -1;
     L.reduction(ReduceOp::kSum, [shifted, acc](const std::vector<Index>& i, LoadCtx& c) { return unary(UnaryOp::kExp, shifted(i, c), acc); }, xs, {dim}, acc,
                 {{out, 0, nullptr}}, keep);
     Loader Ssum = L.value(out).loader;

@@ -110,6 +110,26 @@ static bridge::TraceResult split_trace(const ir::AtenGraph& g, const std::vector
   return r;
 }
 
+// The CUDA device of a call's tensors, noted in the build options with its compute capability
+// (asked of PyTorch): a graph on a CUDA device is built for it (runtime/graph_build.h). False
+// when the tensors span several CUDA devices.
+static bool note_cuda_device(const std::vector<at::Tensor>& inputs, runtime::BuildOptions& opts, std::string* why) {
+  int device = -1;
+  for (const auto& t : inputs) {
+    if (!t.defined() || !t.is_cuda()) continue;
+    if (device >= 0 && t.device().index() != device) {
+      *why = "the graph's inputs are on several CUDA devices";
+      return false;
+    }
+    device = t.device().index();
+  }
+  if (device < 0 || opts.cuda_device == device) return true;
+  opts.cuda_device = device;
+  py::tuple cap = py::module_::import("torch.cuda").attr("get_device_capability")(device);
+  opts.cuda_arch = cap[0].cast<int>() * 10 + cap[1].cast<int>();
+  return true;
+}
+
 // Sizes and strides of every tensor input and the value of every int input, flattened: which
 // specialisation of a graph a call needs.
 using IntArgs = std::vector<std::pair<size_t, int64_t>>;  // (argument position, value)
@@ -195,6 +215,11 @@ class CodegenGraph {
         std::vector<int64_t> sig = size_signature(inputs, ints);
         if (sig != signature_) return other_sizes(std::move(sig), args);
         return decline(e.what(), args);  // inputs aliased where one is written
+      } catch (const std::exception& e) {
+        // A CUDA graph that cannot run (a failed launch) runs eagerly from then on, with the
+        // reason kept; its inputs are untouched (mutations are copied back last).
+        if (!graph_->on_cuda()) throw;
+        return fall_back(std::string("CUDA run failed: ") + e.what(), args);
       }
       return pack(outs);
     }
@@ -314,6 +339,8 @@ class CodegenGraph {
       Building guard(building_);
       auto t0 = std::chrono::steady_clock::now();
       try {
+        std::string why;
+        if (!note_cuda_device(inputs, opts_, &why)) throw std::runtime_error(why);
         bridge::JointTrace jt = bridge::trace_joint(inputs, runner(), [](const std::function<void()>& block) {
           py::gil_scoped_release nogil;
           block();
@@ -393,6 +420,8 @@ class CodegenGraph {
     // Inputs that alias one another where one is written: this call runs eagerly (the trace left
     // the inputs untouched) and the next call traces again.
     if (runtime::mutated_input_aliases(tr.graph.input_mutations, inputs)) return decline("an input written in place shares memory with another input", args);
+    std::string why;
+    if (!note_cuda_device(inputs, opts_, &why)) return fall_back(why, args);
     trace_s_ = since(t0);
     timings_["trace"] = trace_s_;
     // The traced run is this call's result; apply its input mutations as eager would.

@@ -2,8 +2,10 @@
 #include "runtime/compiled_graph.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 #include <dlfcn.h>
 
+#include <optional>
 #include <stdexcept>
 
 namespace kiln::runtime {
@@ -18,6 +20,11 @@ CompiledGraph::CompiledGraph(bridge::TraceResult trace, Program program) : trace
     ops_[s.node] = c10::Dispatcher::singleton().findSchemaOrThrow(name.substr(0, dot).c_str(), dot == std::string::npos ? "" : name.substr(dot + 1).c_str());
   }
   kernel_outputs_ = kernel_allocations(program_);
+  for (const AtenValue& v : trace_.graph.values)
+    if (v.kind == AtenValue::kInput) {
+      if (input_on_cpu_.size() <= static_cast<size_t>(v.index)) input_on_cpu_.resize(v.index + 1, true);
+      input_on_cpu_[v.index] = v.meta.cpu;
+    }
   donee_.assign(program_.buffers.size(), -1);
   for (size_t b = 0; b < program_.reuse_of.size(); ++b)
     if (program_.reuse_of[b] >= 0) donee_[program_.reuse_of[b]] = static_cast<int>(b);
@@ -50,10 +57,15 @@ bool CompiledGraph::load(const std::string& library, std::string* error) {
   return true;
 }
 
+void CompiledGraph::use_cuda(std::shared_ptr<CudaKernels> kernels, int device) {
+  cuda_ = std::move(kernels);
+  device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device));
+}
+
 // The kernels index an input with the traced sizes and strides (a stride matters only where its
-// size exceeds 1).
-static bool matches(const Buffer& buf, const at::Tensor& t) {
-  if (!t.defined() || !t.device().is_cpu() || static_cast<int>(t.scalar_type()) != static_cast<int>(buf.dtype) ||
+// size exceeds 1), on the traced device: the graph's CUDA device, or the CPU.
+static bool matches(const Buffer& buf, const at::Tensor& t, const c10::Device& device) {
+  if (!t.defined() || t.device() != device || static_cast<int>(t.scalar_type()) != static_cast<int>(buf.dtype) ||
       t.dim() != static_cast<int64_t>(buf.sizes.size()))
     return false;
   for (int64_t d = 0; d < t.dim(); ++d)
@@ -69,12 +81,21 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs
   std::vector<void*> ptrs(nb + 1, nullptr);
   int error = 0;          // this run's kernel error flag, the table's last entry
   ptrs[nb] = &error;
+  // On CUDA the flag lives in device memory and is read once, after the last step.
+  std::optional<c10::DeviceGuard> guard;
+  at::Tensor device_error;
+  if (cuda_) {
+    guard.emplace(device_);
+    if (cuda_->checks()) device_error = at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(device_));
+  }
   std::vector<at::Tensor> donated(nb);  // per buffer: released memory it may take over
   for (size_t b = 0; b < nb; ++b) {
     const Buffer& buf = program_.buffers[b];
     if (buf.kind == Buffer::kInput) {
       const at::Tensor& t = inputs.at(buf.index);
-      if (!matches(buf, t)) throw InputMismatch("input " + std::to_string(buf.index) + " differs from the traced one");
+      // In a CUDA graph, inputs traced on the CPU (read by extern calls only) stay there.
+      if (!matches(buf, t, input_on_cpu_.at(buf.index) ? c10::Device(c10::kCPU) : device_))
+        throw InputMismatch("input " + std::to_string(buf.index) + " differs from the traced one");
       slots[b] = t;
     } else if (buf.kind == Buffer::kConstant) slots[b] = trace_.constants.at(buf.index);
     else continue;
@@ -90,12 +111,18 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs
         if (donated[b].defined() && donated[b].storage().use_count() == 1)
           slots[b] = donated[b].as_strided(buf.sizes, buf.strides, 0);
         else
-          slots[b] = at::empty_strided(buf.sizes, buf.strides, at::TensorOptions().dtype(static_cast<c10::ScalarType>(buf.dtype)));
+          slots[b] = at::empty_strided(buf.sizes, buf.strides, at::TensorOptions().dtype(static_cast<c10::ScalarType>(buf.dtype)).device(device_));
         donated[b] = at::Tensor();
         ptrs[b] = slots[b].data_ptr();
       }
-      kernels_[s.kernel](ptrs.data());
-      if (error) throw KernelCheckFailed(error == 1 ? "index out of range" : "integer division by zero");
+      if (cuda_) {
+#ifdef KILN_WITH_CUDA
+        cuda_->launch(s.kernel, ptrs.data(), device_error.defined() ? device_error.data_ptr<int>() : nullptr);
+#endif
+      } else {
+        kernels_[s.kernel](ptrs.data());
+        if (error) throw KernelCheckFailed(error == 1 ? "index out of range" : "integer division by zero");
+      }
     } else {
       const AtenNode& node = trace_.graph.nodes[s.node];
       const auto& schema = ops_[s.node]->schema();
@@ -140,6 +167,10 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs
         slots[b] = at::Tensor();
         ptrs[b] = nullptr;
       }
+  }
+  if (device_error.defined()) {
+    const int e = device_error.item<int>();  // waits for the kernels
+    if (e) throw KernelCheckFailed(e == 1 ? "index out of range" : "integer division by zero");
   }
   for (auto [input, b] : program_.input_mutations) inputs.at(input).copy_(slots[b]);
   std::vector<at::Tensor> outs;

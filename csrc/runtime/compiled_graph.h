@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ir/loop_ir.h"
+#include "runtime/cuda_kernels.h"
 #include "torch_bridge/tracer.h"
 
 namespace kiln::runtime {
@@ -47,6 +48,10 @@ class CompiledGraph {
   ~CompiledGraph();
   // Loads kernels from the library; returns false with `error` set on failure.
   bool load(const std::string& library, std::string* error);
+  // Runs on CUDA device `device` with these kernels instead (codegen/cuda): kernel outputs are
+  // allocated there, kernels launch on its current stream.
+  void use_cuda(std::shared_ptr<CudaKernels> kernels, int device);
+  bool on_cuda() const { return cuda_ != nullptr; }
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs);
   const ir::Program& program() const { return program_; }
   const bridge::TraceResult& trace() const { return trace_; }
@@ -58,9 +63,12 @@ class CompiledGraph {
   ir::Program program_;
   void* handle_ = nullptr;
   std::vector<void (*)(void**)> kernels_;
+  std::shared_ptr<CudaKernels> cuda_;                     // set: the kernels run on this CUDA device
+  c10::Device device_ = c10::Device(c10::kCPU);
   std::vector<std::optional<c10::OperatorHandle>> ops_;  // per ATen node (externs only)
   std::vector<std::vector<int>> kernel_outputs_;          // per kernel: buffers it allocates
   std::vector<int> donee_;                                // per buffer: who takes its memory, or -1
+  std::vector<bool> input_on_cpu_;                        // per graph input: traced on the CPU
 };
 
 }  // namespace kiln::runtime

@@ -103,7 +103,7 @@ static std::vector<int> run_commands(const std::vector<std::string>& cmds, const
   return status;
 }
 
-static bool make_dirs(const std::string& path) {
+bool make_dirs(const std::string& path) {
   std::string cur;
   for (size_t i = 0; i <= path.size(); ++i) {
     if (i == path.size() || path[i] == '/') {
@@ -143,6 +143,16 @@ static bool verified(const std::string& lib) {
   std::string bytes, check;
   if (!read_file(lib, &bytes) || !read_file(lib + ".check", &check)) return false;
   return check == check_of(bytes);
+}
+
+bool read_verified(const std::string& path, std::string* bytes) {
+  std::string check;
+  return read_file(path, bytes) && read_file(path + ".check", &check) && check == check_of(*bytes);
+}
+
+bool store_verified(const std::string& path, const std::string& bytes) {
+  // The check goes first: whoever sees the new file also sees its check.
+  return write_file(path + ".check", check_of(bytes)) && write_file(path, bytes);
 }
 
 static std::string quoted(const std::string& path) { return "'" + path + "'"; }

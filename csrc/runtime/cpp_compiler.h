@@ -28,6 +28,11 @@ std::string cache_dir(const std::string& configured);
 // compiler processes run at once in this process (0: one per CPU).
 CompileResult compile_cached(const std::string& dir, const std::string& key,
                              const std::vector<std::string>& sources, int jobs = 0);
+// Cache files with a check file beside them, as above (the CUDA cubin cache uses them too):
+// read_verified is false for a missing or damaged entry; store_verified writes through renames.
+bool make_dirs(const std::string& path);
+bool read_verified(const std::string& path, std::string* bytes);
+bool store_verified(const std::string& path, const std::string& bytes);
 // The C++ compiler to run: $CXX, else c++.
 std::string compiler_command();
 // How many compiler processes `jobs` allows (0: the number of CPUs).

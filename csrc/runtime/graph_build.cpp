@@ -2,11 +2,18 @@
 #include "runtime/graph_build.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <set>
+#include <stdexcept>
 
 #include "codegen/cpp/cpp_codegen.h"
+#include "codegen/cuda/cuda_codegen.h"
 #include "lowering/lowerer.h"
 #include "runtime/cpp_compiler.h"
 #include "schedule/memory_plan.h"
+#ifdef KILN_WITH_CUDA
+#include "runtime/cuda_compiler.h"
+#endif
 
 namespace kiln::runtime {
 
@@ -14,17 +21,80 @@ namespace {
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// The CUDA device a traced graph runs on, or -1 for a CPU graph. Throws for a graph that spans
+// several CUDA devices (kernels run on one).
+int graph_cuda_device(const bridge::TraceResult& trace, const BuildOptions& opts) {
+  bool on_gpu = false;
+  for (const ir::AtenValue& v : trace.graph.values) on_gpu = on_gpu || !v.meta.cpu;
+  if (!on_gpu) return -1;
+  std::set<int> devices;
+  if (opts.cuda_device >= 0) devices.insert(opts.cuda_device);
+  auto note = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (!t.is_cpu() && !t.is_cuda()) throw std::runtime_error("a tensor is on " + t.device().str() + " (kiln generates CPU and CUDA code)");
+    if (t.is_cuda()) devices.insert(t.device().index());
+  };
+  for (const at::Tensor& t : trace.outputs) note(t);
+  for (const at::Tensor& t : trace.constants) note(t);
+  for (const ir::AtenNode& n : trace.graph.nodes)
+    for (const ir::AtenArg& a : n.args)
+      if (a.kind == ir::AtenArg::kOther && a.s.rfind("cuda:", 0) == 0) devices.insert(std::atoi(a.s.c_str() + 5));
+  if (devices.size() > 1) throw std::runtime_error("the graph uses several CUDA devices");
+  if (devices.empty()) throw std::runtime_error("the graph's device is not known");
+  return *devices.begin();
+}
+
+#ifdef KILN_WITH_CUDA
+// Generates CUDA for the program, compiles it with NVRTC (or loads the cubin from the cache) and
+// loads it on the device.
+std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program prog, int device, const BuildOptions& opts,
+                                          BuildResult& r) {
+  auto t1 = std::chrono::steady_clock::now();
+  codegen::CudaModule m = codegen::generate_cuda(prog);
+  r.source = "// ---- CUDA source (after kiln's CUDA prefix header); launches:\n";
+  for (const auto& k : m.kernels) r.source += "//   " + codegen::launch_string(k) + "\n";
+  r.source += m.source.substr(codegen::cuda_prefix_header().size());
+  r.timings.push_back({"codegen", since(t1)});
+  const int arch = opts.cuda_arch ? opts.cuda_arch : cuda_arch(device);
+  if (!arch) throw std::runtime_error("the compute capability of CUDA device " + std::to_string(device) + " is not known");
+  CubinResult cr = compile_cuda_cached(cache_dir(opts.cache_dir), m.source, arch);
+  r.timings.push_back({cr.cache_hit ? "load_cached" : "compile", cr.seconds});
+  r.cache_hit = cr.cache_hit;
+  if (cr.cubin.empty()) throw std::runtime_error(cr.error);
+  auto t2 = std::chrono::steady_clock::now();
+  std::string err;
+  auto kernels = CudaKernels::load(cr.cubin, std::move(m.kernels), device, &err);
+  if (!kernels) throw std::runtime_error(err);
+  r.timings.push_back({"load", since(t2)});
+  auto g = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+  g->use_cuda(std::move(kernels), device);
+  return g;
+}
+#endif
+
 }  // namespace
 
 BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts) {
   BuildResult r;
   try {
     auto t0 = std::chrono::steady_clock::now();
+    const int device = graph_cuda_device(trace, opts);
+#ifndef KILN_WITH_CUDA
+    if (device >= 0) throw std::runtime_error("kiln was built without CUDA support (its PyTorch has no CUDA, or CUDA's headers were not found)");
+#endif
     lowering::LoweringOptions lo;
     lo.fuse = opts.fuse;
+    lo.cuda = device >= 0;
     ir::Program prog = lowering::Lowerer(trace.graph, lo).run();
     schedule::plan_memory(prog);
     r.timings.push_back({"lower", since(t0)});
+#ifdef KILN_WITH_CUDA
+    if (device >= 0) {
+      r.graph = build_cuda(std::move(trace), std::move(prog), device, opts, r);
+      return r;
+    }
+#endif
     // The key is the code itself (and how it is compiled): any change to the generator, its
     // prefix header or the program gives a new entry.
     auto t1 = std::chrono::steady_clock::now();

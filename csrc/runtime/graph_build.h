@@ -1,5 +1,5 @@
-// Building a traced graph into a CompiledGraph: lower, plan memory, generate C++, compile (or
-// load from the cache) and load. Pure C++ (no Python), so it can run on a background thread
+// Building a traced graph into a CompiledGraph: lower, plan memory, generate C++ (or CUDA, for a
+// graph on a CUDA device), compile (or load from the cache) and load. Pure C++ (no Python), so it can run on a background thread
 // while the caller keeps running the graph eagerly (DESIGN §3; compile latency).
 #pragma once
 #include <atomic>
@@ -18,6 +18,10 @@ struct BuildOptions {
   std::string cache_dir;   // empty: the default (cpp_compiler.h)
   bool fuse = true;
   int jobs = 0;            // compiler processes at once (0: one per CPU)
+  // A graph whose tensors are on a CUDA device is built for it (codegen/cuda, NVRTC): this device
+  // (-1: the device of the traced results) and its compute capability (0: asked of the driver).
+  int cuda_device = -1;
+  int cuda_arch = 0;
 };
 
 struct BuildResult {
