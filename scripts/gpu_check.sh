@@ -28,7 +28,8 @@ stamp() { echo "[$(( $(date +%s) - t0 ))s]"; }
   "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU")'
   "$PY" -c 'import pybind11; print("pybind11", pybind11.__version__)' 2>&1
   "$PY" -c 'import pytest; print("pytest", pytest.__version__)' 2>&1
-  ls /usr/lib/x86_64-linux-gnu/libgtest* /usr/local/lib/libgtest* 2>/dev/null || echo "no GoogleTest"
+  ls /usr/lib/x86_64-linux-gnu/libgtest.a /usr/local/lib/libgtest.a 2>/dev/null | head -1 | grep . || echo "no GoogleTest"
+  "$PY" -c 'import glob, os, torch; t = os.path.dirname(torch.__file__); print("nvrtc:", *sorted(glob.glob(t + "/include/ATen/cuda/**/*NVRTC*", recursive=True) + glob.glob(t + "/../nvidia/*/lib/libnvrtc.so*") + glob.glob(t + "/../nvidia/*/include/nvrtc.h")))' 
   command -v ninja ccache cmake nvcc
 } > "$OUT/env.txt" 2>&1
 note "$(stamp) environment:"; sed 's/^/  /' "$OUT/env.txt" | tee -a "$SUMMARY"

@@ -1,13 +1,11 @@
 // NVRTC compilation and the cubin cache; see cuda_compiler.h.
 #include "runtime/cuda_compiler.h"
 
-#include <ATen/Context.h>
-#include <ATen/cuda/nvrtc_stub/ATenNVRTC.h>
-
 #include <chrono>
 #include <vector>
 
 #include "runtime/cpp_compiler.h"
+#include "runtime/cuda_api.h"
 
 namespace kiln::runtime {
 
@@ -20,9 +18,12 @@ CubinResult compile_cuda_cached(const std::string& dir, const std::string& sourc
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
   };
-  const at::cuda::NVRTC& nv = at::globalContext().getNVRTC();
+  std::string why;
+  const CudaApi* api = cuda_api(&why);
+  if (!api) return finish("NVRTC is not available: " + why);
+  const CudaApi& nv = *api;
   int major = 0, minor = 0;
-  if (nv.nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return finish("NVRTC is not available");
+  if (nv.nvrtcVersion(&major, &minor) != 0) return finish("nvrtcVersion failed");
   const std::string arch_flag = "--gpu-architecture=sm_" + std::to_string(arch);
   const std::vector<const char*> flags = {arch_flag.c_str(), "-std=c++17"};
   std::string key_text = source + "\n// " + arch_flag + " -std=c++17 nvrtc " + std::to_string(major) + "." + std::to_string(minor);
@@ -31,14 +32,13 @@ CubinResult compile_cuda_cached(const std::string& dir, const std::string& sourc
     r.cache_hit = true;
     return finish("");
   }
-  nvrtcProgram prog;
-  if (nv.nvrtcCreateProgram(&prog, source.c_str(), "kiln_kernels.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS)
-    return finish("nvrtcCreateProgram failed");
-  const nvrtcResult status = nv.nvrtcCompileProgram(prog, static_cast<int>(flags.size()), flags.data());
-  if (status != NVRTC_SUCCESS) {
+  void* prog = nullptr;
+  if (nv.nvrtcCreateProgram(&prog, source.c_str(), "kiln_kernels.cu", 0, nullptr, nullptr) != 0) return finish("nvrtcCreateProgram failed");
+  const int status = nv.nvrtcCompileProgram(prog, static_cast<int>(flags.size()), flags.data());
+  if (status != 0) {
     size_t n = 0;
     std::string log;
-    if (nv.nvrtcGetProgramLogSize(prog, &n) == NVRTC_SUCCESS && n > 1) {
+    if (nv.nvrtcGetProgramLogSize(prog, &n) == 0 && n > 1) {
       log.resize(n);
       nv.nvrtcGetProgramLog(prog, log.data());
       log.resize(n - 1);
@@ -48,7 +48,7 @@ CubinResult compile_cuda_cached(const std::string& dir, const std::string& sourc
     return finish(std::string("NVRTC failed (") + nv.nvrtcGetErrorString(status) + ", " + arch_flag + "): " + log);
   }
   size_t size = 0;
-  if (nv.nvrtcGetCUBINSize(prog, &size) != NVRTC_SUCCESS || size == 0) {
+  if (nv.nvrtcGetCUBINSize(prog, &size) != 0 || size == 0) {
     nv.nvrtcDestroyProgram(&prog);
     return finish("NVRTC produced no cubin for " + arch_flag);
   }

@@ -1,72 +1,62 @@
 // Loading and launching a graph's CUDA kernels; see cuda_kernels.h.
 #include "runtime/cuda_kernels.h"
 
-#include <ATen/Context.h>
-#include <ATen/cuda/nvrtc_stub/ATenNVRTC.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <cstdint>
 #include <stdexcept>
-#include <type_traits>
 #include <utility>
+
+#include "runtime/cuda_api.h"
 
 namespace kiln::runtime {
 
 namespace {
 
-const at::cuda::NVRTC& nvrtc() { return at::globalContext().getNVRTC(); }
-
-std::string cu_error(CUresult r) {
+std::string cu_error(const CudaApi& nv, int r) {
   const char* s = nullptr;
-  nvrtc().cuGetErrorString(r, &s);
-  return s ? s : "CUDA error " + std::to_string(static_cast<int>(r));
+  nv.cuGetErrorString(r, &s);
+  return s ? s : "CUDA error " + std::to_string(r);
 }
-
-// The stub's driver entry points differ between PyTorch versions: the device attribute query
-// is used where the stub has it.
-template <class N>
-auto device_attribute(const N& nv, CUdevice_attribute a, int device, int) -> decltype(nv.cuDeviceGetAttribute, int()) {
-  int v = 0;
-  return nv.cuDeviceGetAttribute(&v, a, static_cast<CUdevice>(device)) == CUDA_SUCCESS ? v : 0;
-}
-template <class N>
-int device_attribute(const N&, CUdevice_attribute, int, long) { return 0; }
 
 }  // namespace
 
 int cuda_arch(int device) {
-  const auto& nv = nvrtc();
-  const int major = device_attribute(nv, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device, 0);
-  const int minor = device_attribute(nv, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device, 0);
-  return major ? major * 10 + minor : 0;
+  const CudaApi* nv = cuda_api(nullptr);
+  if (!nv || !nv->cuDeviceGetAttribute) return 0;
+  int major = 0, minor = 0;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
+  if (nv->cuDeviceGetAttribute(&major, 75, device) != 0 || nv->cuDeviceGetAttribute(&minor, 76, device) != 0) return 0;
+  return major * 10 + minor;
 }
 
 std::shared_ptr<CudaKernels> CudaKernels::load(const std::string& cubin, std::vector<codegen::CudaKernel> kernels, int device,
                                                std::string* error) {
-  const auto& nv = nvrtc();
+  const CudaApi* api = cuda_api(error);
+  if (!api) return nullptr;
+  const CudaApi& nv = *api;
   // Selecting the device makes its primary context current on this thread (CUDA 12 and later).
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-  CUcontext ctx = nullptr;
-  if (nv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) {
+  void* ctx = nullptr;
+  if (nv.cuCtxGetCurrent(&ctx) != 0 || !ctx) {
     *error = "no CUDA context is current for device " + std::to_string(device);
     return nullptr;
   }
   auto k = std::make_shared<CudaKernels>();
-  CUmodule module = nullptr;
-  if (CUresult r = nv.cuModuleLoadData(&module, cubin.data()); r != CUDA_SUCCESS) {
-    *error = "cuModuleLoadData: " + cu_error(r);
+  void* module = nullptr;
+  if (int r = nv.cuModuleLoadData(&module, cubin.data()); r != 0) {
+    *error = "cuModuleLoadData: " + cu_error(nv, r);
     return nullptr;
   }
   k->module_ = module;
   k->device_ = device;
   auto find = [&](const std::string& name, void** out) {
-    CUfunction f = nullptr;
-    if (CUresult r = nv.cuModuleGetFunction(&f, module, name.c_str()); r != CUDA_SUCCESS) {
-      *error = "kernel " + name + " not in the module: " + cu_error(r);
+    void* f = nullptr;
+    if (int r = nv.cuModuleGetFunction(&f, module, name.c_str()); r != 0) {
+      *error = "kernel " + name + " not in the module: " + cu_error(nv, r);
       return false;
     }
-    *out = reinterpret_cast<void*>(f);
+    *out = f;
     return true;
   };
   for (const auto& kernel : kernels) {
@@ -94,9 +84,10 @@ void CudaKernels::launch(int k, void* const* ptrs, int* err) const {
   for (size_t i = 0; i < kernel.params.size(); ++i) values[i] = ptrs[kernel.params[i]];
   values.back() = err;
   for (size_t i = 0; i < values.size(); ++i) args[i] = &values[i];
-  CUstream stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
-  CUresult r = nvrtc().cuLaunchKernel(reinterpret_cast<CUfunction>(f), l.grid, 1, 1, l.block, 1, 1, 0, stream, args.data(), nullptr);
-  if (r != CUDA_SUCCESS) throw std::runtime_error("launching " + kernel.name + ": " + cu_error(r));
+  void* stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
+  const CudaApi& nv = *cuda_api(nullptr);  // loaded: the kernels were
+  int r = nv.cuLaunchKernel(f, l.grid, 1, 1, l.block, 1, 1, 0, stream, args.data(), nullptr);
+  if (r != 0) throw std::runtime_error("launching " + kernel.name + ": " + cu_error(nv, r));
 }
 
 }  // namespace kiln::runtime

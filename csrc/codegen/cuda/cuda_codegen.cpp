@@ -31,8 +31,24 @@ constexpr int64_t kMaxGrid = 65536;  // pointwise grids loop (grid-stride) past 
 constexpr int64_t kIndex32Limit = (int64_t{1} << 31) - (int64_t{1} << 25);
 
 bool is_half(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
+// Element types as C++ spells them (NVRTC has no <cstdint>), 16-bit floats as the prefix's.
+const char* cuda_ctype(DType t) {
+  switch (t) {
+    case DType::kUInt8: return "unsigned char";
+    case DType::kInt8: return "signed char";
+    case DType::kInt16: return "short";
+    case DType::kInt32: return "int";
+    case DType::kInt64: return "long long";
+    case DType::kFloat16: return "kiln::f16";
+    case DType::kFloat32: return "float";
+    case DType::kFloat64: return "double";
+    case DType::kBool: return "bool";
+    case DType::kBFloat16: return "kiln::bf16";
+    default: return "void";
+  }
+}
 // Temporaries hold 16-bit floats as float.
-const char* temp_type(DType t) { return is_half(t) ? "float" : dtype_ctype(t); }
+const char* temp_type(DType t) { return is_half(t) ? "float" : cuda_ctype(t); }
 
 std::string literal(double v, DType t) {
   char buf[64];
@@ -185,7 +201,7 @@ class ExprEmitter {
         std::string idx = e->index.to_string();
         for (const auto& ind : e->indirect) {
           std::string v = emit(ind.value);
-          idx = "(" + idx + ") + " + std::to_string(ind.stride) + "ll * kiln::checked_index(static_cast<int64_t>(" + v + "), " +
+          idx = "(" + idx + ") + " + std::to_string(ind.stride) + "ll * kiln::checked_index(static_cast<long long>(" + v + "), " +
                 std::to_string(ind.bound) + "ll, kiln_err)";
         }
         return from_storage(bt, "b" + std::to_string(e->buffer) + "[" + idx + "]");
@@ -252,7 +268,7 @@ class KernelWriter {
     CudaKernel info;
     info.name = name;
     info.index32 = kernel_fits_int32(p_, k_);
-    IT_ = info.index32 ? "int" : "int64_t";
+    IT_ = info.index32 ? "int" : "long long";
     rows_ = product(k_.outer_sizes);
     choose_strategy();
     info.strategy = strategy_name(strategy_);
@@ -273,7 +289,7 @@ class KernelWriter {
     b.join(k_.fused);
     b << "\nKILN_KERNEL void " << name << "(";
     for (int u : used) {
-      const char* ct = dtype_ctype(p_.buffers[u].dtype);
+      const char* ct = cuda_ctype(p_.buffers[u].dtype);
       b << (written.count(u) ? "" : "const ") << ct << "* __restrict__ b" << u << ", ";
       info.params.push_back(u);
     }
@@ -486,7 +502,7 @@ class KernelWriter {
       auto it = load_names.find(key);
       if (it == load_names.end()) {
         std::string nm = "vl" + std::to_string(counter_++);
-        b << vin << "kiln::Vec<" << dtype_ctype(p_.buffers[e.buffer].dtype) << ", " << V << "> " << nm << ";\n";
+        b << vin << "kiln::Vec<" << cuda_ctype(p_.buffers[e.buffer].dtype) << ", " << V << "> " << nm << ";\n";
         loads << vin << "  " << nm << " = kiln::load_vec<" << V << ">(" << key << ");\n";
         it = load_names.emplace(key, nm).first;
       }
@@ -495,7 +511,7 @@ class KernelWriter {
     if (!load_names.empty()) b << vin << "{\n" << vin << "  const " << IT_ << " " << xv << " = base;\n" << loads.str() << vin << "}\n";
     const bool vstore = s.kind == Stage::kPointwise && aligned_.count(s.out_buffer) &&
                         element_size(p_.buffers[s.out_buffer].dtype) * V <= 16 && vector_access(s.out_index, v, V);
-    const std::string ctype = s.out_buffer >= 0 ? dtype_ctype(p_.buffers[s.out_buffer].dtype) : "";
+    const std::string ctype = s.out_buffer >= 0 ? cuda_ctype(p_.buffers[s.out_buffer].dtype) : "";
     if (vstore) b << vin << "kiln::Vec<" << ctype << ", " << V << "> vs;\n";
     b << vin << "#pragma unroll\n" << vin << "for (int k = 0; k < " << V << "; ++k) {\n";
     b << vin << "  const " << IT_ << " " << xv << " = base + k;\n";
@@ -524,7 +540,7 @@ class KernelWriter {
     const bool arg = op == ReduceOp::kArgMax || op == ReduceOp::kArgMin;
     const std::string max_flag = op == ReduceOp::kArgMax ? "true" : "false";
     std::string state = welford ? "kiln::WelfordState<" + T + ">" : arg ? "kiln::ArgState<" + T + ">" : T;
-    if (welford || arg) b << "  " << T << " " << r << "_0; " << (arg ? "int64_t " : T + " ") << r << "_1;\n";
+    if (welford || arg) b << "  " << T << " " << r << "_0; " << (arg ? "long long " : T + " ") << r << "_1;\n";
     else b << "  " << T << " " << r << "_0;\n";
     b << "  {\n";
     if (welford) b << "    " << state << " acc = {" << T << "(0), " << T << "(0), " << T << "(0)};\n";
@@ -533,7 +549,7 @@ class KernelWriter {
     // Position within the reduced range (row-major over the inner variables), for argmax.
     std::string position = "0";
     for (size_t j = 0; j < s.inner_sizes.size(); ++j) {
-      std::string x = "static_cast<int64_t>(x" + std::to_string(n_outer_ + static_cast<int>(j)) + ")";
+      std::string x = "static_cast<long long>(x" + std::to_string(n_outer_ + static_cast<int>(j)) + ")";
       position = j ? "(" + position + ") * " + std::to_string(s.inner_sizes[j]) + " + " + x : x;
     }
     ElementWork w;

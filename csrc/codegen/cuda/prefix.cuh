@@ -1,28 +1,17 @@
 // kiln's prefix header for generated CUDA kernels (embedded into every generated source and
-// compiled by NVRTC). No includes under NVRTC: it defines the integer types itself, and uses only
-// CUDA's built-in math functions and warp intrinsics. The helpers have the names the op table
+// compiled by NVRTC). No includes: integer types are spelled as C++'s own (long long, not
+// long long, which NVRTC does not define), and only CUDA's built-in math functions and warp
+// intrinsics are used. The helpers have the names the op table
 // (ir/loop_ops.h) spells, as the CPU prefix does; arithmetic on fp16/bf16 values runs in float.
-#ifdef __CUDACC_RTC__
-typedef signed char int8_t;
-typedef unsigned char uint8_t;
-typedef short int16_t;
-typedef unsigned short uint16_t;
-typedef int int32_t;
-typedef unsigned int uint32_t;
-typedef long long int64_t;
-typedef unsigned long long uint64_t;
-#else
-#include <cstdint>
-#endif
 #define KILN_DEV static __device__ __forceinline__
 #define KILN_MATH1(name)                                                   \
   KILN_DEV float name(float x) { return ::name##f(x); }                    \
   KILN_DEV double name(double x) { return ::name(x); }                     \
-  KILN_DEV double name(int64_t x) { return ::name(static_cast<double>(x)); } \
-  KILN_DEV double name(int32_t x) { return ::name(static_cast<double>(x)); } \
-  KILN_DEV double name(int16_t x) { return ::name(static_cast<double>(x)); } \
-  KILN_DEV double name(int8_t x) { return ::name(static_cast<double>(x)); } \
-  KILN_DEV double name(uint8_t x) { return ::name(static_cast<double>(x)); } \
+  KILN_DEV double name(long long x) { return ::name(static_cast<double>(x)); } \
+  KILN_DEV double name(int x) { return ::name(static_cast<double>(x)); } \
+  KILN_DEV double name(short x) { return ::name(static_cast<double>(x)); } \
+  KILN_DEV double name(signed char x) { return ::name(static_cast<double>(x)); } \
+  KILN_DEV double name(unsigned char x) { return ::name(static_cast<double>(x)); } \
   KILN_DEV double name(bool x) { return ::name(static_cast<double>(x)); }
 #define KILN_MATH2(name)                                                   \
   KILN_DEV float name(float x, float y) { return ::name##f(x, y); }        \
@@ -44,14 +33,14 @@ template <class T> KILN_DEV bool isinf(T x) { return x == x && (x - x) != (x - x
 KILN_DEV void fail(int* err, int code) { atomicCAS(err, 0, code); }
 
 // Storage types of 16-bit floats: bits only; values are computed in float.
-struct alignas(2) bf16 { uint16_t bits; };
-struct alignas(2) f16 { uint16_t bits; };
-KILN_DEV float to_float(bf16 v) { return __uint_as_float(static_cast<uint32_t>(v.bits) << 16); }
+struct alignas(2) bf16 { unsigned short bits; };
+struct alignas(2) f16 { unsigned short bits; };
+KILN_DEV float to_float(bf16 v) { return __uint_as_float(static_cast<unsigned int>(v.bits) << 16); }
 KILN_DEV bf16 to_bf16(float f) {
-  uint32_t u = __float_as_uint(f);
+  unsigned int u = __float_as_uint(f);
   if (f != f) return bf16{0x7fc0};
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
-  return bf16{static_cast<uint16_t>(u >> 16)};
+  return bf16{static_cast<unsigned short>(u >> 16)};
 }
 KILN_DEV float to_float(f16 v) {
   float f;
@@ -87,11 +76,11 @@ template <class T> KILN_DEV T clamp_lo(T x, T lo) { return x < lo ? lo : x; }
 template <class T> KILN_DEV T clamp_hi(T x, T hi) { return x > hi ? hi : x; }
 template <class T> KILN_DEV T sign(T x) { return T((T(0) < x) - (x < T(0))); }
 template <class T> struct is_int { static constexpr bool value = false; };
-template <> struct is_int<int8_t> { static constexpr bool value = true; };
-template <> struct is_int<uint8_t> { static constexpr bool value = true; };
-template <> struct is_int<int16_t> { static constexpr bool value = true; };
-template <> struct is_int<int32_t> { static constexpr bool value = true; };
-template <> struct is_int<int64_t> { static constexpr bool value = true; };
+template <> struct is_int<signed char> { static constexpr bool value = true; };
+template <> struct is_int<unsigned char> { static constexpr bool value = true; };
+template <> struct is_int<short> { static constexpr bool value = true; };
+template <> struct is_int<int> { static constexpr bool value = true; };
+template <> struct is_int<long long> { static constexpr bool value = true; };
 template <> struct is_int<bool> { static constexpr bool value = true; };
 template <class T> KILN_DEV T floordiv(T a, T b, int* err) {
   if constexpr (is_int<T>::value) {
@@ -148,7 +137,7 @@ template <class T> KILN_DEV T powv(T a, T b) {
     return m::pow(a, b);
   }
 }
-KILN_DEV int64_t checked_index(int64_t i, int64_t bound, int* err) {
+KILN_DEV long long checked_index(long long i, long long bound, int* err) {
   if (i < 0 || i >= bound) { fail(err, 1); return 0; }
   return i;
 }
@@ -169,7 +158,7 @@ template <class T> struct WelfordState { T n, mean, m2; };
 template <class T> KILN_DEV WelfordState<T> shfl_xor(WelfordState<T> s, int lane_mask) {
   return {shfl_xor(s.n, lane_mask), shfl_xor(s.mean, lane_mask), shfl_xor(s.m2, lane_mask)};
 }
-template <class T> struct ArgState { T v; int64_t i; };  // i < 0: nothing seen yet
+template <class T> struct ArgState { T v; long long i; };  // i < 0: nothing seen yet
 template <class T> KILN_DEV ArgState<T> shfl_xor(ArgState<T> s, int lane_mask) {
   return {shfl_xor(s.v, lane_mask), shfl_xor(s.i, lane_mask)};
 }
