@@ -42,11 +42,12 @@ bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
       if (n < 0) { PyErr_Clear(); return false; }
       return n == length;
     }
-    case kLacksKey: {
+    case kLacksKey:
+    case kHasKey: {
       if (!PyDict_Check(v)) return false;
       int r = PyDict_Contains(v, obj.get());
       if (r < 0) { PyErr_Clear(); return false; }
-      return r == 0;
+      return r == (kind == kHasKey);
     }
     case kDictKeys: {
       if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(obj.get())) return false;
@@ -74,6 +75,7 @@ std::string GuardLeaf::describe(const std::string& e) const {
     case kLen: return "len(" + e + ") == " + std::to_string(length);
     case kDictKeys: return "list(" + e + ".keys()) == " + py_repr(obj.get());
     case kLacksKey: return py_repr(obj.get()) + " not in " + e;
+    case kHasKey: return py_repr(obj.get()) + " in " + e;
     case kSymInt: return "s" + std::to_string(length) + " = " + e + "  # an int >= 2";
   }
   return "?";
@@ -89,6 +91,7 @@ std::string GuardLeaf::why_failed(PyObject* v) const {
     case kLen: return "expected length " + std::to_string(length);
     case kDictKeys: return "expected keys " + py_repr(obj.get());
     case kLacksKey: return py_repr(obj.get()) + " was added";
+    case kHasKey: return py_repr(obj.get()) + " is missing";
     case kSymInt: return PyLong_CheckExact(v) ? "expected an int >= 2, actual " + py_repr(v) + " (0 and 1 are specialised)"
                                               : std::string("expected an int, actual ") + Py_TYPE(v)->tp_name;
   }

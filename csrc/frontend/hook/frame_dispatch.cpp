@@ -403,13 +403,16 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& fv, bool* effec
   }
   // Owned, fetched before any store: a store may drop the last other reference to a container a
   // later write-back targets (`v = d.pop(k); v.append(x)` clears d before v is written).
-  std::vector<PyRef> containers(e.side_effects.size());
+  std::vector<PyRef> targets(e.side_effects.size());
   for (size_t i = 0; i < e.side_effects.size(); ++i) {
     const SideEffect& se = e.side_effects[i];
-    if (!se.container) continue;
-    containers[i] = PyRef::borrow(se.container->fetch(fv));
-    if (!containers[i]) {
-      PyErr_Format(PyExc_RuntimeError, "kiln: %s vanished while the frame ran", se.container->repr().c_str());
+    if (!se.source) {
+      targets[i] = se.target;
+      continue;
+    }
+    targets[i] = PyRef::borrow(se.source->fetch(fv));
+    if (!targets[i]) {
+      PyErr_Format(PyExc_RuntimeError, "kiln: %s vanished while the frame ran", se.source->repr().c_str());
       return nullptr;
     }
   }
@@ -418,9 +421,10 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& fv, bool* effec
     const SideEffect& se = e.side_effects[i];
     PyObject* v = values[i].get();
     int rc;
-    if (!se.container) rc = PyObject_SetAttr(se.target.get(), se.name.get(), v);
-    else if (PyList_Check(containers[i].get())) rc = PyList_SetSlice(containers[i].get(), 0, PY_SSIZE_T_MAX, v);
-    else rc = (PyDict_Clear(containers[i].get()), PyDict_Update(containers[i].get(), v));
+    PyObject* target = targets[i].get();
+    if (se.name) rc = PyObject_SetAttr(target, se.name.get(), v);
+    else if (PyList_Check(target)) rc = PyList_SetSlice(target, 0, PY_SSIZE_T_MAX, v);
+    else rc = (PyDict_Clear(target), PyDict_Update(target, v));
     if (rc < 0) return nullptr;
   }
   if (e.brk) return continue_after_break(*e.brk, e.code, e.globals.get(), fv.func, result.get());  // `result`: the state at the break

@@ -60,7 +60,8 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     PyObject* name = args[1]->obj.get();
     const VarPtr& o = args[0];
     bool present = true;
-    if (o->kind == VarKind::kObject || o->kind == VarKind::kConst) present = PyObject_HasAttr(o->obj.get(), name);
+    if (o->kind == VarKind::kObject && o->type_guarded) present = has_attr_guarded(o, name);
+    else if (o->kind == VarKind::kObject || o->kind == VarKind::kConst) present = PyObject_HasAttr(o->obj.get(), name);
     else if (o->kind == VarKind::kNewObject) {
       present = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o->obj.get()), name) != nullptr;
       for (auto& k : o->keys) present |= PyUnicode_Compare(k.get(), name) == 0;

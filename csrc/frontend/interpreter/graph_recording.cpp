@@ -50,6 +50,7 @@ graph::Arg Interpreter::to_arg(const VarPtr& v) {
       return graph::Arg::of_seq(v->kind == VarKind::kTuple ? graph::Arg::kTuple : graph::Arg::kList, std::move(items));
     }
     case VarKind::kObject:
+      identity(v);
       if (PyType_Check(v->obj.get()) || PyCallable_Check(v->obj.get()) || PyModule_Check(v->obj.get()))
         return graph::Arg::of_const(handle(v->obj.get()), qualified_name(v->obj.get()));
       return graph::Arg::of_const(handle(v->obj.get()), py_repr(v->obj.get()));

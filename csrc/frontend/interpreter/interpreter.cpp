@@ -164,7 +164,10 @@ void Interpreter::run() {
     for (size_t j = i + 1; j < attr_stores_.size() && !superseded; ++j)
       superseded = attr_stores_[j].target->obj.get() == st.target->obj.get() &&
                    PyUnicode_Compare(attr_stores_[j].name.get(), st.name.get()) == 0;
-    if (!superseded) cap_.side_effects.push_back({st.target->obj, st.name, make_template(this, st.value, outs, out_index, fail), nullptr});
+    if (superseded) continue;
+    // A type-guarded object is this call's object only through its source: fetched at run time.
+    if (st.target->type_guarded) cap_.side_effects.push_back({PyRef(), st.name, make_template(this, st.value, outs, out_index, fail), st.target->source});
+    else cap_.side_effects.push_back({st.target->obj, st.name, make_template(this, st.value, outs, out_index, fail), nullptr});
   }
   for (const VarPtr& c : mutated_containers_) {  // their final contents, written into the originals
     auto contents = std::make_shared<Var>(*c);

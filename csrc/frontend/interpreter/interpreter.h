@@ -54,13 +54,14 @@ struct OutputTemplate {
 };
 
 // A side effect on a pre-existing object, replayed after the graph runs: an attribute
-// assignment (target.name = value), or new contents for a list or dict the frame was given
-// (fetched through `container`, then filled with value's items).
+// assignment (target.name = value, when `name` is set), or new contents for a list or dict the
+// frame was given (filled with value's items). The object is `target`, or, when `source` is
+// set, what the source reaches in the call's frame (fetched before any store).
 struct SideEffect {
   PyRef target;
   PyRef name;
   OutputTemplate value;
-  SourcePtr container;
+  SourcePtr source;
 };
 
 // A graph break: the captured frame stops before one of its own instructions (a call kiln cannot
@@ -134,6 +135,10 @@ class Interpreter {
   // --- values
   VarPtr wrap(PyObject* o, const SourcePtr& src);
   VarPtr wrap_unguarded(PyObject* o, const std::string& label);
+  static bool guard_by_type(PyObject* o, const SourcePtr& src);
+  // The object a kObject holds, for a use that depends on which object it is (folding a call on
+  // it, `is`, passing it to an operator): a type-guarded one gets its identity guard now.
+  PyObject* identity(const VarPtr& v);
   VarPtr tensor_input(PyObject* t, const SourcePtr& src);
   bool int_input_is_dynamic(PyObject* o, const SourcePtr& src);
   VarPtr symint_input(PyObject* o, const SourcePtr& src);
@@ -164,6 +169,8 @@ class Interpreter {
   void guard_class_attr(const SourcePtr& src, PyObject* found);
   PyObject* python_type_of(const VarPtr& v);
   bool truthy(const VarPtr& v);
+  // hasattr() on a type-guarded object, guarded by where the answer came from.
+  bool has_attr_guarded(const VarPtr& o, PyObject* name);
   bool same_object(const VarPtr& a, const VarPtr& b, bool* known);
   std::vector<VarPtr> unpack(const VarPtr& v);
   VarPtr make_iterator(const VarPtr& v);

@@ -46,7 +46,17 @@ bool Interpreter::truthy(const VarPtr& v) {
   switch (v->kind) {
     case VarKind::kConst:
     case VarKind::kObject: {
-      int r = PyObject_IsTrue(v->obj.get());
+      if (v->type_guarded) {  // the type decides, through a Python __bool__/__len__ or by having neither
+        PyTypeObject* t = Py_TYPE(v->obj.get());
+        for (const char* dunder : {"__bool__", "__len__"}) {
+          PyObject* fn = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString(dunder)).get());
+          if (fn && PyFunction_Check(fn)) return truthy(inline_function(fn, nullptr, {v}, {}, nullptr));
+        }
+        bool has_c_truth = (t->tp_as_number && t->tp_as_number->nb_bool) || (t->tp_as_mapping && t->tp_as_mapping->mp_length) ||
+                           (t->tp_as_sequence && t->tp_as_sequence->sq_length);
+        if (!has_c_truth) return true;
+      }
+      int r = PyObject_IsTrue(identity(v));
       if (r < 0) unsupported("truth value failed: " + take_python_error());
       return r == 1;
     }
@@ -72,7 +82,12 @@ bool Interpreter::same_object(const VarPtr& a, const VarPtr& b, bool* known) {
   if (a == b) return true;
   bool a_py = a->kind == VarKind::kConst || a->kind == VarKind::kObject;
   bool b_py = b->kind == VarKind::kConst || b->kind == VarKind::kObject;
-  if (a_py && b_py) return a->obj.get() == b->obj.get();
+  if (a_py && b_py) {
+    // A type-guarded object is never a constant, nor an object of another type.
+    if (a->is_const() != b->is_const() && (a->type_guarded || b->type_guarded)) return false;
+    if (Py_TYPE(a->obj.get()) != Py_TYPE(b->obj.get()) && (a->type_guarded || b->type_guarded)) return false;
+    return identity(a) == identity(b);
+  }
   if (a->is_tensor() && b->is_tensor()) return a->node == b->node;
   // A tensor, container or function made during capture is never a pre-existing constant.
   if (a_py || b_py) {

@@ -16,7 +16,7 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
   // The frame's own tensors, lists and dicts are handed back as themselves (mutated in place by
   // the graph or by replayed side effects), as eager would; containers made for this call (its
   // *args/**kwargs) are rebuilt from their symbolic contents.
-  if (v->source && !v->fresh && (v->kind == VarKind::kTensor || v->kind == VarKind::kList || v->kind == VarKind::kDict)) {
+  if (v->source && !v->fresh && (v->kind == VarKind::kTensor || v->kind == VarKind::kList || v->kind == VarKind::kDict || v->type_guarded)) {
     t.kind = OutputTemplate::kFetch;
     t.source = v->source;
     return t;

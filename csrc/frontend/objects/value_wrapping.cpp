@@ -127,6 +127,28 @@ void Interpreter::note_container_mutation(const VarPtr& c, const std::string& wh
   mutated_containers_.push_back(c);
 }
 
+// Instances of user-defined classes other than modules that the frame was given are often made
+// anew by every call (a KV cache, a dataclass of outputs): guarding them by identity would
+// recompile each time. Objects reached from globals and closures are long-lived (registries,
+// sentinels): guarded by identity, which lets the capture use them freely.
+bool Interpreter::guard_by_type(PyObject* o, const SourcePtr& src) {
+  PyTypeObject* t = Py_TYPE(o);
+  if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_Check(o) || PyModule_Check(o) || is_module_instance(o) ||
+      PyCallable_Check(o) || PyAnySet_Check(o))
+    return false;
+  const Source* root = src.get();
+  while (root->parent) root = root->parent.get();
+  return root->kind == Source::kLocal;
+}
+
+PyObject* Interpreter::identity(const VarPtr& v) {
+  if (v->type_guarded) {
+    guard(v->source, GuardLeaf::kId, v->obj.get());
+    v->type_guarded = false;
+  }
+  return v->obj.get();
+}
+
 VarPtr Interpreter::wrap_unguarded(PyObject* o, const std::string& label) {
   if (probe_is_tensor(o)) return tensor_input(o, constant_source(o, label));
   return from_python_value(o, /*shared=*/true);
@@ -168,6 +190,11 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
       input_containers_.push_back({v, PyRef::borrow(o)});
     }
   }
+  if (!v && guard_by_type(o, src)) {
+    guard(src, GuardLeaf::kType, reinterpret_cast<PyObject*>(Py_TYPE(o)));
+    v = make_object(o, src);
+    v->type_guarded = true;
+  }
   if (!v) {
     guard(src, GuardLeaf::kId, o);
     v = make_object(o, src);
@@ -182,8 +209,8 @@ PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
     case VarKind::kTensor: return fake_tensors ? v->fake : PyRef();
     case VarKind::kSymInt: return fake_tensors && !v->flag ? v->fake : concretize(v);
     case VarKind::kSymSlice: return fake_tensors ? v->fake : concretize(v);
-    case VarKind::kConst:
-    case VarKind::kObject: return v->obj;
+    case VarKind::kConst: return v->obj;
+    case VarKind::kObject: return PyRef::borrow(identity(v));
     case VarKind::kTuple:
     case VarKind::kList: {
       PyRef out = PyRef::steal(v->kind == VarKind::kTuple ? PyTuple_New(v->items.size()) : PyList_New(v->items.size()));

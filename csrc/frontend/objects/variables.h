@@ -62,6 +62,10 @@ struct Var {
   size_t pos = 0;
   bool flag = false;
   bool fresh = false;   // a container made for this call (e.g. the frame's **kwargs): mutable
+  // kObject from the frame, guarded by its type only (instances of user classes: a cache object,
+  // a ModelOutput built by the caller). What the capture reads of it is guarded through its
+  // source; its identity only once the capture depends on it (Interpreter::identity).
+  bool type_guarded = false;
   PyRef defaults, kwdefaults;
   PyRef globals;        // kNestedFunction: the globals the code runs with
   SourcePtr source;
