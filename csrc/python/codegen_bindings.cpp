@@ -219,7 +219,10 @@ class CodegenGraph {
 
   std::string status() const { return status_; }
   std::string graph_text() const { return graph_ ? graph_->trace().graph.to_string() : trace_text_; }
-  std::string program_text() const { return graph_ ? graph_->program().to_string() : ""; }
+  std::string program_text() const {
+    if (training_) return "# forward\n" + training_->fwd->program().to_string() + "# backward\n" + training_->bwd->program().to_string();
+    return graph_ ? graph_->program().to_string() : "";
+  }
   std::string source() const { return source_; }
   py::dict timings() const { return timings_; }
   bool compiled() const { return state_ == kReady; }
