@@ -319,3 +319,22 @@ def test_a_view_of_an_input_written_in_place_stays_a_view_across_a_break():
         b = a.clone()
         assert_same(compiled(a), fn(b))
         assert torch.equal(a, b)
+
+
+def test_profiler_ranges_and_nullcontext_are_captured_without_a_break():
+    import contextlib
+
+    def f(x, use_null):
+        with torch.autograd.profiler.record_function("kiln-test-range"):
+            y = x * 2
+        ctx = contextlib.nullcontext(y) if use_null else torch.no_grad()
+        with ctx as z:
+            w = (z if use_null else y) + 1
+        return w.sin()
+
+    compiled = kiln.compile(f)
+    x = torch.randn(5)
+    for use_null in (True, False):
+        torch.testing.assert_close(compiled(x, use_null), f(x, use_null))
+    s = kiln.stats()
+    assert s["graph_breaks"] == 0 and s["graphs"] == 2, s

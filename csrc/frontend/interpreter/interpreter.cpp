@@ -661,6 +661,12 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
       if (ctx->kind != VarKind::kGradMode) unsupported(std::string("with-statement over a ") + kind_name(ctx->kind) + " (only grad-mode contexts are supported)");
       auto exit = std::make_shared<Var>(VarKind::kGradModeExit);
       exit->flag = probe_grad_enabled();
+      exit->name = ctx->name;
+      if (ctx->name == "no-op") {
+        push(exit);
+        push(ctx->self);
+        return;
+      }
       record_grad_mode(ctx->flag);
       push(exit);
       push(make_const(Py_None));

@@ -269,7 +269,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       return call(fn->self, std::move(full), std::move(kw));
     }
     case VarKind::kGradModeExit: {
-      record_grad_mode(fn->flag);
+      if (fn->name != "no-op") record_grad_mode(fn->flag);
       return make_const(Py_None);
     }
     case VarKind::kConst:
@@ -373,6 +373,15 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     if (f == g_torch.no_grad || f == g_torch.enable_grad) {
       auto v = std::make_shared<Var>(VarKind::kGradMode);
       v->flag = f == g_torch.enable_grad;
+      return v;
+    }
+    // Contexts that change nothing the graph computes: a profiler range (the optimizers' step
+    // opens one) and contextlib.nullcontext(enter_result).
+    bool profiler_range = f == module_attr("torch.autograd.profiler", "record_function");
+    if (profiler_range || (f == module_attr("contextlib", "nullcontext") && args.size() <= 1 && kwargs.empty())) {
+      auto v = std::make_shared<Var>(VarKind::kGradMode);
+      v->name = "no-op";
+      v->self = profiler_range || args.empty() ? make_const(Py_None) : args[0];
       return v;
     }
     // Types whose instances are immutable values (torch.finfo(dtype): the dtype's constants).

@@ -31,7 +31,9 @@ enum class VarKind {
   kTensorMethod,   // self (tensor) + name -> recorded as call_method
   kContainerMethod,// self (list/dict/tuple Var) + name -> interpreted
   kNestedFunction, // obj = code; items = closure cells; defaults/kwdefaults; name = qualname
-  kGradMode,       // a no_grad()/enable_grad()/set_grad_enabled() context: flag
+  kGradMode,       // a no_grad()/enable_grad()/set_grad_enabled() context: flag; name "no-op" for
+                   // contexts that change nothing traced (profiler ranges, nullcontext): self =
+                   // what entering gives
   kGradModeExit,   // the bound __exit__ of an entered grad-mode context: flag = mode to restore
   kGenerator,      // a generator object from an inlined generator function: items = yields
   kSuper,          // super(obj = class, self = instance): attribute lookup starts after the class
