@@ -120,8 +120,6 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="kiln", mode=N
     fn_backend, name = _backends.resolve(backend)
     if mode in ("reduce-overhead", "max-autotune"):
         _note(f"mode={mode!r}: CUDA graphs are not implemented yet; running as mode='default'")
-    if name == "aot_eager":
-        _note(f"backend={name!r} {_backends.describe(name)}")
     if not callable(model):
         raise TypeError(f"kiln.compile expects a callable or nn.Module, got {type(model).__name__}")
     limit = opts.get("recompile_limit", _options.get("recompile_limit"))

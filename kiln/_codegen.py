@@ -27,7 +27,7 @@ def _report(g) -> None:
                       + f"; {g.num_kernels} kernels, {g.num_externs} extern calls; {g.status}")
 
 
-def compile_fx(gm, example_inputs, frontend=False):
+def compile_fx(gm, example_inputs, frontend=False, extern_only=False):
     """fx.GraphModule -> callable running kiln's generated code (traced and compiled on first call).
 
     Under kiln's own frontend (frontend=True) a call the generated code cannot take with its inputs
@@ -36,10 +36,14 @@ def compile_fx(gm, example_inputs, frontend=False):
     with an exception the graph raises."""
     g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), _report, _options.get("fusion"),
                         _options.get("compile_background"), _options.get("compile_jobs"), frontend,
-                        _options.get("size_specializations"), _options.get("partitioner") == "min_cut")
+                        _options.get("size_specializations"), _options.get("partitioner") == "min_cut", extern_only)
     GRAPHS.append(g)
     return g
 
 
 def compile_frontend_fx(gm, example_inputs):
     return compile_fx(gm, example_inputs, frontend=True)
+
+
+def compile_aot_eager_fx(gm, example_inputs):
+    return compile_fx(gm, example_inputs, frontend=True, extern_only=True)

@@ -378,7 +378,7 @@ Program Lowerer::run() {
   }
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     node_ = static_cast<int>(i);
-    if (!lower_node(node_)) extern_call(node_);
+    if (opts_.extern_only || !lower_node(node_)) extern_call(node_);
     // An integer division nobody reads still runs: eager raises on a zero divisor.
     for (int v : g_.nodes[i].outputs)
       if (v >= 0 && uses_[v] == 0 && values_[v].buffer < 0 && values_[v].loader && may_divide_integers_by_zero(g_.nodes[i], meta(v)))

@@ -46,6 +46,7 @@ struct LoweringOptions {
   int max_expression_cost = 400;  // any value is realized above this: the code generator renders
                                   // expressions recursively, so their depth must stay bounded
   bool fuse = true;            // false: every value is realized in its own kernel (debugging)
+  bool extern_only = false;    // every node an ATen call, no kernels ("aot_eager": op by op)
 };
 
 class Lowerer {

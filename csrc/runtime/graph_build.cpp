@@ -22,9 +22,14 @@ BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts) {
     auto t0 = std::chrono::steady_clock::now();
     lowering::LoweringOptions lo;
     lo.fuse = opts.fuse;
+    lo.extern_only = opts.extern_only;
     ir::Program prog = lowering::Lowerer(trace.graph, lo).run();
     schedule::plan_memory(prog);
     r.timings.push_back({"lower", since(t0)});
+    if (prog.kernels.empty()) {  // nothing to generate: the program is its ATen calls
+      r.graph = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+      return r;
+    }
     // The key is the code itself (and how it is compiled): any change to the generator, its
     // prefix header or the program gives a new entry.
     auto t1 = std::chrono::steady_clock::now();

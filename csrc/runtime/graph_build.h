@@ -17,6 +17,7 @@ namespace kiln::runtime {
 struct BuildOptions {
   std::string cache_dir;   // empty: the default (cpp_compiler.h)
   bool fuse = true;
+  bool extern_only = false;  // no generated code: every node runs as an ATen call
   int jobs = 0;            // compiler processes at once (0: one per CPU)
 };
 

@@ -224,3 +224,18 @@ def test_retain_grad_inside_a_compiled_function_takes_effect():
     loss2.backward()
     assert h.grad is not None
     assert_same(h.grad, h2.grad)
+
+
+def test_aot_eager_runs_both_graphs_op_by_op_through_the_autograd_layer():
+    m = nn.Sequential(nn.Linear(12, 24), nn.GELU(), nn.LayerNorm(24), nn.Dropout(0.0), nn.Linear(24, 6))
+    statuses = train_steps(m, lambda: [torch.randn(7, 12, requires_grad=True)], backend="aot_eager")
+    assert_compiled(statuses)
+    g = _codegen.GRAPHS[-1]
+    text = g.program_text
+    assert "# forward" in text and "# backward" in text
+    assert "kernel" not in text.replace("kernel_", "")  # ATen calls only: no generated kernels
+    with torch.no_grad():  # an inference graph takes the same route
+        x = torch.randn(3, 12)
+        torch.testing.assert_close(kiln.compile(m, backend="aot_eager")(x), m(x))
+    inf = _codegen.GRAPHS[-1]
+    assert inf.num_kernels == 0 and inf.num_externs > 0 and inf.source == ""
