@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import _fx
+from . import _ddp, _fx
 
 _BUILTIN = {
     "eager": "captured graph run op by op from C++",
@@ -57,7 +57,8 @@ def describe(name: str) -> str:
 def fx_compile(backend, rows, example_inputs, name):
     """Called by the C++ core for callable backends: build the fx graph, hand it over."""
     gm = _fx.to_graph_module(rows)
-    compiled = backend(gm, example_inputs)
+    cap = _ddp.active_bucket_cap()
+    compiled = backend(gm, example_inputs) if cap is None else _ddp.compile_by_buckets(gm, example_inputs, backend, cap)
     if not callable(compiled):
         raise TypeError(f"kiln: backend {backend!r} returned {type(compiled).__name__}, not a callable")
     return compiled

@@ -46,6 +46,8 @@ _opt("size_specializations", int, 8, "per graph with symbolic sizes: how many si
 _opt("partitioner", str, "min_cut", "what a training graph's forward saves for its backward: 'min_cut' (the fewest bytes, "
      "cheap ops recomputed in the backward) or 'save_all' (every forward value the backward reads)",
      env="KILN_PARTITIONER", choices=("min_cut", "save_all"))
+_opt("ddp_split", bool, True, "inside DistributedDataParallel, split each graph where DDP's gradient buckets split, so "
+     "all-reduce overlaps the backward", env="KILN_DDP_SPLIT")
 _opt("max_inline_depth", int, 48, "deepest chain of inlined calls before the frame runs eagerly", env="KILN_MAX_INLINE_DEPTH")
 
 _values: dict[str, Any] = {}

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "autograd/ddp_buckets.h"
 #include "frontend/bytecode/bytecode.h"
 #include "frontend/bytecode/bytecode_assembler.h"
 #include "frontend/hook/code_state.h"
@@ -91,6 +92,8 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(py::bytes(reinterpret_cast<const char*>(again.data()), again.size()),
                           py::bytes(reinterpret_cast<const char*>(table.data()), table.size()));
   }, "Decode and re-assemble co_code, parse and re-encode co_exceptiontable (tests).");
+  m.def("_ddp_bucket_pieces", &kiln::autograd::ddp_bucket_pieces, py::arg("reads"), py::arg("param_bytes"), py::arg("bucket_bytes_cap"),
+        "Per graph node, the piece of a DDP split it belongs to (autograd/ddp_buckets.h).");
   m.def("_symbolic_sizes", [](std::vector<int64_t> hints) {
     // Fresh symbols s0, s1... with these hints, as torch.SymInts, and a function returning the
     // shape guards recorded on them so far (tests of the symbolic-size bridge).
