@@ -1,5 +1,6 @@
 // Bindings for the code generator: the tracer (for tests and dumps) and the compiled-graph
 // callable that backend="kiln" and kiln.backend hand back.
+#include <ATen/SavedTensorHooks.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -183,7 +184,13 @@ class CodegenGraph {
       ++pos;
     }
     // Training: a compiled forward/backward pair behind one autograd node.
-    if (needs_grad && c10::GradMode::is_enabled()) return training_call(inputs, args);
+    if (needs_grad && c10::GradMode::is_enabled()) {
+      // Saved-tensor hooks (activation checkpointing, offloading) must see what the graph's own
+      // operators save, as in eager: a compiled pair saves another set (and checkpoint's
+      // recomputation would find a different count). The graph runs op by op under them.
+      if (!at::SavedTensorDefaultHooks::get_tls_state().stack.empty()) return eager_(*args);
+      return training_call(inputs, args);
+    }
     if (state_ != kNew && ints != int_args_) return other_sizes(size_signature(inputs, ints), args);
     if (state_ == kReady) {
       std::vector<at::Tensor> outs;

@@ -239,3 +239,32 @@ def test_aot_eager_runs_both_graphs_op_by_op_through_the_autograd_layer():
         torch.testing.assert_close(kiln.compile(m, backend="aot_eager")(x), m(x))
     inf = _codegen.GRAPHS[-1]
     assert inf.num_kernels == 0 and inf.num_externs > 0 and inf.source == ""
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointing_inside_and_around_compiled_code(reentrant):
+    import torch.utils.checkpoint as cp
+    block = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 8))
+
+    class Inside(nn.Module):  # checkpoint called in the compiled code: traced through
+        def __init__(self):
+            super().__init__()
+            self.block = block
+
+        def forward(self, x):
+            return cp.checkpoint(self.block, x, use_reentrant=reentrant).relu()
+
+    statuses = train_steps(Inside(), lambda: [torch.randn(4, 8, requires_grad=True)])
+    assert_compiled(statuses)
+    assert kiln.stats()["graph_breaks"] == 0
+
+    kiln.reset()
+    compiled_block = kiln.compile(copy.deepcopy(block))  # checkpoint run eagerly around compiled code
+    ref_block = copy.deepcopy(block)
+    x = torch.randn(4, 8, requires_grad=True)
+    xa, xb = x.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+    cp.checkpoint(compiled_block, xa, use_reentrant=reentrant).sum().backward()
+    cp.checkpoint(ref_block, xb, use_reentrant=reentrant).sum().backward()
+    assert_same(xa.grad, xb.grad, rtol=1e-4, atol=1e-5)
+    for p, q in zip(compiled_block.parameters(), ref_block.parameters()):
+        assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-5)

@@ -520,6 +520,10 @@ static PyObject* on_frame(kiln_frame* frame, int* handled) {
     st->skip_decided = true;
   }
   if (st->skip) return nullptr;
+  // Under saved-tensor hooks (activation checkpointing, offloading) a frame that records autograd
+  // runs as written: the hooks count, pack and recompute what its operators save, and checkpoint
+  // stops its recomputation midway by raising; a compiled graph would change all of that.
+  if (probe_saved_tensor_hooks_active() && probe_grad_enabled()) return nullptr;
   FrameView fv{frame->localsplus, frame->func};
   if (auto e = lookup(st, ctx->id, fv)) {
     stats().cache_hits++;

@@ -314,6 +314,18 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     }
   }
   if (is_module_instance(f)) return call_module(fn, std::move(args), std::move(kwargs));
+  if (f == module_attr("torch.utils.checkpoint", "checkpoint") && !args.empty()) {
+    // Activation checkpointing: the region is traced like any code; the values and gradients are
+    // the function's own, and which activations the backward recomputes is the partitioner's
+    // choice for the whole graph (its min-cut recomputes cheap ops anyway).
+    static const char* options[] = {"use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug"};
+    std::vector<std::pair<std::string, VarPtr>> kept;
+    for (auto& kv : kwargs)
+      if (std::find(std::begin(options), std::end(options), kv.first) == std::end(options)) kept.push_back(kv);
+    VarPtr inner = args[0];
+    args.erase(args.begin());
+    return call(inner, std::move(args), std::move(kept));
+  }
   if (is_torch_op(f)) return record_op(graph::Op::kCallFunction, f, "", args, kwargs);
   if (PyFunction_Check(f) && py_str(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f))->co_filename).find("/torch/_dynamo/") != std::string::npos)
     unsupported("call into torch.compile'd code (" + py_repr(f).substr(0, 60) + "); it runs under PyTorch's Dynamo");
