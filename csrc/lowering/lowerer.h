@@ -39,6 +39,7 @@ struct TensorValue {
   int buffer = -1;                        // realized here
   std::function<int()> realize;           // how to realize it if not the default kernel stage
   int cost = 0;                           // size of its inlined expression
+  bool transcendental = false;            // its expression calls exp, sin, erf... (costly per element)
 };
 
 struct LoweringOptions {
@@ -100,6 +101,7 @@ class Lowerer {
   LoweringOptions opts_;
   std::vector<TensorValue> values_;
   std::vector<int> uses_;
+  std::vector<bool> broadcast_read_;      // per value: some reader's output has more elements
   ir::Program prog_;
   std::vector<int> producer_step_;        // per buffer: step that writes it (-1: inputs, constants)
   std::unique_ptr<schedule::Placement> placement_;

@@ -80,16 +80,27 @@ DType compare_type(Lowerer& L, const AtenArg& a, const AtenArg& b) {
 using Fn = std::function<ExprPtr(const std::vector<ExprPtr>&)>;
 
 // Defines the node's first output as fn(args...) over the output shape.
-void define_map(Lowerer& L, const AtenNode& n, std::vector<Loader> args, Fn fn, int extra_cost = 1) {
+void define_map(Lowerer& L, const AtenNode& n, std::vector<Loader> args, Fn fn, int extra_cost = 1, bool transcendental = false) {
   int out = n.outputs[0];
   int cost = extra_cost;
   for (const AtenArg& a : n.args)
-    if (a.kind == AtenArg::kTensor) cost += L.value(a.value).cost;
+    if (a.kind == AtenArg::kTensor) {
+      cost += L.value(a.value).cost;
+      transcendental |= L.value(a.value).transcendental;
+    }
   L.define(out, [args, fn](const std::vector<Index>& idx, LoadCtx& ctx) {
     std::vector<ExprPtr> v;
     for (const auto& a : args) v.push_back(a(idx, ctx));
     return fn(v);
   }, cost);
+  L.value(out).transcendental = transcendental;
+}
+
+// Unary operators that cost tens of instructions per element.
+bool is_transcendental(const std::string& op) {
+  static const std::set<std::string> ops = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
+                                            "acos", "atan", "sinh", "cosh", "tanh", "sigmoid", "erf", "erfc", "gelu", "gelu_tanh"};
+  return ops.count(op) > 0;
 }
 
 double scalar_of(const AtenArg* a, double dflt) {
@@ -112,7 +123,8 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
     std::string op = it->second;
     DType t = is_predicate(op) || op == "bitnot" ? compute_type(L.meta(A(0).value).dtype) : ct;
     if (op == "not") t = compute_type(L.meta(A(0).value).dtype);
-    define_map(L, n, {L.arg_loader(A(0), S, t)}, [op, t, out](const std::vector<ExprPtr>& v) { return cast(unary(op, v[0], is_predicate(op) ? DType::kBool : t), out); });
+    define_map(L, n, {L.arg_loader(A(0), S, t)}, [op, t, out](const std::vector<ExprPtr>& v) { return cast(unary(op, v[0], is_predicate(op) ? DType::kBool : t), out); },
+               1, is_transcendental(op));
     return true;
   }
   // pow with a small constant exponent: products and roots, as ATen computes it (std::pow is

@@ -27,6 +27,7 @@ bool lower_view(Lowerer& L, const AtenNode& n) {
   // Realizing a view: run the ATen view op itself on the realized base.
   auto as_view = [Lp, node, x](int out, Loader loader, int cost) {
     Lp->define(out, std::move(loader), cost);
+    Lp->value(out).transcendental = Lp->value(x).transcendental;
     Lp->value(out).realize = [Lp, node, out, x]() {
       Lp->ensure_buffer(x);
       Lp->extern_call(node);
