@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import _ddp, _fx
+from . import _ddp, _debug, _fx
 
 _BUILTIN = {
     "eager": "captured graph run op by op from C++",
@@ -54,11 +54,13 @@ def describe(name: str) -> str:
     return _BUILTIN.get(name, "custom backend")
 
 
-def fx_compile(backend, rows, example_inputs, name):
-    """Called by the C++ core for callable backends: build the fx graph, hand it over."""
+def fx_compile(backend, rows, example_inputs, name, debug_folder=None):
+    """Called by the C++ core for callable backends: build the fx graph, hand it over. With a
+    debug dump on, `debug_folder` is this capture's folder (kiln/_debug.py)."""
     gm = _fx.to_graph_module(rows)
     cap = _ddp.active_bucket_cap()
-    compiled = backend(gm, example_inputs) if cap is None else _ddp.compile_by_buckets(gm, example_inputs, backend, cap)
+    with _debug.compiling_for(debug_folder):
+        compiled = backend(gm, example_inputs) if cap is None else _ddp.compile_by_buckets(gm, example_inputs, backend, cap)
     if not callable(compiled):
         raise TypeError(f"kiln: backend {backend!r} returned {type(compiled).__name__}, not a callable")
     return compiled

@@ -5,13 +5,17 @@ compile and run). This file only wires options and logs to it.
 """
 from __future__ import annotations
 
-from . import _C, _logging, _options
+import functools
+
+from . import _C, _debug, _logging, _options
 
 # Compiled graphs of this process, for kiln.stats() and tests.
 GRAPHS: list = []
 
 
-def _report(g) -> None:
+def _report(g, dump_to=None) -> None:
+    if dump_to is not None:
+        _debug.record_codegen(dump_to, g)
     channels = _options.log_channels()
     if "aten_graph" in channels:  # the tracer's output
         _logging.emit("aten_graph", g.graph_text)
@@ -34,7 +38,9 @@ def compile_fx(gm, example_inputs, frontend=False, extern_only=False):
     untouched raises kiln._C.GraphDeclined instead of running the graph eagerly itself: the frontend
     then runs the whole frame eagerly, so side effects it replays after the graph keep their order
     with an exception the graph raises."""
-    g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), _report, _options.get("fusion"),
+    folder = _debug.current_entry()
+    report = _report if folder is None else functools.partial(_report, dump_to=folder)
+    g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), report, _options.get("fusion"),
                         _options.get("compile_background"), _options.get("compile_jobs"), frontend,
                         _options.get("size_specializations"), _options.get("partitioner") == "min_cut", extern_only)
     GRAPHS.append(g)

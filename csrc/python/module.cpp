@@ -76,6 +76,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("set_log_callback", [](py::object fn) { set_log_callback(fn.ptr()); });
   m.def("set_fx_compiler", [](py::object fn) { set_fx_compiler(fn.ptr()); });
+  m.def("set_debug_sink", [](py::object fn) { set_debug_sink(fn.ptr()); });
   m.def("stats", &stats_dict);
   m.def("reset", [] { clear_all_code_states(); reset_stats(); });
   m.def("hook_installed", [] { return kiln_hook_installed() != 0; });
