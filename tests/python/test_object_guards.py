@@ -110,3 +110,29 @@ def test_c_methods_of_a_dict_subclass_guard_identity():
     torch.testing.assert_close(compiled(o, x), x * 1)
     o2 = Output(a=1, b=2)  # another object, another length: must not reuse the folded len()
     torch.testing.assert_close(compiled(o2, x), x * 2)
+
+
+class Settings:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+CONFIG = Settings(2.0)
+
+
+def scaled(x):
+    return x * CONFIG.scale
+
+
+def test_identity_guards_hold_their_object_weakly():
+    import gc
+    import weakref
+    global CONFIG
+    compiled = kiln.compile(scaled)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 2.0)
+    ref = weakref.ref(CONFIG)
+    CONFIG = Settings(3.0)  # the old object is gone: nothing kiln holds keeps it alive
+    gc.collect()
+    assert ref() is None
+    torch.testing.assert_close(compiled(x), x * 3.0)

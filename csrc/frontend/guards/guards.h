@@ -20,7 +20,11 @@ struct GuardLeaf {
                         // of keys; kLacksKey / kHasKey: the key a dict must not / must contain
   TensorFacts tensor;   // kTensor
   Py_ssize_t length = 0;  // kLen; kSymInt: the symbol an int binds (it must be an int >= 2)
+  bool weak = false;    // kId: obj is a weak reference to the object (the guard does not keep it
+                        // alive; once it dies the guard fails)
   bool check(PyObject* v, SymbolBinding* binding = nullptr) const;
+  // kId: the object itself, nullptr once a weakly held one died.
+  PyObject* referent() const;
   std::string describe(const std::string& expr) const;
   std::string why_failed(PyObject* v) const;
 };

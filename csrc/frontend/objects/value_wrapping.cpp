@@ -18,6 +18,13 @@ void Interpreter::guard(const SourcePtr& src, GuardLeaf::Kind kind, PyObject* ob
   GuardLeaf leaf{kind};
   leaf.obj = PyRef::borrow(obj);
   leaf.length = len;
+  // Identity guards do not keep their object alive (a module, a per-call object): a weak
+  // reference where the type allows one. Functions, classes and modules all do.
+  if (kind == GuardLeaf::kId && obj && PyType_SUPPORTS_WEAKREFS(Py_TYPE(obj))) {
+    leaf.obj = PyRef::steal(PyWeakref_NewRef(obj, nullptr));
+    if (leaf.obj) leaf.weak = true;
+    else { PyErr_Clear(); leaf.obj = PyRef::borrow(obj); }
+  }
   cap_.guards->add(src, std::move(leaf));
 }
 
