@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 
+import torch
+
 from . import _C, _debug, _logging, _options
 
 # Compiled graphs of this process, for kiln.stats() and tests.
@@ -42,9 +44,15 @@ def compile_fx(gm, example_inputs, frontend=False, extern_only=False):
     report = _report if folder is None else functools.partial(_report, dump_to=folder)
     g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), report, _options.get("fusion"),
                         _options.get("compile_background"), _options.get("compile_jobs"), frontend,
-                        _options.get("size_specializations"), _options.get("partitioner") == "min_cut", extern_only)
+                        _options.get("size_specializations"), _options.get("partitioner") == "min_cut", extern_only,
+                        _enables_grad(gm))
     GRAPHS.append(g)
     return g
+
+
+def _enables_grad(gm) -> bool:
+    return any(n.op == "call_function" and n.target is torch._C._set_grad_enabled and n.args and n.args[0] is True
+               for n in gm.graph.nodes)
 
 
 def compile_frontend_fx(gm, example_inputs):

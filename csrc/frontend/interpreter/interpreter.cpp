@@ -152,8 +152,10 @@ void Interpreter::run() {
     frames_.pop_back();
     throw;
   }
-  // The graph must leave grad mode as it found it.
-  if (probe_grad_enabled() != initial_grad_) record_grad_mode(initial_grad_);
+  // At a graph break the graph leaves grad mode as it found it (the break sets the mode of the
+  // with-blocks around it, see continue_after_break); a frame that returns leaves it as its code
+  // did (a resume function ends the with-block its frame began, `torch.set_grad_enabled(False)`).
+  if (stopped_ && probe_grad_enabled() != initial_grad_) record_grad_mode(initial_grad_);
   std::vector<graph::Arg> outs;
   std::unordered_map<int, int> out_index;
   auto fail = [&](const std::string& r) { unsupported(r); };

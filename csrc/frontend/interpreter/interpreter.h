@@ -76,6 +76,10 @@ struct BreakState {
   std::vector<bool> stack_null;   // the live stack before the instruction, bottom first
   int n_locals = 0;               // the frame's local slots, all passed to the resume function
   std::vector<int> unbound;       // ... of which these are unbound at the break
+  // Grad mode at the break (inside `with torch.no_grad()` it differs from the frame's start):
+  // the instruction and the resume function run in it; the frame's own mode is restored if the
+  // instruction raises (as leaving the with-blocks would).
+  bool grad_at_break = true, grad_at_start = true;
   // The capture's output template is a tuple: the non-NULL stack items, then every local slot.
 };
 

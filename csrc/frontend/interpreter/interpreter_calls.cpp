@@ -289,6 +289,10 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     for (auto& a : args) a = specialize_sizes(a);
     for (auto& kv : kwargs) kv.second = specialize_sizes(kv.second);
   }
+  if (int mode = grad_mode_restorer(f); mode >= 0) {  // leaving a with-block begun before a graph break
+    if (mode != 2) record_grad_mode(mode == 1);
+    return make_const(Py_None);
+  }
   bool handled = false;
   VarPtr r = call_library(f, args, kwargs, &handled);
   if (handled) return r;

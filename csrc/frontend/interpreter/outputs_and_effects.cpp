@@ -10,6 +10,21 @@
 
 namespace kiln::frontend {
 
+// The __exit__ of a grad-mode context entered inside the capture, as a real callable for the
+// frame's stack at a graph break: called with the with-statement's three arguments, it restores
+// the grad mode its `self` names (True/False; None: a context that changed nothing).
+static PyObject* restore_grad_mode(PyObject* self, PyObject*) {
+  if (self != Py_None) probe_set_grad_enabled(self == Py_True);
+  Py_RETURN_NONE;
+}
+static PyMethodDef g_restore_grad_mode = {"__exit__", restore_grad_mode, METH_VARARGS, "restores the grad mode (kiln, at a graph break)"};
+
+int grad_mode_restorer(PyObject* f) {
+  if (!PyCFunction_Check(f) || reinterpret_cast<PyCFunctionObject*>(f)->m_ml != &g_restore_grad_mode) return -1;
+  PyObject* self = PyCFunction_GET_SELF(f);
+  return self == Py_None ? 2 : self == Py_True;
+}
+
 OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<graph::Arg>& outs,
                                     std::unordered_map<int, int>& out_index, const std::function<void(const std::string&)>& fail) {
   OutputTemplate t;
@@ -68,6 +83,12 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
         }
         if (!t.dict_setitem) fail("cannot find the dict base of a returned object");
       }
+      return t;
+    }
+    case VarKind::kGradModeExit: {  // a with-block around a graph break
+      t.kind = OutputTemplate::kConst;
+      t.obj = PyRef::steal(PyCFunction_New(&g_restore_grad_mode, v->name == "no-op" ? Py_None : v->flag ? Py_True : Py_False));
+      if (!t.obj) fail("cannot rebuild a grad-mode context's __exit__");
       return t;
     }
     case VarKind::kTensorMethod:  // `t.item` on the stack at a graph break
