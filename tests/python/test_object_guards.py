@@ -136,3 +136,18 @@ def test_identity_guards_hold_their_object_weakly():
     gc.collect()
     assert ref() is None
     torch.testing.assert_close(compiled(x), x * 3.0)
+
+
+def store_then_read_through_another_name(a, b, x):
+    a.v = x * 3
+    return b.v + 1
+
+
+def test_a_store_read_back_through_another_argument_guards_that_they_are_one_object():
+    compiled = kiln.compile(store_then_read_through_another_name)
+    x = torch.randn(3)
+    o = Box(torch.zeros(3))
+    torch.testing.assert_close(compiled(o, o, x), x * 3 + 1)
+    p, q = Box(torch.zeros(3)), Box(torch.ones(3))  # now two objects: b.v is q's own value
+    torch.testing.assert_close(compiled(p, q, x), torch.ones(3) + 1)
+    torch.testing.assert_close(p.v, x * 3)

@@ -77,7 +77,7 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
     default: unsupported("attribute " + n + " of a " + kind_name(obj->kind));
   }
   PyObject* o = obj->obj.get();
-  if (VarPtr stored = stored_attr(o, name)) return stored;
+  if (VarPtr stored = stored_attr(obj, name)) return stored;
   const SourcePtr& src = obj->source;
   if (PyType_Check(o)) {  // class attributes: resolved by Python; guarded where found in the MRO
     PyRef v = PyRef::steal(PyObject_GetAttr(o, name));

@@ -229,7 +229,7 @@ class Interpreter {
     VarPtr value;
   };
   void store_attr(const VarPtr& obj, PyObject* name, const VarPtr& value);
-  VarPtr stored_attr(PyObject* obj, PyObject* name);
+  VarPtr stored_attr(const VarPtr& obj, PyObject* name);
   std::vector<AttrStore> attr_stores_;
   // Lists and dicts the frame was given, as wrapped (see wrap()), and those the capture mutated:
   // their new contents are written back after the graph, once, under a guard that no two of

@@ -134,9 +134,17 @@ void Interpreter::store_attr(const VarPtr& obj, PyObject* name, const VarPtr& va
   attr_stores_.push_back({obj, PyRef::borrow(name), value});
 }
 
-VarPtr Interpreter::stored_attr(PyObject* obj, PyObject* name) {
+VarPtr Interpreter::stored_attr(const VarPtr& obj, PyObject* name) {
   for (auto it = attr_stores_.rbegin(); it != attr_stores_.rend(); ++it)
-    if (it->target->obj.get() == obj && PyUnicode_Compare(it->name.get(), name) == 0) return it->value;
+    if (it->target->obj.get() == obj->obj.get() && PyUnicode_Compare(it->name.get(), name) == 0) {
+      // Stored through another path to the same object (`a.x = 1; return b.x` with a is b): the
+      // answer holds only while they are the same object.
+      if (it->target != obj) {
+        identity(it->target);
+        identity(obj);
+      }
+      return it->value;
+    }
   return nullptr;
 }
 
