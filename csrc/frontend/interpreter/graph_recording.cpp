@@ -291,7 +291,9 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
       unsupported(name + " returned a non-tensor value of type " + Py_TYPE(result.get())->tp_name);
     // A tensor operation that returns nothing exists for its side effect (`loss.backward()`,
     // `t.retain_grad()`): it must run, so it cannot be folded away as metadata.
-    if (result.get() == Py_None && name != "torch._assert")
+    // (PyTorch's usage telemetry logs once per process, and nn.Module's constructor calls it:
+    // nothing to replay.)
+    if (result.get() == Py_None && name != "torch._assert" && name != "torch._log_api_usage_once" && name != "torch._C._log_api_usage_once")
       unsupported(name + " returns None: its effect (autograd, hooks) happens outside the graph");
     return wrap_symbolic(result.get(), -1);
   }
