@@ -151,3 +151,18 @@ def test_column_reductions_at_block_edges(name, cols):
     g = _codegen.GRAPHS[-1]
     if cols >= 8 and name != "mean_over_batch":
         assert "blk" in g.source, g.source  # took the column kernel
+
+
+CATS = {  # read once by a pointwise consumer: the cat is inlined (each element selects its piece)
+    "rotate_half": lambda x: torch.cat([-x[..., 3:], x[..., :3]], -1) * 2 + x,
+    "three_uneven_dim0": lambda x: torch.cat([x[:1], x.sin(), x[2:] * 3], 0).exp(),
+    "four_pieces_mid_dim": lambda x: torch.cat([x, x + 1, x[:, :2], x * 2], 1).tanh(),
+    "stack": lambda x: torch.stack([x, x.cos(), -x], 1).sum(-1),
+    "mixed_dtypes": lambda x: torch.cat([x, x.half()], -1) + 1,
+    "five_pieces_regions": lambda x: torch.cat([x, x, x, x, x], -1) * 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CATS))
+def test_cat_inlined_into_its_reader(name):
+    run_both(CATS[name], torch.randn(5, 6))
