@@ -109,6 +109,10 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
       if (src->kind == VarKind::kNewObject && src->self) src = src->self;  // a dict subclass made here
       if (src->kind == VarKind::kDict) {
         for (size_t i = 0; i < src->keys.size(); ++i) set(src->keys[i].get(), src->items[i]);
+      } else if (src->kind == VarKind::kObject && is_trace_value(src->obj.get()) && PyDict_Check(src->obj.get())) {
+        Py_ssize_t pos = 0;  // dict(counter), dict(defaultdict): its items now
+        PyObject *k, *val;
+        while (PyDict_Next(src->obj.get(), &pos, &k, &val)) set(k, from_python_value(val, true));
       } else {  // an iterable of (key, value) pairs: items(), zip(), a list of tuples
         for (const VarPtr& pair : unpack(src)) {
           std::vector<VarPtr> kv = pair->kind == VarKind::kTuple || pair->kind == VarKind::kList ? pair->items : unpack(pair);
@@ -339,6 +343,24 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
     }
     if (name == "copy") { auto d = std::make_shared<Var>(VarKind::kDict); d->keys = self->keys; d->items = self->items; return d; }
     if (name == "__contains__") return make_const(key_index(args.at(0)->obj.get()) >= 0 ? Py_True : Py_False);
+  }
+  if (is_deque(self)) {
+    if (!kwargs.empty()) unsupported("deque." + name + "() with keywords");
+    return call_deque_method(self, name, args);
+  }
+  if (self->kind == VarKind::kTuple && self->obj && name == "_replace" && args.empty()) {  // namedtuple._replace(f=v)
+    PyRef fields = PyRef::steal(PyObject_GetAttrString(self->obj.get(), "_fields"));
+    if (!fields || !PyTuple_Check(fields.get()) || PyTuple_GET_SIZE(fields.get()) != static_cast<Py_ssize_t>(self->items.size()))
+      unsupported("_replace on a tuple type without matching _fields");
+    VarPtr t = make_seq(VarKind::kTuple, self->items);
+    t->obj = self->obj;
+    for (const auto& [k, v] : kwargs) {
+      bool found = false;
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()) && !found; ++i)
+        if (py_str(PyTuple_GET_ITEM(fields.get(), i)) == k) { t->items[i] = v; found = true; }
+      if (!found) unsupported("_replace with an unknown field " + k + " (ValueError)");
+    }
+    return t;
   }
   if (self->kind == VarKind::kList || self->kind == VarKind::kTuple) {
     if (self->kind == VarKind::kList) {

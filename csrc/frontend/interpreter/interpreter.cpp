@@ -342,7 +342,7 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         if (!it->is_const()) unsupported("a set of non-constant values");
         if (PySet_Add(set.get(), it->obj.get()) < 0) unsupported(take_python_error());
       }
-      push(make_object(set.get(), nullptr));
+      push(trace_value(set.get()));
       return;
     }
     case OP_SET_ADD: case OP_SET_UPDATE: {
@@ -495,12 +495,34 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         if (!obj->self) unsupported("item assignment on a new object without __setitem__");
         obj = obj->self;
       }
+      if (obj->kind == VarKind::kObject && is_trace_value(obj->obj.get())) {  // counts[k] += 1
+        if (!all_python_values({idx, val}, {})) unsupported("a trace-time container holding a value that is not a Python constant");
+        PyRef k = as_python(idx), value = as_python(val);
+        if (PyObject_SetItem(obj->obj.get(), k.get(), value.get()) < 0) unsupported("item assignment raised " + take_python_error());
+        return;
+      }
       note_container_mutation(obj, "item assignment");
       if (obj->kind == VarKind::kList && idx->is_const() && PyLong_Check(idx->obj.get())) {
         long i = PyLong_AsLong(idx->obj.get());
         if (i < 0) i += static_cast<long>(obj->items.size());
         if (i < 0 || i >= static_cast<long>(obj->items.size())) unsupported("list index out of range");
         obj->items[i] = val;
+        return;
+      }
+      if (is_deque(obj) && !(idx->is_const() && PyLong_Check(idx->obj.get()))) unsupported("deque item assignment with a non-int index");
+      if (obj->kind == VarKind::kList && idx->is_const() && PySlice_Check(idx->obj.get())) {  // ys[a:b] = [...]
+        Py_ssize_t start, stop, step, n;
+        if (PySlice_GetIndicesEx(idx->obj.get(), static_cast<Py_ssize_t>(obj->items.size()), &start, &stop, &step, &n) < 0)
+          unsupported("slice assignment: " + take_python_error());
+        std::vector<VarPtr> repl = unpack(val);
+        if (step == 1) {
+          stop = std::max(stop, start);
+          obj->items.erase(obj->items.begin() + start, obj->items.begin() + stop);
+          obj->items.insert(obj->items.begin() + start, repl.begin(), repl.end());
+          return;
+        }
+        if (static_cast<Py_ssize_t>(repl.size()) != n) unsupported("extended slice assignment of a different length (ValueError)");
+        for (Py_ssize_t k = 0; k < n; ++k) obj->items[start + k * step] = repl[k];
         return;
       }
       if (obj->kind == VarKind::kDict) {
@@ -517,6 +539,11 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         if (!obj->self) unsupported("del on a new object without __delitem__");
         obj = obj->self;
       }
+      if (obj->kind == VarKind::kObject && is_trace_value(obj->obj.get())) {
+        if (!all_python_values({idx}, {})) unsupported("del with a key that is not a Python constant");
+        if (PyObject_DelItem(obj->obj.get(), as_python(idx).get()) < 0) unsupported("del raised " + take_python_error());
+        return;
+      }
       note_container_mutation(obj, "del");
       if (!idx->is_const()) unsupported("del with a non-constant index");
       if (obj->kind == VarKind::kList && PyLong_Check(idx->obj.get())) {
@@ -524,6 +551,19 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         if (i < 0) i += static_cast<long>(obj->items.size());
         if (i < 0 || i >= static_cast<long>(obj->items.size())) unsupported("list index out of range");
         obj->items.erase(obj->items.begin() + i);
+        return;
+      }
+      if (is_deque(obj) && !PyLong_Check(idx->obj.get())) unsupported("del on a deque with a non-int index");
+      if (obj->kind == VarKind::kList && PySlice_Check(idx->obj.get())) {  // del rows[::2]
+        Py_ssize_t start, stop, step, n;
+        if (PySlice_GetIndicesEx(idx->obj.get(), static_cast<Py_ssize_t>(obj->items.size()), &start, &stop, &step, &n) < 0)
+          unsupported("del of a slice: " + take_python_error());
+        std::vector<bool> drop(obj->items.size(), false);
+        for (Py_ssize_t k = 0; k < n; ++k) drop[start + k * step] = true;
+        std::vector<VarPtr> kept;
+        for (size_t i = 0; i < obj->items.size(); ++i)
+          if (!drop[i]) kept.push_back(obj->items[i]);
+        obj->items = std::move(kept);
         return;
       }
       if (obj->kind == VarKind::kDict) {
