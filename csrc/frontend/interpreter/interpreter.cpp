@@ -31,7 +31,7 @@ enum OpId {
   X(JUMP_BACKWARD_NO_INTERRUPT) X(GET_ITER) X(FOR_ITER) X(END_FOR) X(PRECALL) X(KW_NAMES) X(CALL) \
   X(CALL_FUNCTION_EX) X(MAKE_FUNCTION) X(RETURN_VALUE) X(BEFORE_WITH) X(RETURN_GENERATOR) X(YIELD_VALUE) \
   X(IMPORT_NAME) X(IMPORT_FROM) X(LOAD_ASSERTION_ERROR) X(RAISE_VARARGS) X(BUILD_SET) X(SET_ADD) X(SET_UPDATE) \
-  X(LOAD_SUPER_ATTR)
+  X(LOAD_SUPER_ATTR) X(STORE_GLOBAL)
 #define KILN_ENUM(n) OP_##n,
   KILN_OPS(KILN_ENUM)
 #undef KILN_ENUM
@@ -184,6 +184,15 @@ void Interpreter::run() {
   cap_.graph->eliminate_dead_code(cap_.removable);  // only kiln-made getitem nodes may go
 }
 
+// The module whose __dict__ is `globals` (sys.modules[globals['__name__']]), or null.
+PyObject* Interpreter::module_of_globals(PyObject* globals) {
+  PyObject* name = PyDict_GetItemString(globals, "__name__");
+  PyObject* modules = PyImport_GetModuleDict();
+  PyObject* mod = name ? PyDict_GetItemWithError(modules, name) : nullptr;
+  PyErr_Clear();
+  return mod && PyModule_Check(mod) && PyModule_GetDict(mod) == globals ? mod : nullptr;
+}
+
 VarPtr Interpreter::run_frame(Frame& f) {
   if (static_cast<int>(frames_.size()) > opts_.max_inline_depth) unsupported("inlining too deep (recursion?)");
   const auto& instrs = f.dc->bc->instructions();
@@ -296,11 +305,28 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
     case OP_LOAD_GLOBAL: {
       PyObject* name = name_at(f.code, in.arg >> 1);
       if (in.arg & 1) push(make_null());
+      if (!attr_stores_.empty()) {  // a global this capture assigned (STORE_GLOBAL): its new value
+        if (PyObject* mod = module_of_globals(f.globals))
+          if (VarPtr stored = stored_attr(mod, name)) { push(stored); return; }
+      }
       PyObject* v = PyDict_GetItemWithError(f.globals, name);
       bool builtin = false;
       if (!v && !PyErr_Occurred()) { v = PyDict_GetItemWithError(f.builtins, name); builtin = true; }
       if (!v) { PyErr_Clear(); unsupported("name '" + py_str(name) + "' is not defined"); }
       push(wrap(v, global_source(builtin ? f.builtins : f.globals, name, builtin)));
+      return;
+    }
+    case OP_STORE_GLOBAL: {
+      // `global g; g = v`: an attribute store on the module whose namespace the code runs in,
+      // replayed once after the graph, in order with the other stores (see store_attr).
+      PyObject* name = name_at(f.code, in.arg);
+      VarPtr value = pop();
+      PyObject* mod = module_of_globals(f.globals);
+      if (!mod) unsupported("STORE_GLOBAL in code whose globals are not a module's namespace");
+      if (value->kind != VarKind::kTensor && value->kind != VarKind::kConst && value->kind != VarKind::kObject &&
+          value->kind != VarKind::kTuple && value->kind != VarKind::kList && value->kind != VarKind::kDict)
+        unsupported("assigning a " + std::string(kind_name(value->kind)) + " to a global (" + py_str(name) + ")");
+      attr_stores_.push_back({make_object(mod, nullptr), PyRef::borrow(name), value});
       return;
     }
     case OP_LOAD_ATTR: case OP_LOAD_METHOD: {

@@ -234,6 +234,7 @@ class Interpreter {
   };
   void store_attr(const VarPtr& obj, PyObject* name, const VarPtr& value);
   VarPtr stored_attr(PyObject* obj, PyObject* name);
+  static PyObject* module_of_globals(PyObject* globals);  // borrowed, or null
   std::vector<AttrStore> attr_stores_;
   // Lists and dicts the frame was given, as wrapped (see wrap()), and those the capture mutated:
   // their new contents are written back after the graph, once, under a guard that no two of

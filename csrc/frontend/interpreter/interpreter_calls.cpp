@@ -451,6 +451,11 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     if (m == "math" || m == "builtins" || m == "_operator" || m == "operator" || (self && is_constant_like(self)) || readonly_method)
       return fold(f, args, kwargs);
   }
+  // ",".join(str(d) for d in x.shape): the generator's (or iterator's) items, as a tuple.
+  if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) && PyUnicode_CheckExact(PyCFunction_GET_SELF(f)) && args.size() == 1 && kwargs.empty() &&
+      (args[0]->kind == VarKind::kGenerator || args[0]->kind == VarKind::kIterator) &&
+      std::strcmp(reinterpret_cast<PyCFunctionObject*>(f)->m_ml->ml_name, "join") == 0)
+    args[0] = make_seq(VarKind::kTuple, unpack(args[0]));
   // Methods of immutable values (", ".join(names), "{}".format(...)) on copies of Python values.
   if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) && is_constant_like(PyCFunction_GET_SELF(f)) && !PyType_Check(PyCFunction_GET_SELF(f)) &&
       all_python_values(args, kwargs))
