@@ -49,3 +49,35 @@ def test_join_over_generator():
         return x + len(s), s
     check(fn, lambda: (torch.randn(4, 8),))
 
+
+def _inner(x):
+    yield x
+    yield x * 2
+
+
+def _chain(x):
+    yield from x.unbind(0)
+    yield from _inner(x[0])
+    yield from [x.sum(0)]
+
+
+def test_yield_from_in_an_inlined_generator():
+    def fn(x):
+        return torch.stack(list(_chain(x[:2])))
+    check(fn, lambda: (torch.randn(4, 3),))
+
+
+def _uses_result(x):
+    r = yield from _inner(x)
+    yield r
+
+
+def test_yield_from_whose_value_is_used_is_not_captured_wrongly():
+    def fn(x):
+        return list(_uses_result(x))
+    compiled = kiln.compile(fn)
+    for _ in range(2):
+        x = torch.randn(3)
+        got, want = compiled(x), fn(x)
+        assert len(got) == len(want) == 3 and got[2] is None and want[2] is None
+        torch.testing.assert_close(got[1], want[1])

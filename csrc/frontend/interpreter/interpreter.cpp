@@ -31,7 +31,7 @@ enum OpId {
   X(JUMP_BACKWARD_NO_INTERRUPT) X(GET_ITER) X(FOR_ITER) X(END_FOR) X(PRECALL) X(KW_NAMES) X(CALL) \
   X(CALL_FUNCTION_EX) X(MAKE_FUNCTION) X(RETURN_VALUE) X(BEFORE_WITH) X(RETURN_GENERATOR) X(YIELD_VALUE) \
   X(IMPORT_NAME) X(IMPORT_FROM) X(LOAD_ASSERTION_ERROR) X(RAISE_VARARGS) X(BUILD_SET) X(SET_ADD) X(SET_UPDATE) \
-  X(LOAD_SUPER_ATTR) X(STORE_GLOBAL)
+  X(LOAD_SUPER_ATTR) X(STORE_GLOBAL) X(GET_YIELD_FROM_ITER) X(SEND) X(END_SEND)
 #define KILN_ENUM(n) OP_##n,
   KILN_OPS(KILN_ENUM)
 #undef KILN_ENUM
@@ -740,6 +740,35 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
     }
     case OP_RETURN_GENERATOR: push(make_const(Py_None)); return;
     case OP_YIELD_VALUE: f.yields.push_back(pop()); push(make_const(Py_None)); return;
+    // `yield from it` in an inlined generator (which runs to completion, collecting its yields):
+    // every remaining item of `it` is yielded at once. What the delegation evaluates to (a
+    // sub-generator's return value) is not tracked, so it must be discarded.
+    case OP_GET_YIELD_FROM_ITER:
+      if (!(f.code->co_flags & CO_GENERATOR)) unsupported("GET_YIELD_FROM_ITER outside a generator");
+      push(make_iterator(pop()));
+      return;
+    case OP_SEND: {
+      VarPtr v = pop();
+      VarPtr it = st.back();
+      if (it->kind != VarKind::kIterator || !v->is_const() || v->obj.get() != Py_None) unsupported("send() into a delegated iterator");
+      const auto& all = f.dc->bc->instructions();
+      const int t = in.target;
+      const bool discarded = PY_MINOR_VERSION >= 12
+                                 ? t >= 0 && t + 1 < static_cast<int>(all.size()) && std::strcmp(all[t].name, "END_SEND") == 0 && std::strcmp(all[t + 1].name, "POP_TOP") == 0
+                                 : t >= 0 && t < static_cast<int>(all.size()) && std::strcmp(all[t].name, "POP_TOP") == 0;
+      if (!discarded) unsupported("the value of a `yield from` is used");
+      for (; it->pos < it->items.size(); ++it->pos) f.yields.push_back(it->items[it->pos]);
+      if (PY_MINOR_VERSION < 12) pop();  // 3.11 pops the iterator with the value; 3.12 leaves it for END_SEND
+      push(make_const(Py_None));
+      jump(t);
+      return;
+    }
+    case OP_END_SEND: {
+      VarPtr v = pop();
+      pop();
+      push(v);
+      return;
+    }
     case OP_IMPORT_NAME: {
       VarPtr fromlist = pop(), level = pop();
       PyRef fl = as_python(fromlist);

@@ -100,7 +100,16 @@ VarPtr Interpreter::new_object_attr(const VarPtr& obj, PyObject* name) {
   }
   if (Py_IS_TYPE(attr, &PyMethodDescr_Type) || Py_IS_TYPE(attr, &PyWrapperDescr_Type) || Py_IS_TYPE(attr, &PyClassMethodDescr_Type))
     return make_container_method(obj, n);  // a builtin method of object/dict: interpreted on the symbolic state
-  if (Py_TYPE(attr)->tp_descr_get) unsupported("descriptor " + n + " on a new object");
+  if (Py_TYPE(attr)->tp_descr_get) {
+    // A non-data descriptor written in Python (torch.distributions' lazy_property): its __get__
+    // inlined. The instance's own attributes, looked up above, win over it, as in Python.
+    PyObject* get = _PyType_Lookup(Py_TYPE(attr), PyRef::steal(PyUnicode_FromString("__get__")).get());
+    PyObject* set = _PyType_Lookup(Py_TYPE(attr), PyRef::steal(PyUnicode_FromString("__set__")).get());
+    PyObject* del = _PyType_Lookup(Py_TYPE(attr), PyRef::steal(PyUnicode_FromString("__delete__")).get());
+    if (get && PyFunction_Check(get) && !set && !del)
+      return inline_function(get, nullptr, {wrap_unguarded(attr, n), obj, make_object(obj->obj.get(), nullptr)}, {}, nullptr);
+    unsupported("descriptor " + n + " on a new object");
+  }
   return wrap_unguarded(attr, n);  // a plain class attribute
 }
 
