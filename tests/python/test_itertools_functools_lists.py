@@ -7,6 +7,7 @@ from collections import namedtuple
 
 import torch
 
+import kiln
 from conftest import check
 
 Pair = namedtuple("Pair", ["left", "right"])
@@ -72,4 +73,37 @@ def test_list_slice_assignment_and_del():
         del vs[::2]
         del vs[:1]
         return ys, zs, ws, vs
+    check(fn, xlist)
+
+
+def test_itertools_count_and_unbounded_repeat_in_zip():
+    def fn(x):
+        out = x
+        for k, s in zip(itertools.count(1), itertools.repeat(0.5, 3)):
+            out = out * s + k
+        c = itertools.count(10, 2)
+        pairs = list(zip(c, [x, x * 2]))  # pulls 10, 12 and 14 (dropped): next(c) is 16
+        r = itertools.repeat(3)
+        return out, pairs[1][1] * pairs[1][0], next(c), next(r) * x
+    check(fn, x1)
+
+
+def test_returned_count_is_a_copy_per_call():
+    def fn(x):
+        c = itertools.count(5)
+        next(c)
+        return x + 1, c
+    compiled = kiln.compile(fn)
+    _, c1 = compiled(torch.randn(2))
+    assert next(c1) == 6 and next(c1) == 7
+    _, c2 = compiled(torch.randn(2))
+    assert next(c2) == 6
+
+
+def test_zip_advances_an_iterator_only_as_far_as_python():
+    def fn(xs):
+        it = iter(xs)
+        first = list(zip([1], it))
+        rest = list(it)
+        return first[0][1] * first[0][0], rest
     check(fn, xlist)

@@ -148,3 +148,26 @@ def test_returning_a_deque_breaks_cleanly():
         got, want = compiled(x), fn(x)
         assert type(got) is collections.deque and got.maxlen == 3
         assert all(torch.equal(a, b) for a, b in zip(got, want)) and len(got) == len(want)
+
+
+def test_ordereddict_of_tensors_move_to_end_popitem():
+    def fn(x):
+        d = collections.OrderedDict()
+        d["a"] = x
+        d["b"] = x * 2
+        d["c"] = x * 3
+        d.move_to_end("a")
+        d.move_to_end("c", last=False)
+        first = d.popitem(last=False)
+        e = d.copy()
+        e["z"] = x - 1
+        return list(d.keys()), sum(d.values()), first, e, isinstance(e, collections.OrderedDict)
+    check(fn, x1)
+
+
+def test_returned_ordereddict_keeps_its_type_and_order():
+    def fn(x):
+        d = collections.OrderedDict([("k", x), ("j", x + 1)])
+        d.move_to_end("k")
+        return d
+    check(fn, x1)

@@ -21,7 +21,7 @@ PyObject* Interpreter::python_type_of(const VarPtr& v) {
     case VarKind::kObject: return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
     case VarKind::kTuple: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
     case VarKind::kList: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyList_Type);  // obj: a ModuleList slice's type, or deque
-    case VarKind::kDict: return reinterpret_cast<PyObject*>(&PyDict_Type);
+    case VarKind::kDict: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);  // obj: OrderedDict
     case VarKind::kSymInt: return reinterpret_cast<PyObject*>(&PyLong_Type);
     case VarKind::kNestedFunction: return reinterpret_cast<PyObject*>(&PyFunction_Type);
     case VarKind::kNewObject: return v->obj.get();
@@ -143,6 +143,7 @@ std::vector<VarPtr> Interpreter::unpack(const VarPtr& v) {
       unsupported(std::string("iteration over ") + reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name);
     }
     case VarKind::kObject: {
+      if (is_trace_value(v->obj.get()) && PyIter_Check(v->obj.get())) unsupported(std::string("iteration over an unbounded ") + Py_TYPE(v->obj.get())->tp_name);
       if (PyAnySet_Check(v->obj.get()) || is_trace_value(v->obj.get())) {  // sets of constants (see BUILD_SET), trace-time values
         PyRef seq = PyRef::steal(PySequence_List(v->obj.get()));
         std::vector<VarPtr> out;
@@ -415,9 +416,17 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     // set(), frozenset(), deque(), Counter(), defaultdict(int), OrderedDict() of Python values:
     // built for real, as trace-time values (see Interpreter::is_trace_value).
     if (f == module_attr("collections", "deque")) return make_deque(args, kwargs);
-    static const char* collections_types[] = {"defaultdict", "OrderedDict", "Counter"};
+    if (f == module_attr("collections", "OrderedDict")) {  // a symbolic dict that remembers its type
+      bool handled = false;
+      VarPtr d = call_builtin(builtin("dict"), args, kwargs, &handled);
+      if (!handled || d->kind != VarKind::kDict) unsupported("OrderedDict() arguments");
+      d->obj = PyRef::borrow(f);
+      return d;
+    }
+    static const char* collections_types[] = {"defaultdict", "Counter"};
     bool value_container = f == reinterpret_cast<PyObject*>(&PySet_Type) || f == reinterpret_cast<PyObject*>(&PyFrozenSet_Type);
     for (const char* n : collections_types) value_container |= f == module_attr("collections", n);
+    value_container |= f == module_attr("itertools", "count") || f == module_attr("itertools", "repeat");  // unbounded: pulled only by zip() and next()
     if (value_container) {
       auto plain_or_factory = [&](const VarPtr& a) {  // defaultdict(int) / defaultdict(list)
         PyObject* o = a->kind == VarKind::kObject ? a->obj.get() : nullptr;

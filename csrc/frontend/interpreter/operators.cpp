@@ -73,6 +73,7 @@ VarPtr Interpreter::binary(const char* nb_name, const VarPtr& a, const VarPtr& b
       target = std::make_shared<Var>(VarKind::kDict);
       target->keys = a->keys;
       target->items = a->items;
+      target->obj = a->obj;
     }
     call_container(target, "update", {b});
     return target;

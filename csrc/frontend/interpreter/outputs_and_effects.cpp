@@ -66,6 +66,7 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
       t.obj = PyRef::steal(PyTuple_New(v->keys.size()));
       for (size_t i = 0; i < v->keys.size(); ++i) PyTuple_SET_ITEM(t.obj.get(), i, Py_NewRef(v->keys[i].get()));
       for (const auto& it : v->items) t.items.push_back(make_template(self, it, outs, out_index, fail));
+      t.dict_setitem = v->obj;  // an OrderedDict made during capture: rebuilt as one
       return t;
     }
     case VarKind::kNewObject: {
@@ -209,6 +210,11 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) c
         if (!it) { Py_DECREF(d); return nullptr; }
         PyDict_SetItem(d, PyTuple_GET_ITEM(obj.get(), i), it);
         Py_DECREF(it);
+      }
+      if (dict_setitem) {  // OrderedDict(d) keeps d's order
+        PyObject* od = PyObject_CallOneArg(dict_setitem.get(), d);
+        Py_DECREF(d);
+        return od;
       }
       return d;
     }

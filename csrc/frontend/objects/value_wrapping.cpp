@@ -230,6 +230,7 @@ PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
         if (!it) return PyRef();
         PyDict_SetItem(out.get(), v->keys[i].get(), it.get());
       }
+      if (v->obj) return PyRef::steal(PyObject_CallOneArg(v->obj.get(), out.get()));  // an OrderedDict made here
       return out;
     }
     default: return PyRef();
@@ -242,7 +243,8 @@ bool Interpreter::trace_value_type(PyObject* o) {
   if (PySet_CheckExact(o)) return true;
   PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
   return t == module_attr("collections", "deque") || t == module_attr("collections", "defaultdict") ||
-         t == module_attr("collections", "OrderedDict") || t == module_attr("collections", "Counter");
+         t == module_attr("collections", "OrderedDict") || t == module_attr("collections", "Counter") ||
+         t == module_attr("itertools", "count") || t == module_attr("itertools", "repeat");
 }
 
 VarPtr Interpreter::trace_value(PyObject* o) {
