@@ -171,3 +171,18 @@ def test_returned_ordereddict_keeps_its_type_and_order():
         d.move_to_end("k")
         return d
     check(fn, x1)
+
+
+def test_defaultdict_list_of_tensors_and_returned_defaultdict():
+    def fn(x):
+        groups = collections.defaultdict(list)
+        for i, row in enumerate(x):
+            groups[i % 2].append(row)
+        counts = collections.defaultdict(int)
+        for d in x.shape:
+            counts[d] += 1
+        return {k: torch.stack(v).sum(0) for k, v in groups.items()}, counts, "missing" in counts, counts.get(99)
+    check(fn, x1)
+    compiled = kiln.compile(fn)
+    _, c, _, _ = compiled(torch.randn(4, 8))
+    assert type(c) is collections.defaultdict and c.default_factory is int and c[123] == 0

@@ -371,6 +371,15 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
       }
       if (args.size() > 1) return args[1];
       if (name == "get") return make_const(Py_None);
+      if (name == "__getitem__" && self->obj && self->self) {  // a defaultdict made here: the factory's value, stored
+        PyObject* factory = self->self->obj.get();
+        VarPtr v = factory == reinterpret_cast<PyObject*>(&PyList_Type) ? make_seq(VarKind::kList, {})
+                                                                         : make_const(PyRef::steal(PyObject_CallNoArgs(factory)).get());
+        mutate();
+        self->keys.push_back(args[0]->obj);
+        self->items.push_back(v);
+        return v;
+      }
       unsupported("KeyError: " + py_repr(args[0]->obj.get()));
     }
     if (name == "__setitem__") {
@@ -391,7 +400,7 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
         call_container(self, "__setitem__", {make_const(PyRef::steal(PyUnicode_FromString(k.c_str())).get()), v});
       return make_const(Py_None);
     }
-    if (name == "copy") { auto d = std::make_shared<Var>(VarKind::kDict); d->keys = self->keys; d->items = self->items; d->obj = self->obj; return d; }
+    if (name == "copy") { auto d = std::make_shared<Var>(VarKind::kDict); d->keys = self->keys; d->items = self->items; d->obj = self->obj; d->self = self->self; return d; }
     if (name == "popitem" && args.size() <= 1) {  // dict: the last; OrderedDict(last=False): the first
       bool last = true;
       if (!args.empty()) last = truthy(args[0]);

@@ -50,7 +50,8 @@ struct OutputTemplate {
   std::vector<OutputTemplate> items;
   std::vector<OutputTemplate> dict_part;  // kNewObject of a dict subclass: a single kDict template
   PyRef dict_setitem;                     // ... and its builtin base's __setitem__ (dict/OrderedDict);
-                                          // kDict: the OrderedDict type when the dict is one, or null;
+                                          // kDict: the OrderedDict/defaultdict type when the dict is one
+                                          // (names: then the defaultdict's factory), or null;
                                           // kCopy: copy.deepcopy, applied to obj (a trace-time value)
   // New reference, or nullptr with an exception set.
   PyObject* build(PyObject* const* outputs, const FrameView& frame) const;

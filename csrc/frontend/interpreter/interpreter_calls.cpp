@@ -21,7 +21,7 @@ PyObject* Interpreter::python_type_of(const VarPtr& v) {
     case VarKind::kObject: return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
     case VarKind::kTuple: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
     case VarKind::kList: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyList_Type);  // obj: a ModuleList slice's type, or deque
-    case VarKind::kDict: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);  // obj: OrderedDict
+    case VarKind::kDict: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);  // obj: OrderedDict/defaultdict
     case VarKind::kSymInt: return reinterpret_cast<PyObject*>(&PyLong_Type);
     case VarKind::kNestedFunction: return reinterpret_cast<PyObject*>(&PyFunction_Type);
     case VarKind::kNewObject: return v->obj.get();
@@ -421,6 +421,16 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       VarPtr d = call_builtin(builtin("dict"), args, kwargs, &handled);
       if (!handled || d->kind != VarKind::kDict) unsupported("OrderedDict() arguments");
       d->obj = PyRef::borrow(f);
+      return d;
+    }
+    if (f == module_attr("collections", "defaultdict") && args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::kObject &&
+        (args[0]->obj.get() == reinterpret_cast<PyObject*>(&PyList_Type) || args[0]->obj.get() == reinterpret_cast<PyObject*>(&PyLong_Type) ||
+         args[0]->obj.get() == reinterpret_cast<PyObject*>(&PyFloat_Type))) {
+      // defaultdict(list/int/float): a symbolic dict whose missing keys read as a new [] / 0 / 0.0
+      auto d = std::make_shared<Var>(VarKind::kDict);
+      d->fresh = true;
+      d->obj = PyRef::borrow(f);
+      d->self = args[0];
       return d;
     }
     static const char* collections_types[] = {"defaultdict", "Counter"};

@@ -74,6 +74,7 @@ VarPtr Interpreter::binary(const char* nb_name, const VarPtr& a, const VarPtr& b
       target->keys = a->keys;
       target->items = a->items;
       target->obj = a->obj;
+      target->self = a->self;  // a defaultdict's factory
     }
     call_container(target, "update", {b});
     return target;

@@ -66,7 +66,8 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
       t.obj = PyRef::steal(PyTuple_New(v->keys.size()));
       for (size_t i = 0; i < v->keys.size(); ++i) PyTuple_SET_ITEM(t.obj.get(), i, Py_NewRef(v->keys[i].get()));
       for (const auto& it : v->items) t.items.push_back(make_template(self, it, outs, out_index, fail));
-      t.dict_setitem = v->obj;  // an OrderedDict made during capture: rebuilt as one
+      t.dict_setitem = v->obj;  // an OrderedDict or defaultdict made during capture: rebuilt as one
+      if (v->obj && v->self) t.names = v->self->obj;  // the defaultdict's factory
       return t;
     }
     case VarKind::kNewObject: {
@@ -212,7 +213,8 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) c
         Py_DECREF(it);
       }
       if (dict_setitem) {  // OrderedDict(d) keeps d's order
-        PyObject* od = PyObject_CallOneArg(dict_setitem.get(), d);
+        PyObject* od = names ? PyObject_CallFunctionObjArgs(dict_setitem.get(), names.get(), d, nullptr)  // defaultdict(factory, d)
+                             : PyObject_CallOneArg(dict_setitem.get(), d);
         Py_DECREF(d);
         return od;
       }

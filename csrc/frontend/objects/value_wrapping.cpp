@@ -230,6 +230,7 @@ PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
         if (!it) return PyRef();
         PyDict_SetItem(out.get(), v->keys[i].get(), it.get());
       }
+      if (v->obj && v->self) return PyRef::steal(PyObject_CallFunctionObjArgs(v->obj.get(), v->self->obj.get(), out.get(), nullptr));  // defaultdict
       if (v->obj) return PyRef::steal(PyObject_CallOneArg(v->obj.get(), out.get()));  // an OrderedDict made here
       return out;
     }
