@@ -59,6 +59,7 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
         } else {
           for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()); ++i)
             if (PyUnicode_Compare(PyTuple_GET_ITEM(fields.get(), i), name) == 0) return obj->items.at(i);
+          if (n == "_fields" && is_constant_like(fields.get())) return make_const(fields.get());
         }
       }
       [[fallthrough]];

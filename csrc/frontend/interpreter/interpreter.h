@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "frontend/bytecode/bytecode.h"
@@ -38,7 +39,7 @@ struct Unsupported : std::runtime_error {
 
 // How to rebuild the frame's return value from the graph's outputs.
 struct OutputTemplate {
-  enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject, kGetAttr, kMethod, kFetch } kind = kConst;
+  enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject, kGetAttr, kMethod, kFetch, kCopy } kind = kConst;
   int index = -1;       // kGraphOut
   PyRef obj;            // kConst: the value; kDict: tuple of keys; kTuple: namedtuple type or null;
                         // kNewObject: the class; kGetAttr: the attribute name (of items[0]);
@@ -48,7 +49,10 @@ struct OutputTemplate {
   PyRef names;          // kNewObject: tuple of attribute names (items[i] is the value of names[i])
   std::vector<OutputTemplate> items;
   std::vector<OutputTemplate> dict_part;  // kNewObject of a dict subclass: a single kDict template
-  PyRef dict_setitem;                     // ... and its builtin base's __setitem__ (dict/OrderedDict)
+  PyRef dict_setitem;                     // ... and its builtin base's __setitem__ (dict/OrderedDict);
+                                          // kDict: the OrderedDict/defaultdict type when the dict is one
+                                          // (names: then the defaultdict's factory), or null;
+                                          // kCopy: copy.deepcopy, applied to obj (a trace-time value)
   // New reference, or nullptr with an exception set.
   PyObject* build(PyObject* const* outputs, const FrameView& frame) const;
 };
@@ -124,6 +128,12 @@ class Interpreter {
   void run();
   Capture& capture() { return cap_; }
   const MetaExecutor& meta() const { return meta_; }
+  // Trace-time values: sets, deques, Counters, defaultdicts and OrderedDicts of Python values made
+  // during the capture. They are real Python objects that only the capture holds, so their
+  // methods run for real as the code runs; a returned one is copied for every call.
+  bool is_trace_value(PyObject* o) const { return trace_values_.count(o) != 0; }
+  // False when `o` was already handed back once (a second copy would lose their identity).
+  bool claim_trace_output(PyObject* o) { return trace_outputs_.insert(o).second; }
 
   struct Frame;
 
@@ -230,6 +240,7 @@ class Interpreter {
   };
   void store_attr(const VarPtr& obj, PyObject* name, const VarPtr& value);
   VarPtr stored_attr(const VarPtr& obj, PyObject* name);
+  static PyObject* module_of_globals(PyObject* globals);  // borrowed, or null
   std::vector<AttrStore> attr_stores_;
   // Lists and dicts the frame was given, as wrapped (see wrap()), and those the capture mutated:
   // their new contents are written back after the graph, once, under a guard that no two of
@@ -254,6 +265,16 @@ class Interpreter {
   std::vector<int> root_visits_;  // per instruction of the outermost frame: times reached
   bool stopped_ = false;          // the capture reached CaptureOptions::break_at
   PyRef default_device_;
+  // collections.deque(iterable, maxlen) made during capture: a kList whose obj is the deque type
+  // and pos its maxlen + 1 (0: unbounded); see is_deque. It is never handed back (a clean break).
+  VarPtr make_deque(std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  static bool is_deque(const VarPtr& v);
+  VarPtr call_deque_method(const VarPtr& self, const std::string& name, std::vector<VarPtr>& args);
+  // Trace-time values (see is_trace_value): owned here, so their addresses stay theirs.
+  VarPtr trace_value(PyObject* o);
+  static bool trace_value_type(PyObject* o);
+  std::vector<PyRef> trace_owned_;
+  std::unordered_set<PyObject*> trace_values_, trace_outputs_;
 };
 
 }  // namespace kiln::frontend

@@ -20,8 +20,8 @@ PyObject* Interpreter::python_type_of(const VarPtr& v) {
     case VarKind::kConst:
     case VarKind::kObject: return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
     case VarKind::kTuple: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
-    case VarKind::kList: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyList_Type);  // obj: a ModuleList slice's type
-    case VarKind::kDict: return reinterpret_cast<PyObject*>(&PyDict_Type);
+    case VarKind::kList: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyList_Type);  // obj: a ModuleList slice's type, or deque
+    case VarKind::kDict: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);  // obj: OrderedDict/defaultdict
     case VarKind::kSymInt: return reinterpret_cast<PyObject*>(&PyLong_Type);
     case VarKind::kNestedFunction: return reinterpret_cast<PyObject*>(&PyFunction_Type);
     case VarKind::kNewObject: return v->obj.get();
@@ -143,14 +143,24 @@ std::vector<VarPtr> Interpreter::unpack(const VarPtr& v) {
       unsupported(std::string("iteration over ") + reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name);
     }
     case VarKind::kObject: {
-      if (PyAnySet_Check(v->obj.get())) {  // sets of constants (see BUILD_SET)
+      if (is_trace_value(v->obj.get()) && PyIter_Check(v->obj.get())) unsupported(std::string("iteration over an unbounded ") + Py_TYPE(v->obj.get())->tp_name);
+      if (PyAnySet_Check(v->obj.get()) || is_trace_value(v->obj.get())) {  // sets of constants (see BUILD_SET), trace-time values
         PyRef seq = PyRef::steal(PySequence_List(v->obj.get()));
         std::vector<VarPtr> out;
-        for (Py_ssize_t i = 0; seq && i < PyList_GET_SIZE(seq.get()); ++i) out.push_back(make_const(PyList_GET_ITEM(seq.get(), i)));
+        if (!seq) unsupported("cannot iterate: " + take_python_error());
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(seq.get()); ++i) out.push_back(from_python_value(PyList_GET_ITEM(seq.get(), i), true));
         return out;
       }
       PyObject* it = _PyType_Lookup(Py_TYPE(v->obj.get()), PyRef::steal(PyUnicode_FromString("__iter__")).get());
       if (it && it == sequence_iter()) return iterate_sequence(v);
+      // A namedtuple the frame was given: its items, as v[i] (guarded through its source).
+      if (v->source && PyTuple_Check(v->obj.get()) && it == _PyType_Lookup(&PyTuple_Type, PyRef::steal(PyUnicode_FromString("__iter__")).get())) {
+        const Py_ssize_t n = PyTuple_GET_SIZE(v->obj.get());
+        guard(v->source, GuardLeaf::kLen, nullptr, n);
+        std::vector<VarPtr> out;
+        for (Py_ssize_t i = 0; i < n; ++i) out.push_back(wrap(PyTuple_GET_ITEM(v->obj.get(), i), item_source(v->source, static_cast<int>(i))));
+        return out;
+      }
       if (it && PyFunction_Check(it)) {
         VarPtr r = inline_function(it, nullptr, {v}, {}, nullptr);
         return unpack(r);
@@ -208,6 +218,8 @@ VarPtr Interpreter::fold(PyObject* fn, const std::vector<VarPtr>& args, const st
 // object nobody else holds, mutated); anything else is an object.
 VarPtr Interpreter::from_python_value(PyObject* r, bool shared) {
   if (is_constant_like(r)) return make_const(r);
+  // A set/deque/Counter... nobody else holds (a new one, or one the capture made already).
+  if (is_trace_value(r) || (!shared && trace_value_type(r))) return trace_value(r);
   VarPtr v;
   if (PyList_CheckExact(r) && PyList_GET_SIZE(r) <= 512) {
     v = make_seq(VarKind::kList, {});
@@ -246,6 +258,16 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
         if (name && (py_str(name.get()) == "get" || py_str(name.get()) == "__contains__" || py_str(name.get()) == "__getitem__"))
           return fold(PyRef::steal(PyObject_GetAttr(fn->self->obj.get(), name.get())).get(), args, {});
         PyErr_Clear();
+      }
+      // Counter.most_common, Counter.update...: the stdlib's own code, run for real on a
+      // trace-time value and Python values.
+      if (fn->self->kind == VarKind::kObject && is_trace_value(fn->self->obj.get()) && PyFunction_Check(fn->obj.get())) {
+        if (!all_python_values(args, kwargs)) unsupported(py_repr(fn->obj.get()).substr(0, 60) + " with values that are not Python constants");
+        PyRef bound = PyRef::steal(PyMethod_New(fn->obj.get(), fn->self->obj.get()));
+        VarPtr r = fold(bound.get(), args, kwargs);
+        if (r->kind == VarKind::kObject && (PyDictKeys_Check(r->obj.get()) || PyDictValues_Check(r->obj.get()) || PyDictItems_Check(r->obj.get())))
+          return trace_value(r->obj.get());
+        return r;
       }
       args.insert(args.begin(), fn->self);
       if (PyFunction_Check(fn->obj.get())) {
@@ -407,7 +429,51 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     auto dot = tn.rfind('.');
     if (foldable.count(dot == std::string::npos ? tn : tn.substr(dot + 1)) && all_python_values(args, kwargs))
       return fold(f, args, kwargs);  // immutable values from Python values (torch.Size([a, b]))
+    // set(), frozenset(), deque(), Counter(), defaultdict(int), OrderedDict() of Python values:
+    // built for real, as trace-time values (see Interpreter::is_trace_value).
+    if (f == module_attr("collections", "deque")) return make_deque(args, kwargs);
+    if (f == module_attr("collections", "OrderedDict")) {  // a symbolic dict that remembers its type
+      bool handled = false;
+      VarPtr d = call_builtin(builtin("dict"), args, kwargs, &handled);
+      if (!handled || d->kind != VarKind::kDict) unsupported("OrderedDict() arguments");
+      d->obj = PyRef::borrow(f);
+      return d;
+    }
+    if (f == module_attr("collections", "defaultdict") && args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::kObject &&
+        (args[0]->obj.get() == reinterpret_cast<PyObject*>(&PyList_Type) || args[0]->obj.get() == reinterpret_cast<PyObject*>(&PyLong_Type) ||
+         args[0]->obj.get() == reinterpret_cast<PyObject*>(&PyFloat_Type))) {
+      // defaultdict(list/int/float): a symbolic dict whose missing keys read as a new [] / 0 / 0.0
+      auto d = std::make_shared<Var>(VarKind::kDict);
+      d->fresh = true;
+      d->obj = PyRef::borrow(f);
+      d->self = args[0];
+      return d;
+    }
+    static const char* collections_types[] = {"defaultdict", "Counter"};
+    bool value_container = f == reinterpret_cast<PyObject*>(&PySet_Type) || f == reinterpret_cast<PyObject*>(&PyFrozenSet_Type);
+    for (const char* n : collections_types) value_container |= f == module_attr("collections", n);
+    value_container |= f == module_attr("itertools", "count") || f == module_attr("itertools", "repeat");  // unbounded: pulled only by zip() and next()
+    if (value_container) {
+      auto plain_or_factory = [&](const VarPtr& a) {  // defaultdict(int) / defaultdict(list)
+        PyObject* o = a->kind == VarKind::kObject ? a->obj.get() : nullptr;
+        return all_python_values({a}, {}) || (o && (o == reinterpret_cast<PyObject*>(&PyLong_Type) || o == reinterpret_cast<PyObject*>(&PyList_Type) ||
+                                                    o == reinterpret_cast<PyObject*>(&PyFloat_Type) || o == reinterpret_cast<PyObject*>(&PySet_Type)));
+      };
+      for (auto& a : args)
+        if (!plain_or_factory(a)) unsupported(std::string("a ") + tn + " of values that are not Python constants");
+      if (!all_python_values({}, kwargs)) unsupported(std::string("a ") + tn + " of values that are not Python constants");
+      return fold(f, args, kwargs);
+    }
     return construct(f, std::move(args), std::move(kwargs));
+  }
+  // Methods of trace-time values run for real: only the capture holds the object.
+  if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) && is_trace_value(PyCFunction_GET_SELF(f))) {
+    if (!all_python_values(args, kwargs)) unsupported(py_repr(f).substr(0, 60) + " with values that are not Python constants");
+    VarPtr r = fold(f, args, kwargs);
+    // c.items(), d.keys(): live views of a trace-time value are trace-time values too.
+    if (r->kind == VarKind::kObject && (PyDictKeys_Check(r->obj.get()) || PyDictValues_Check(r->obj.get()) || PyDictItems_Check(r->obj.get())))
+      return trace_value(r->obj.get());
+    return r;
   }
   // Pure builtin functions on constants, and read-only methods of dicts, lists and tuples.
   if (PyCFunction_Check(f) && all_const(args)) {
@@ -420,6 +486,11 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     if (m == "math" || m == "builtins" || m == "_operator" || m == "operator" || (self && is_constant_like(self)) || readonly_method)
       return fold(f, args, kwargs);
   }
+  // ",".join(str(d) for d in x.shape): the generator's (or iterator's) items, as a tuple.
+  if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) && PyUnicode_CheckExact(PyCFunction_GET_SELF(f)) && args.size() == 1 && kwargs.empty() &&
+      (args[0]->kind == VarKind::kGenerator || args[0]->kind == VarKind::kIterator) &&
+      std::strcmp(reinterpret_cast<PyCFunctionObject*>(f)->m_ml->ml_name, "join") == 0)
+    args[0] = make_seq(VarKind::kTuple, unpack(args[0]));
   // Methods of immutable values (", ".join(names), "{}".format(...)) on copies of Python values.
   if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) && is_constant_like(PyCFunction_GET_SELF(f)) && !PyType_Check(PyCFunction_GET_SELF(f)) &&
       all_python_values(args, kwargs))

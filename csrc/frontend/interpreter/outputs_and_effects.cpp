@@ -50,6 +50,22 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
     }
     case VarKind::kConst:
     case VarKind::kObject:
+      if (v->kind == VarKind::kObject && self->is_trace_value(v->obj.get())) {
+        // A set/deque/Counter... the capture built: each call gets its own copy of it.
+        if (!self->claim_trace_output(v->obj.get())) fail("a container built during the capture is handed back twice");
+        if (PyDictKeys_Check(v->obj.get()) || PyDictValues_Check(v->obj.get()) || PyDictItems_Check(v->obj.get()))
+          fail("a view of a container built during the capture is handed back");
+        t.kind = OutputTemplate::kCopy;
+        t.obj = v->obj;
+        PyRef copy_mod = PyRef::steal(PyImport_ImportModule("copy"));
+        if (copy_mod) t.dict_setitem = PyRef::steal(PyObject_GetAttrString(copy_mod.get(), "deepcopy"));
+        if (!t.dict_setitem) fail("copy.deepcopy is unavailable: " + take_python_error());
+        return t;
+      }
+      // A builtin method bound to a trace-time value would act on the capture's object, not on
+      // the copy the caller gets.
+      if (PyCFunction_Check(v->obj.get()) && PyCFunction_GET_SELF(v->obj.get()) && self->is_trace_value(PyCFunction_GET_SELF(v->obj.get())))
+        fail("a method of a container built during the capture is live at the end of the graph");
       t.kind = OutputTemplate::kConst;
       t.obj = v->obj;
       return t;
@@ -65,6 +81,8 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
       t.obj = PyRef::steal(PyTuple_New(v->keys.size()));
       for (size_t i = 0; i < v->keys.size(); ++i) PyTuple_SET_ITEM(t.obj.get(), i, Py_NewRef(v->keys[i].get()));
       for (const auto& it : v->items) t.items.push_back(make_template(self, it, outs, out_index, fail));
+      t.dict_setitem = v->obj;  // an OrderedDict or defaultdict made during capture: rebuilt as one
+      if (v->obj && v->self) t.names = v->self->obj;  // the defaultdict's factory
       return t;
     }
     case VarKind::kNewObject: {
@@ -165,6 +183,7 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) c
       return kind == kGetAttr ? PyObject_GetAttr(self.get(), obj.get()) : PyMethod_New(obj.get(), self.get());
     }
     case kConst: return Py_NewRef(obj.get());
+    case kCopy: return PyObject_CallOneArg(dict_setitem.get(), obj.get());
     case kTuple:
     case kList: {
       PyObject* seq = kind == kList ? PyList_New(items.size()) : PyTuple_New(items.size());
@@ -221,6 +240,12 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) c
         if (!it) { Py_DECREF(d); return nullptr; }
         PyDict_SetItem(d, PyTuple_GET_ITEM(obj.get(), i), it);
         Py_DECREF(it);
+      }
+      if (dict_setitem) {  // OrderedDict(d) keeps d's order
+        PyObject* od = names ? PyObject_CallFunctionObjArgs(dict_setitem.get(), names.get(), d, nullptr)  // defaultdict(factory, d)
+                             : PyObject_CallOneArg(dict_setitem.get(), d);
+        Py_DECREF(d);
+        return od;
       }
       return d;
     }

@@ -220,6 +220,7 @@ PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
     case VarKind::kObject: return PyRef::borrow(identity(v));
     case VarKind::kTuple:
     case VarKind::kList: {
+      if (is_deque(v)) return PyRef();  // a plain list does not stand for a deque
       PyRef out = PyRef::steal(v->kind == VarKind::kTuple ? PyTuple_New(v->items.size()) : PyList_New(v->items.size()));
       for (size_t i = 0; i < v->items.size(); ++i) {
         PyRef it = as_python(v->items[i], fake_tensors);
@@ -236,16 +237,36 @@ PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
         if (!it) return PyRef();
         PyDict_SetItem(out.get(), v->keys[i].get(), it.get());
       }
+      if (v->obj && v->self) return PyRef::steal(PyObject_CallFunctionObjArgs(v->obj.get(), v->self->obj.get(), out.get(), nullptr));  // defaultdict
+      if (v->obj) return PyRef::steal(PyObject_CallOneArg(v->obj.get(), out.get()));  // an OrderedDict made here
       return out;
     }
     default: return PyRef();
   }
 }
 
+// ---------------------------------------------------------------- trace-time values
+
+bool Interpreter::trace_value_type(PyObject* o) {
+  if (PySet_CheckExact(o)) return true;
+  PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  return t == module_attr("collections", "deque") || t == module_attr("collections", "defaultdict") ||
+         t == module_attr("collections", "OrderedDict") || t == module_attr("collections", "Counter") ||
+         t == module_attr("itertools", "count") || t == module_attr("itertools", "repeat");
+}
+
+VarPtr Interpreter::trace_value(PyObject* o) {
+  if (trace_values_.insert(o).second) trace_owned_.push_back(PyRef::borrow(o));
+  VarPtr v = make_object(o, nullptr);
+  v->fresh = true;
+  return v;
+}
+
 // Constants, and tuples, lists and dicts of them: values a pure function can be evaluated on now
 // (objects are left out: what a function reads of them is not guarded).
 static bool plain_value(const VarPtr& v, int depth = 0) {
   if (v->is_const() || v->is_symint() || v->kind == VarKind::kSymSlice) return true;
+  if (v->kind == VarKind::kObject && v->fresh && !v->source) return true;  // a trace-time value
   if (depth > 8 || (v->kind != VarKind::kTuple && v->kind != VarKind::kList && v->kind != VarKind::kDict)) return false;
   for (const auto& it : v->items)
     if (!plain_value(it, depth + 1)) return false;

@@ -22,7 +22,8 @@ enum class VarKind {
   kConst,          // obj: None/bool/int/float/str/dtype/device/slice/torch.Size/tuple-of-consts...
   kTuple,          // items; obj = namedtuple type or null
   kList,           // items (mutable)
-  kDict,           // keys (constants) + items
+  kDict,           // keys (constants) + items; obj: OrderedDict/defaultdict made during capture (then
+                   // self = the defaultdict's factory: list, int or float), else null
   kObject,         // obj: any other Python object (module, function, class, nn.Module...)
   kNull,           // the NULL a call sequence pushes
   kIterator,       // items + pos
