@@ -98,7 +98,7 @@ void define_map(Lowerer& L, const AtenNode& n, std::vector<Loader> args, Fn fn, 
 
 // Unary operators that cost tens of instructions per element.
 bool is_transcendental(const std::string& op) {
-  static const std::set<std::string> ops = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
+  static const std::set<std::string> ops = {"exp", "exp_vec", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
                                             "acos", "atan", "sinh", "cosh", "tanh", "sigmoid", "erf", "erfc", "gelu", "gelu_tanh"};
   return ops.count(op) > 0;
 }

@@ -160,7 +160,8 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     // softmax in the accumulation type: the sum stage keeps each exp(x - max) in the output,
     // which the epilogue then scales in place by 1 / sum (one exp per element, not two).
     const int keep = !log && od == acc ? L.new_buffer(Buffer::kKernelOutput, L.meta(out)) : -1;
-    L.reduction("sum", [shifted, acc](const std::vector<Index>& i, LoadCtx& c) { return unary("exp", shifted(i, c), acc); }, xs, {dim}, acc,
+    // The exp of ATen's vectorized softmax kernels (kiln::exp_vec rounds like it), not torch.exp's.
+    L.reduction("sum", [shifted, acc](const std::vector<Index>& i, LoadCtx& c) { return unary("exp_vec", shifted(i, c), acc); }, xs, {dim}, acc,
                 {{out, 0, nullptr}}, keep);
     Loader Ssum = L.value(out).loader;
     if (keep >= 0) {
@@ -179,7 +180,7 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
       mi[dim] = Index::of(0);
       ExprPtr sh = binary("sub", cast(X(i, c), acc), M(mi, c), acc);
       // exp(x - max) * (1 / sum): the reciprocal is loop-invariant, so it is computed once per row.
-      ExprPtr r = log ? binary("sub", sh, unary("log", s, acc), acc) : binary("mul", unary("exp", sh, acc), unary("reciprocal", s, acc), acc);
+      ExprPtr r = log ? binary("sub", sh, unary("log", s, acc), acc) : binary("mul", unary("exp_vec", sh, acc), unary("reciprocal", s, acc), acc);
       return cast(r, od);
     }, 8);
     return true;

@@ -58,7 +58,7 @@ const std::map<std::string, std::string> kCall2 = {
     {"remainder", "kiln::remainder"}, {"fmod", "kiln::fmodv"}, {"atan2", "kiln::m::atan2"},
     {"clamp_lo", "kiln::clamp_lo"}, {"clamp_hi", "kiln::clamp_hi"}};
 const std::map<std::string, std::string> kCall1 = {
-    {"exp", "kiln::exp"}, {"tanh", "kiln::tanh"}, {"sigmoid", "kiln::sigmoid"}, {"gelu", "kiln::gelu"},
+    {"exp", "kiln::exp"}, {"exp_vec", "kiln::exp_vec"}, {"tanh", "kiln::tanh"}, {"sigmoid", "kiln::sigmoid"}, {"gelu", "kiln::gelu"},
     {"gelu_tanh", "kiln::gelu_tanh"}, {"relu", "kiln::relu"}, {"sign", "kiln::sign"}, {"log", "kiln::m::log"},
     {"log2", "kiln::m::log2"}, {"log10", "kiln::m::log10"}, {"log1p", "kiln::m::log1p"}, {"expm1", "kiln::m::expm1"},
     {"exp2", "kiln::m::exp2"}, {"sqrt", "kiln::m::sqrt"}, {"sin", "kiln::m::sin"}, {"cos", "kiln::m::cos"}, {"tan", "kiln::m::tan"},
@@ -220,6 +220,8 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
   const std::string r = "r" + std::to_string(s.local);
   const bool welford = s.reduce == "welford";
   const bool arg = s.reduce == "argmax" || s.reduce == "argmin";
+  // Accumulator lanes of plain reductions (Welford and arg reductions keep 16).
+  const int W = welford || arg ? 16 : 64;
   const std::string arg_update = std::string("kiln::arg_update<") + (s.reduce == "argmax" ? "true" : "false") + ">";
   int64_t last = n_inner ? s.inner_sizes.back() : 1;
   const int lv = n_outer + n_inner - 1;  // innermost variable
@@ -244,7 +246,7 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     b << ind << "  " << T << " lanes[16] = {}; int64_t lidx[16];\n" << ind << "  for (int l = 0; l < 16; ++l) lidx[l] = -1;\n";
   } else {
     b << ind << T << " " << r << "_0;\n" << ind << "{\n";
-    b << ind << "  " << T << " lanes[16];\n" << ind << "  for (int l = 0; l < 16; ++l) lanes[l] = " << init_value(s.reduce, s.acc_dtype) << ";\n";
+    b << ind << "  " << T << " lanes[" << W << "];\n" << ind << "  for (int l = 0; l < " << W << "; ++l) lanes[l] = " << init_value(s.reduce, s.acc_dtype) << ";\n";
   }
   in = ind + "  ";
   for (int j = 0; j + 1 < n_inner; ++j) {
@@ -261,6 +263,17 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     else b << "lanes[0] = " << v << ";\n";
   } else {
     b << in << "int64_t base = 0;\n";
+    if (W > 16) {  // four independent vector accumulators hide the add's latency; then blocks of 16
+      b << in << "for (; base + " << W << " <= " << last << "; base += " << W << ") {\n";
+      b << in << "  #pragma omp simd\n" << in << "  for (int64_t l = 0; l < " << W << "; ++l) {\n";
+      b << in << "    const int64_t x" << lv << " = base + l;\n";
+      {
+        ExprEmitter em(p, b, in + "    ");
+        std::string v = em.emit(s.value);
+        b << in << "    " << accumulate("l", v, "inv") << "\n";
+      }
+      b << in << "  }\n" << in << "}\n";
+    }
     b << in << "for (; base + 16 <= " << last << "; base += 16) {\n";
     if (welford) b << in << "  cnt += 1; const " << T << " inv = " << T << "(1) / cnt;\n";
     b << in << "  #pragma omp simd\n" << in << "  for (int64_t l = 0; l < 16; ++l) {\n";
@@ -295,7 +308,7 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     b << ind << "  " << r << "_0 = acc; " << r << "_1 = at;\n";
   } else {
     b << ind << "  " << T << " acc = lanes[0];\n";
-    b << ind << "  for (int l = 1; l < 16; ++l) acc = " << combine(s.reduce, "acc", "lanes[l]") << ";\n";
+    b << ind << "  for (int l = 1; l < " << W << "; ++l) acc = " << combine(s.reduce, "acc", "lanes[l]") << ";\n";
     b << ind << "  " << r << "_0 = acc;\n";
   }
   b << ind << "}\n";
