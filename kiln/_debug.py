@@ -8,8 +8,6 @@ writes them. Layout, one folder per captured frame (resume functions are frames 
     <dir>/manifest.json                the same, machine-readable: function, entry, files, stages
     <dir>/<NNN>_<function>/
         frame.txt                      the frame's code: kiln's own (a resume function) or the user's, disassembled
-        source.py                      the same code as Python source, each line annotated with its file:line
-                                       (when the decompiler can read it)
         graph.py                       the captured graph (torch.fx-style Python, user file:line per op)
         guards.txt                     the guards, as readable code
         reasons.md                     why this entry exists: recompile reason, graph break and its stack
@@ -72,20 +70,6 @@ def _disassemble(code) -> str:
     return out.getvalue()
 
 
-def _annotated_source(code) -> str | None:
-    """Python source of `code` from kiln's decompiler, with the user's file:line on each line
-    that came from one; None when no decompiler is available or it cannot read this code."""
-    try:
-        from . import decompile  # noqa: F401  (present once the decompiler is built)
-    except ImportError:
-        return None
-    try:
-        from . import decompile as _decompile
-        return _decompile(code)
-    except Exception:  # noqa: BLE001 - a dump never fails the compile
-        return None
-
-
 def record_capture(debug_dir: str, facts: dict) -> str | None:
     """Called by the C++ core for every capture of a function compiled with a debug directory;
     returns the capture's folder (the backend's artifacts go there too)."""
@@ -106,9 +90,6 @@ def _record(debug_dir: str, facts: dict) -> str:
     os.makedirs(path, exist_ok=True)
     files = {}
     files["frame.txt"] = _write(path, "frame.txt", _disassemble(code))
-    src = _annotated_source(code)
-    if src:
-        files["source.py"] = _write(path, "source.py", src)
     if facts.get("graph"):
         files["graph.py"] = _write(path, "graph.py", facts["graph"])
     if facts.get("guards"):
@@ -138,7 +119,7 @@ def _record(debug_dir: str, facts: dict) -> str:
     return path
 
 
-_STAGES = {"frame.txt": "bytecode", "source.py": "source", "graph.py": "captured graph", "guards.txt": "guards",
+_STAGES = {"frame.txt": "bytecode", "graph.py": "captured graph", "guards.txt": "guards",
            "reasons.md": "reasons", "aten_graph": "aten graph", "loop_ir": "loop ir", "kernels": "kernels", "codegen": "build"}
 
 

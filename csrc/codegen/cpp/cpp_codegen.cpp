@@ -263,27 +263,19 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     else b << "lanes[0] = " << v << ";\n";
   } else {
     b << in << "int64_t base = 0;\n";
-    if (W > 16) {  // four independent vector accumulators hide the add's latency; then blocks of 16
-      b << in << "for (; base + " << W << " <= " << last << "; base += " << W << ") {\n";
-      b << in << "  #pragma omp simd\n" << in << "  for (int64_t l = 0; l < " << W << "; ++l) {\n";
+    // Whole blocks of `width` elements, one accumulator lane each (vectorized across lanes).
+    auto blocks = [&](int width) {
+      b << in << "for (; base + " << width << " <= " << last << "; base += " << width << ") {\n";
+      if (welford) b << in << "  cnt += 1; const " << T << " inv = " << T << "(1) / cnt;\n";
+      b << in << "  #pragma omp simd\n" << in << "  for (int64_t l = 0; l < " << width << "; ++l) {\n";
       b << in << "    const int64_t x" << lv << " = base + l;\n";
-      {
-        ExprEmitter em(p, b, in + "    ");
-        std::string v = em.emit(s.value);
-        b << in << "    " << accumulate("l", v, "inv") << "\n";
-      }
-      b << in << "  }\n" << in << "}\n";
-    }
-    b << in << "for (; base + 16 <= " << last << "; base += 16) {\n";
-    if (welford) b << in << "  cnt += 1; const " << T << " inv = " << T << "(1) / cnt;\n";
-    b << in << "  #pragma omp simd\n" << in << "  for (int64_t l = 0; l < 16; ++l) {\n";
-    b << in << "    const int64_t x" << lv << " = base + l;\n";
-    {
       ExprEmitter em(p, b, in + "    ");
       std::string v = em.emit(s.value);
       b << in << "    " << accumulate("l", v, "inv") << "\n";
-    }
-    b << in << "  }\n" << in << "}\n";
+      b << in << "  }\n" << in << "}\n";
+    };
+    if (W > 16) blocks(W);  // four independent vector accumulators hide the add's latency
+    blocks(16);
     b << in << "for (; base < " << last << "; ++base) {\n" << in << "  const int64_t x" << lv << " = base;\n";
     {
       ExprEmitter em(p, b, in + "  ");

@@ -183,6 +183,7 @@ class Interpreter {
   void guard_class_attr(const SourcePtr& src, PyObject* found);
   PyObject* python_type_of(const VarPtr& v);
   bool truthy(const VarPtr& v);
+  VarPtr python_truth(const VarPtr& v, PyTypeObject* t);
   // hasattr() on a type-guarded object, guarded by where the answer came from.
   bool has_attr_guarded(const VarPtr& o, PyObject* name);
   bool same_object(const VarPtr& a, const VarPtr& b, bool* known);

@@ -42,16 +42,22 @@ VarPtr Interpreter::specialize_sizes(const VarPtr& v) {
   return c;
 }
 
+// bool(v) through its class's __bool__ or __len__ written in Python, inlined; null if it has neither.
+VarPtr Interpreter::python_truth(const VarPtr& v, PyTypeObject* t) {
+  for (const char* dunder : {"__bool__", "__len__"}) {
+    PyObject* fn = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString(dunder)).get());
+    if (fn && PyFunction_Check(fn)) return inline_function(fn, nullptr, {v}, {}, nullptr);
+  }
+  return nullptr;
+}
+
 bool Interpreter::truthy(const VarPtr& v) {
   switch (v->kind) {
     case VarKind::kConst:
     case VarKind::kObject: {
       if (v->type_guarded) {  // the type decides, through a Python __bool__/__len__ or by having neither
         PyTypeObject* t = Py_TYPE(v->obj.get());
-        for (const char* dunder : {"__bool__", "__len__"}) {
-          PyObject* fn = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString(dunder)).get());
-          if (fn && PyFunction_Check(fn)) return truthy(inline_function(fn, nullptr, {v}, {}, nullptr));
-        }
+        if (VarPtr r = python_truth(v, t)) return truthy(r);
         bool has_c_truth = (t->tp_as_number && t->tp_as_number->nb_bool) || (t->tp_as_mapping && t->tp_as_mapping->mp_length) ||
                            (t->tp_as_sequence && t->tp_as_sequence->sq_length);
         if (!has_c_truth) return true;
@@ -66,11 +72,7 @@ bool Interpreter::truthy(const VarPtr& v) {
     case VarKind::kSymInt: return PyObject_IsTrue(concretize(v).get()) == 1;
     case VarKind::kNestedFunction: case VarKind::kBoundMethod: case VarKind::kTensorMethod: case VarKind::kPartial: return true;
     case VarKind::kNewObject: {
-      PyTypeObject* t = reinterpret_cast<PyTypeObject*>(v->obj.get());
-      for (const char* dunder : {"__bool__", "__len__"}) {
-        PyObject* fn = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString(dunder)).get());
-        if (fn && PyFunction_Check(fn)) return truthy(inline_function(fn, nullptr, {v}, {}, nullptr));
-      }
+      if (VarPtr r = python_truth(v, reinterpret_cast<PyTypeObject*>(v->obj.get()))) return truthy(r);
       return v->self ? !v->self->items.empty() : true;
     }
     default: unsupported(std::string("truth value of a ") + kind_name(v->kind));
