@@ -134,14 +134,17 @@ void Interpreter::note_container_mutation(const VarPtr& c, const std::string& wh
   mutated_containers_.push_back(c);
 }
 
-// Instances of user-defined classes other than modules that the frame was given are often made
-// anew by every call (a KV cache, a dataclass of outputs): guarding them by identity would
-// recompile each time. Objects reached from globals and closures are long-lived (registries,
-// sentinels): guarded by identity, which lets the capture use them freely.
+// Instances of user-defined classes that the frame was given are often made anew by every call (a
+// KV cache, a dataclass of outputs) or are one of many alike (the twelve layers of a model, each
+// compiled on its own when its forward has a graph break): guarding them by identity would
+// recompile each time. nn.Modules are among them: their parameters and buffers are graph inputs
+// fetched from the instance, their hook dicts and forward are guarded where a call inlines them.
+// Other callables, and objects reached from globals and closures (registries, sentinels), are
+// guarded by identity, which lets the capture use them freely.
 bool Interpreter::guard_by_type(PyObject* o, const SourcePtr& src) {
   PyTypeObject* t = Py_TYPE(o);
-  if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_Check(o) || PyModule_Check(o) || is_module_instance(o) ||
-      PyCallable_Check(o) || PyAnySet_Check(o))
+  if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_Check(o) || PyModule_Check(o) ||
+      (PyCallable_Check(o) && !is_module_instance(o)) || PyAnySet_Check(o))
     return false;
   const Source* root = src.get();
   while (root->parent) root = root->parent.get();
