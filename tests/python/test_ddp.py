@@ -37,6 +37,10 @@ def _worker(rank, world, init_file, backend, out_dir):
         pieces = len(_codegen.GRAPHS) if backend != "none" else 0
         statuses = [g.training_status for g in _codegen.GRAPHS] if backend != "none" else []
         torch.save({"grads": grads, "pieces": pieces, "statuses": statuses}, os.path.join(out_dir, f"{backend}_{rank}.pt"))
+        # Both ranks leave together: a rank tearing gloo down while its peer still talks to it
+        # aborts the peer ("terminate called without an active exception"), seen in the plain-DDP
+        # reference run too, under load.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 

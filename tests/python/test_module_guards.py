@@ -125,3 +125,61 @@ def test_training_through_shared_entries_gives_each_instance_its_gradients():
     ref(x).sum().backward()
     for (n, p), q in zip(m.named_parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad, msg=n)
+
+
+# ---- modules built inside the compiled function ---------------------------------------------------
+class Scaled(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = k
+        self.act = nn.GELU(approximate="tanh")
+
+    def forward(self, x):
+        return self.act(x) * self.k
+
+
+def test_stateless_modules_built_inside_are_captured_in_one_graph():
+    def f(x):
+        y = nn.ReLU()(x) + nn.Softmax(dim=-1)(x)
+        y = nn.LayerNorm(x.shape[-1], elementwise_affine=False)(y)
+        y = nn.Sequential(nn.GELU(), nn.Dropout(0.0), nn.Identity(), nn.Flatten(0))(y)
+        return Scaled(3.0)(y)
+
+    c = kiln.compile(f)
+    for _ in range(3):
+        x = torch.randn(4, 8)
+        torch.testing.assert_close(c(x), f(x))
+    s = kiln.stats()
+    assert s["graphs"] == 1 and s["graph_breaks"] == 0, [b["reason"] for b in s["breaks"]]
+    assert s["recompiles"] == 0, s
+
+
+def test_a_module_built_inside_in_training_mode_draws_dropout_as_eager():
+    def f(x):
+        return nn.Dropout(0.5)(x) + 1
+
+    c = kiln.compile(f)
+    x = torch.ones(64, 64)
+    for seed in (7, 8):
+        torch.manual_seed(seed)
+        want = f(x)
+        torch.manual_seed(seed)
+        got = c(x)
+        assert torch.equal(got, want)  # the same draws from the same generator state
+    assert kiln.stats()["graph_breaks"] == 0
+
+
+def test_a_global_module_hook_registered_later_runs():
+    def f(x):
+        return nn.ReLU()(x) * 2
+
+    c = kiln.compile(f)
+    x = torch.randn(8)
+    torch.testing.assert_close(c(x), f(x))
+    seen = []
+    h = nn.modules.module.register_module_forward_hook(lambda m, a, o: seen.append(type(m).__name__))
+    try:
+        torch.testing.assert_close(c(x), f(x))
+    finally:
+        h.remove()
+    assert seen == ["ReLU", "ReLU"], seen

@@ -215,6 +215,8 @@ class Interpreter {
   VarPtr inline_function(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,
                          std::vector<std::pair<std::string, VarPtr>> kwargs, const SourcePtr& func_source);
   VarPtr call_module(const VarPtr& mod, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  VarPtr call_new_object(const VarPtr& obj, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  void require_no_global_module_hooks();
   VarPtr get_attr(const VarPtr& obj, PyObject* name);
   VarPtr super_attr(const VarPtr& sup, PyObject* name);
   // Instances created during capture (see VarKind::kNewObject).

@@ -12,6 +12,8 @@
 
 namespace kiln::frontend {
 
+bool is_dynamo_generation_tag(PyObject* fn);
+
 // ---------------------------------------------------------------- helpers on values
 
 PyObject* Interpreter::python_type_of(const VarPtr& v) {
@@ -296,6 +298,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       if (fn->name != "no-op") record_grad_mode(fn->flag);
       return make_const(Py_None);
     }
+    case VarKind::kNewObject: return call_new_object(fn, std::move(args), std::move(kwargs));
     case VarKind::kConst:
     case VarKind::kObject: break;
     default: unsupported(std::string("call of a ") + kind_name(fn->kind));
@@ -355,6 +358,10 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     return call(inner, std::move(args), std::move(kept));
   }
   if (is_torch_op(f)) return record_op(graph::Op::kCallFunction, f, "", args, kwargs);
+  // Once Dynamo has run in the process, nn.Module.__init__ ends by recording the module in
+  // Dynamo's GenerationTracker (bookkeeping for Dynamo's own caches). A module built during
+  // capture is not one Dynamo will see: nothing to record.
+  if (PyFunction_Check(f) && !args.empty() && args.back()->kind == VarKind::kNewObject && is_dynamo_generation_tag(f)) return make_const(Py_None);
   if (PyFunction_Check(f) && py_str(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f))->co_filename).find("/torch/_dynamo/") != std::string::npos)
     unsupported("call into torch.compile'd code (" + py_repr(f).substr(0, 60) + "); it runs under PyTorch's Dynamo");
   if (PyFunction_Check(f)) {
@@ -537,10 +544,7 @@ VarPtr Interpreter::call_module(const VarPtr& mod, std::vector<VarPtr> args, std
     if (dict_nonempty(m, h)) unsupported(std::string("module ") + Py_TYPE(m)->tp_name + " has " + h + " (hooks are run eagerly)");
     if (mod->source) guard(attr_source(mod->source, PyRef::steal(PyUnicode_FromString(h)).get()), GuardLeaf::kLen, nullptr, 0);
   }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(g_torch.global_hook_dicts); ++i) {
-    if (PyDict_GET_SIZE(PyTuple_GET_ITEM(g_torch.global_hook_dicts, i)) > 0) unsupported("global nn.Module hooks are registered");
-    guard(global_hook_source(i), GuardLeaf::kLen, nullptr, 0);
-  }
+  require_no_global_module_hooks();
   PyRef fwd = PyRef::steal(PyObject_GetAttrString(m, "forward"));
   if (!fwd) unsupported("module without forward: " + take_python_error());
   if (mod->source) {  // the forward that was inlined: the class's, not replaced on the instance
@@ -554,6 +558,38 @@ VarPtr Interpreter::call_module(const VarPtr& mod, std::vector<VarPtr> args, std
     return inline_function(PyMethod_GET_FUNCTION(fwd.get()), nullptr, std::move(args), std::move(kwargs), nullptr);
   }
   return call(wrap_unguarded(fwd.get(), "forward"), std::move(args), std::move(kwargs));
+}
+
+bool is_dynamo_generation_tag(PyObject* fn) {
+  auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn));
+  return py_str(code->co_qualname) == "GenerationTracker.tag" && py_str(code->co_filename).find("/torch/_dynamo/") != std::string::npos;
+}
+
+// guards that nn.Module's global hook dicts stay empty (a module call inlines forward without them).
+void Interpreter::require_no_global_module_hooks() {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(g_torch.global_hook_dicts); ++i) {
+    if (PyDict_GET_SIZE(PyTuple_GET_ITEM(g_torch.global_hook_dicts, i)) > 0) unsupported("global nn.Module hooks are registered");
+    guard(global_hook_source(i), GuardLeaf::kLen, nullptr, 0);
+  }
+}
+
+// A call of an object made during capture: an nn.Module built inside the function calls its
+// forward (its hook dicts, made by its __init__, are part of the symbolic state and must be
+// empty); any other class its Python __call__.
+VarPtr Interpreter::call_new_object(const VarPtr& obj, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs) {
+  auto* cls = reinterpret_cast<PyTypeObject*>(obj->obj.get());
+  if (PyType_IsSubtype(cls, reinterpret_cast<PyTypeObject*>(g_torch.module_type))) {
+    for (const char* h : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"}) {
+      VarPtr d = new_object_attr(obj, PyRef::steal(PyUnicode_FromString(h)).get());
+      if (d->kind != VarKind::kDict || !d->items.empty()) unsupported(std::string("module ") + cls->tp_name + " built here has " + h);
+    }
+    require_no_global_module_hooks();
+    return call(new_object_attr(obj, PyRef::steal(PyUnicode_FromString("forward")).get()), std::move(args), std::move(kwargs));
+  }
+  PyObject* call_attr = _PyType_Lookup(cls, PyRef::steal(PyUnicode_FromString("__call__")).get());
+  if (!call_attr || !PyFunction_Check(call_attr)) unsupported(std::string("call of a new ") + cls->tp_name + " without a Python __call__");
+  args.insert(args.begin(), obj);
+  return inline_function(call_attr, nullptr, std::move(args), std::move(kwargs), nullptr);
 }
 
 VarPtr Interpreter::inline_function(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,

@@ -32,8 +32,7 @@ static bool is_dict_based(PyObject* cls) { return PyType_IsSubtype(reinterpret_c
 VarPtr Interpreter::construct(PyObject* cls, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs) {
   auto* t = reinterpret_cast<PyTypeObject*>(cls);
   std::string tn = t->tp_name;
-  if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.module_type)) ||
-      PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.tensor_type)) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)))
+  if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.tensor_type)) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)))
     unsupported(PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)) ? "the function raises " + tn
                                                                                           : "constructing an object of class " + tn);
   PyObject* base = builtin_base(cls);

@@ -199,6 +199,14 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
       }
       input_containers_.push_back({v, PyRef::borrow(o)});
     }
+  } else if (Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(module_attr("collections", "OrderedDict"))) && PyDict_GET_SIZE(o) == 0) {
+    // An empty OrderedDict (nn.Module's global registration hooks, a hook dict): read as an empty
+    // dict of that type. Not an input container, so a mutation is refused rather than written
+    // back past OrderedDict's own bookkeeping.
+    guard(src, GuardLeaf::kType, reinterpret_cast<PyObject*>(Py_TYPE(o)));
+    guard(src, GuardLeaf::kLen, nullptr, 0);
+    v = std::make_shared<Var>(VarKind::kDict);
+    v->obj = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o)));
   }
   if (!v && guard_by_type(o, src)) {
     guard(src, GuardLeaf::kType, reinterpret_cast<PyObject*>(Py_TYPE(o)));
