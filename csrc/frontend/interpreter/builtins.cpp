@@ -380,7 +380,7 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
         self->items.push_back(v);
         return v;
       }
-      unsupported("KeyError: " + py_repr(args[0]->obj.get()));
+      raise_python(PyExc_KeyError, args[0]->obj.get());
     }
     if (name == "__setitem__") {
       mutate();

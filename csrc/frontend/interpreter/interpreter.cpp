@@ -31,7 +31,8 @@ enum OpId {
   X(JUMP_BACKWARD_NO_INTERRUPT) X(GET_ITER) X(FOR_ITER) X(END_FOR) X(PRECALL) X(KW_NAMES) X(CALL) \
   X(CALL_FUNCTION_EX) X(MAKE_FUNCTION) X(RETURN_VALUE) X(BEFORE_WITH) X(RETURN_GENERATOR) X(YIELD_VALUE) \
   X(IMPORT_NAME) X(IMPORT_FROM) X(LOAD_ASSERTION_ERROR) X(RAISE_VARARGS) X(BUILD_SET) X(SET_ADD) X(SET_UPDATE) \
-  X(LOAD_SUPER_ATTR) X(STORE_GLOBAL) X(GET_YIELD_FROM_ITER) X(SEND) X(END_SEND)
+  X(LOAD_SUPER_ATTR) X(STORE_GLOBAL) X(GET_YIELD_FROM_ITER) X(SEND) X(END_SEND) \
+  X(PUSH_EXC_INFO) X(POP_EXCEPT) X(CHECK_EXC_MATCH) X(RERAISE) X(WITH_EXCEPT_START)
 #define KILN_ENUM(n) OP_##n,
   KILN_OPS(KILN_ENUM)
 #undef KILN_ENUM
@@ -91,14 +92,16 @@ std::string Interpreter::inline_stack() const {
   return out;
 }
 
-void Interpreter::unsupported(const std::string& reason) {
+Unsupported Interpreter::make_unsupported(const std::string& reason) const {
   Unsupported u(reason, where(), inline_stack());
   if (!frames_.empty()) {
     u.root_index = frames_.front()->cur;
     u.root_visit = root_visits_.at(u.root_index);
   }
-  throw u;
+  return u;
 }
+
+void Interpreter::unsupported(const std::string& reason) { throw make_unsupported(reason); }
 
 // Fetches and clears the pending Python error as "Type: message".
 std::string take_python_error() {
@@ -220,7 +223,11 @@ VarPtr Interpreter::run_frame(Frame& f) {
       }
       return r;
     }
-    step(f, op, in);
+    try {
+      step(f, op, in);
+    } catch (const PyRaised& raised) {
+      if (!enter_handler(f, raised)) throw;
+    }
   }
 }
 
@@ -788,7 +795,10 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
       return;
     }
     case OP_LOAD_ASSERTION_ERROR: push(make_object(PyExc_AssertionError, nullptr)); return;
-    case OP_RAISE_VARARGS: unsupported("the function raises an exception");
+    case OP_RAISE_VARARGS: case OP_PUSH_EXC_INFO: case OP_POP_EXCEPT: case OP_CHECK_EXC_MATCH: case OP_RERAISE:
+    case OP_WITH_EXCEPT_START:
+      exception_step(f, op, in);
+      return;
     default: unsupported(std::string("bytecode ") + in.name + " is not supported");
   }
 }

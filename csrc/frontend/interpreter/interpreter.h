@@ -37,6 +37,16 @@ struct Unsupported : std::runtime_error {
   int root_visit = 0;
 };
 
+// A Python exception the interpreted code raises where kiln knows Python would (a missing dict
+// key, an index out of range, a missing attribute of an object made here, `raise`, a folded
+// builtin that raised). A handler in the code's exception table, in this frame or an inlined
+// caller, takes it (exceptions.cpp); uncaught, it is an Unsupported like any other, and the eager
+// run of that region raises it for real.
+struct PyRaised : Unsupported {
+  PyRaised(const Unsupported& u, VarPtr exc_) : Unsupported(u), exc(std::move(exc_)) {}
+  VarPtr exc;  // a kObject holding the exception instance
+};
+
 // How to rebuild the frame's return value from the graph's outputs.
 struct OutputTemplate {
   enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject, kGetAttr, kMethod, kFetch, kCopy } kind = kConst;
@@ -143,6 +153,16 @@ class Interpreter {
   VarPtr capture_break_state(Frame& f);
   void step(Frame& f, int op, const Instruction& in);
   [[noreturn]] void unsupported(const std::string& reason);
+  Unsupported make_unsupported(const std::string& reason) const;
+  // Raises `type(*args)` (args: a tuple, or one object) / an exception instance in the
+  // interpreted code (exceptions.cpp).
+  [[noreturn]] void raise_python(PyObject* type, PyObject* args);
+  [[noreturn]] void raise_python(PyObject* type, const std::string& message);
+  [[noreturn]] void raise_instance(PyObject* exc);
+  VarPtr make_exception(PyObject* cls, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  [[noreturn]] void raise_pending_python_error(const std::string& context);
+  bool enter_handler(Frame& f, const PyRaised& raised);
+  void exception_step(Frame& f, int op, const Instruction& in);
   std::string where() const;
   std::string inline_stack() const;
 

@@ -212,7 +212,7 @@ VarPtr Interpreter::fold(PyObject* fn, const std::vector<VarPtr>& args, const st
     }
   }
   PyRef r = PyRef::steal(PyObject_Call(fn, t.get(), kw.get()));
-  if (!r) unsupported("constant evaluation raised " + take_python_error());
+  if (!r) raise_pending_python_error("constant evaluation of " + py_repr(fn).substr(0, 60));
   if (probe_is_tensor(r.get())) unsupported("constant evaluation produced a tensor");
   return from_python_value(r.get(), Py_REFCNT(r.get()) > 1);
 }

@@ -28,6 +28,7 @@ struct Interpreter::Frame {
   int cur = 0;
   PyRef kw_names;
   std::vector<VarPtr> yields;
+  VarPtr handled_exc;  // the exception an except/finally block of this frame is handling (PUSH_EXC_INFO)
   VarPtr closure_source_func;  // root only: where free variables come from
 };
 

@@ -245,7 +245,7 @@ VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
     if (PyLong_Check(i)) {
       Py_ssize_t k = PyLong_AsSsize_t(i);
       if (k < 0) k += n;
-      if (k < 0 || k >= n) unsupported("IndexError: index out of range");
+      if (k < 0 || k >= n) raise_python(PyExc_IndexError, obj->kind == VarKind::kList ? "list index out of range" : "tuple index out of range");
       return obj->items[k];
     }
     if (PySlice_Check(i)) {

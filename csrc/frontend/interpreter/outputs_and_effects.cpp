@@ -66,6 +66,8 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
       // the copy the caller gets.
       if (PyCFunction_Check(v->obj.get()) && PyCFunction_GET_SELF(v->obj.get()) && self->is_trace_value(PyCFunction_GET_SELF(v->obj.get())))
         fail("a method of a container built during the capture is live at the end of the graph");
+      if (v->kind == VarKind::kObject && v->fresh && PyExceptionInstance_Check(v->obj.get()))
+        fail("an exception object made during the capture is handed back (each call would share it)");
       t.kind = OutputTemplate::kConst;
       t.obj = v->obj;
       return t;

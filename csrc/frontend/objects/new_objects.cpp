@@ -32,6 +32,7 @@ static bool is_dict_based(PyObject* cls) { return PyType_IsSubtype(reinterpret_c
 VarPtr Interpreter::construct(PyObject* cls, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs) {
   auto* t = reinterpret_cast<PyTypeObject*>(cls);
   std::string tn = t->tp_name;
+  if (PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException))) return make_exception(cls, args, kwargs);
   if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.tensor_type)) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)))
     unsupported(PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)) ? "the function raises " + tn
                                                                                           : "constructing an object of class " + tn);
@@ -60,6 +61,28 @@ VarPtr Interpreter::construct(PyObject* cls, std::vector<VarPtr> args, std::vect
   return v;
 }
 
+// An exception instance (to be raised, or matched and printed by a handler): made for real at
+// capture time from Python values, when its class constructs as the builtin exceptions do (a
+// Python __init__ or __new__ could do anything). See exceptions.cpp for where it may go.
+VarPtr Interpreter::make_exception(PyObject* cls, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  auto* t = reinterpret_cast<PyTypeObject*>(cls);
+  auto* base = reinterpret_cast<PyTypeObject*>(PyExc_BaseException);
+  if ((t->tp_flags & Py_TPFLAGS_HEAPTYPE) && (t->tp_init != base->tp_init || t->tp_new != base->tp_new))
+    unsupported(std::string("the function makes a ") + t->tp_name + " (its class defines __init__ or __new__)");
+  if (!kwargs.empty()) unsupported(std::string(t->tp_name) + "() with keyword arguments");
+  PyRef a = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyRef v = args[i]->is_const() ? args[i]->obj : PyRef();
+    if (!v) unsupported(std::string(t->tp_name) + "() of a value that is not a Python constant");
+    PyTuple_SET_ITEM(a.get(), static_cast<Py_ssize_t>(i), v.release());
+  }
+  PyRef exc = PyRef::steal(PyObject_Call(cls, a.get(), nullptr));
+  if (!exc) unsupported(std::string("making a ") + t->tp_name + " raised " + take_python_error());
+  VarPtr v = make_object(exc.get(), nullptr);
+  v->fresh = true;
+  return v;
+}
+
 VarPtr Interpreter::new_object_attr(const VarPtr& obj, PyObject* name) {
   std::string n = py_str(name);
   for (size_t i = 0; i < obj->keys.size(); ++i)
@@ -76,7 +99,7 @@ VarPtr Interpreter::new_object_attr(const VarPtr& obj, PyObject* name) {
   if (!attr) {
     PyObject* ga = lookup(obj->obj.get(), "__getattr__");
     if (ga && PyFunction_Check(ga)) return inline_function(ga, nullptr, {obj, make_const(name)}, {}, nullptr);
-    unsupported("AttributeError: '" + std::string(reinterpret_cast<PyTypeObject*>(obj->obj.get())->tp_name) + "' object has no attribute '" + n + "'");
+    raise_python(PyExc_AttributeError, "'" + std::string(reinterpret_cast<PyTypeObject*>(obj->obj.get())->tp_name) + "' object has no attribute '" + n + "'");
   }
   if (PyFunction_Check(attr)) {
     auto m = std::make_shared<Var>(VarKind::kBoundMethod);
