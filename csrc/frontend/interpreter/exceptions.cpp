@@ -52,8 +52,11 @@ void Interpreter::raise_pending_python_error(const std::string& context) {
   PyErr_NormalizeException(&type, &value, &tb);
   PyRef t = PyRef::steal(type), v = PyRef::steal(value), b = PyRef::steal(tb);
   if (!v || !PyExceptionInstance_Check(v.get())) unsupported(context + " raised an unknown error");
-  // Errors that say more about the machine than the program stay breaks.
-  if (PyErr_GivenExceptionMatches(v.get(), PyExc_MemoryError) || PyErr_GivenExceptionMatches(v.get(), PyExc_RecursionError) ||
+  // Errors that say more about the machine than the program stay breaks, and so does TypeError:
+  // it is what a value of the wrong kind raises, so it may come from kiln's model of the program
+  // (a value eager would never pass there) rather than from the program.
+  if (PyErr_GivenExceptionMatches(v.get(), PyExc_TypeError) ||
+      PyErr_GivenExceptionMatches(v.get(), PyExc_MemoryError) || PyErr_GivenExceptionMatches(v.get(), PyExc_RecursionError) ||
       PyErr_GivenExceptionMatches(v.get(), PyExc_KeyboardInterrupt) || PyErr_GivenExceptionMatches(v.get(), PyExc_SystemExit))
     unsupported(context + " raised " + Py_TYPE(v.get())->tp_name);
   PyException_SetTraceback(v.get(), Py_None);

@@ -748,7 +748,18 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
       return;
     }
     case OP_RETURN_GENERATOR: push(make_const(Py_None)); return;
-    case OP_YIELD_VALUE: f.yields.push_back(pop()); push(make_const(Py_None)); return;
+    case OP_YIELD_VALUE: {
+      // An inlined generator runs to completion, so every `yield` evaluates to None, as under
+      // next() and for-loops. Code that uses the value (`v = yield x`, fed by send()) would
+      // compute with a None it never sees in eager: refused.
+      const auto& all = f.dc->bc->instructions();
+      size_t k = static_cast<size_t>(f.cur) + 1;
+      while (k < all.size() && (std::strcmp(all[k].name, "RESUME") == 0 || std::strcmp(all[k].name, "CACHE") == 0 || std::strcmp(all[k].name, "NOP") == 0)) ++k;
+      if (k >= all.size() || std::strcmp(all[k].name, "POP_TOP") != 0) unsupported("the value of a yield expression is used (generator.send)");
+      f.yields.push_back(pop());
+      push(make_const(Py_None));
+      return;
+    }
     // `yield from it` in an inlined generator (which runs to completion, collecting its yields):
     // every remaining item of `it` is yielded at once. What the delegation evaluates to (a
     // sub-generator's return value) is not tracked, so it must be discarded.
