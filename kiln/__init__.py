@@ -13,7 +13,7 @@ import sysconfig
 
 import torch
 
-from . import _C, _backends, _logging, _meta_kernels, _options
+from . import _C, _backends, _debug, _logging, _meta_kernels, _options
 from ._backends import list_backends, register_backend
 from ._module import CompiledModule
 
@@ -86,6 +86,7 @@ _C._init()
 _C.set_skip_rules(_skip_rules())
 _C.set_log_callback(_logging.emit)
 _C.set_fx_compiler(_backends.fx_compile)
+_C.set_debug_sink(_debug.record_capture)
 _options._push_hook = _push_options
 _push_options()
 
@@ -120,13 +121,14 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="kiln", mode=N
     fn_backend, name = _backends.resolve(backend)
     if mode in ("reduce-overhead", "max-autotune"):
         _note(f"mode={mode!r}: CUDA graphs are not implemented yet; running as mode='default'")
-    if name == "aot_eager":
-        _note(f"backend={name!r} {_backends.describe(name)}")
     if not callable(model):
         raise TypeError(f"kiln.compile expects a callable or nn.Module, got {type(model).__name__}")
     limit = opts.get("recompile_limit", _options.get("recompile_limit"))
     _meta_kernels.avoid_dynamo_import()
-    compiled = _C.CompiledFunction(model, fn_backend, name, fullgraph, limit, disable, dynamic)
+    debug_dir = opts.get("debug_dir", _options.get("debug_dir")) or None
+    if debug_dir is not None:
+        os.makedirs(debug_dir, exist_ok=True)
+    compiled = _C.CompiledFunction(model, fn_backend, name, fullgraph, limit, disable, dynamic, debug_dir)
     if isinstance(model, torch.nn.Module):
         return CompiledModule(model, compiled)
     functools.update_wrapper(compiled, model, updated=())

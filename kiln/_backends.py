@@ -2,18 +2,19 @@
 -> callable, exactly torch.compile's custom-backend contract.
 
 Built-in names: "eager" runs the captured graph op by op from C++ (kiln._C.EagerGraph);
-"kiln" is the code generator (kiln._codegen); "aot_eager" routes to "eager" until kiln's
-autograd layer lands, and kiln.stats() says so.
+"kiln" is the code generator (kiln._codegen); "aot_eager" goes through kiln's ATen tracer and
+autograd layer (joint forward/backward, partitioner) and runs the resulting ATen graphs op by op,
+no generated code: the backend to tell a frontend bug from a code generator bug.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-from . import _fx
+from . import _ddp, _debug, _fx
 
 _BUILTIN = {
     "eager": "captured graph run op by op from C++",
-    "aot_eager": "routes to 'eager' (kiln's autograd layer is not implemented yet)",
+    "aot_eager": "ATen graphs from kiln's tracer and autograd layer, run op by op (no generated code)",
     "kiln": "kiln's code generator: ATen tracing, fusion, generated C++ kernels; training graphs as a compiled forward/backward pair",
 }
 _CUSTOM: dict[str, Callable] = {}
@@ -39,9 +40,9 @@ def resolve(backend) -> tuple[object, str]:
         return backend, getattr(backend, "__name__", type(backend).__name__)
     if not isinstance(backend, str):
         raise TypeError(f"kiln.compile: backend must be a name or a callable, got {type(backend).__name__}")
-    if backend == "kiln":
+    if backend in ("kiln", "aot_eager"):
         from . import _codegen
-        return _codegen.compile_frontend_fx, backend
+        return (_codegen.compile_frontend_fx if backend == "kiln" else _codegen.compile_aot_eager_fx), backend
     if backend in _BUILTIN:
         return None, backend
     if backend in _CUSTOM:
@@ -53,10 +54,13 @@ def describe(name: str) -> str:
     return _BUILTIN.get(name, "custom backend")
 
 
-def fx_compile(backend, rows, example_inputs, name):
-    """Called by the C++ core for callable backends: build the fx graph, hand it over."""
+def fx_compile(backend, rows, example_inputs, name, debug_folder=None):
+    """Called by the C++ core for callable backends: build the fx graph, hand it over. With a
+    debug dump on, `debug_folder` is this capture's folder (kiln/_debug.py)."""
     gm = _fx.to_graph_module(rows)
-    compiled = backend(gm, example_inputs)
+    cap = _ddp.active_bucket_cap()
+    with _debug.compiling_for(debug_folder):
+        compiled = backend(gm, example_inputs) if cap is None else _ddp.compile_by_buckets(gm, example_inputs, backend, cap)
     if not callable(compiled):
         raise TypeError(f"kiln: backend {backend!r} returned {type(compiled).__name__}, not a callable")
     return compiled

@@ -5,13 +5,19 @@ compile and run). This file only wires options and logs to it.
 """
 from __future__ import annotations
 
-from . import _C, _logging, _options
+import functools
+
+import torch
+
+from . import _C, _debug, _logging, _options
 
 # Compiled graphs of this process, for kiln.stats() and tests.
 GRAPHS: list = []
 
 
-def _report(g) -> None:
+def _report(g, dump_to=None) -> None:
+    if dump_to is not None:
+        _debug.record_codegen(dump_to, g)
     channels = _options.log_channels()
     if "aten_graph" in channels:  # the tracer's output
         _logging.emit("aten_graph", g.graph_text)
@@ -27,19 +33,31 @@ def _report(g) -> None:
                       + f"; {g.num_kernels} kernels, {g.num_externs} extern calls; {g.status}")
 
 
-def compile_fx(gm, example_inputs, frontend=False):
+def compile_fx(gm, example_inputs, frontend=False, extern_only=False):
     """fx.GraphModule -> callable running kiln's generated code (traced and compiled on first call).
 
     Under kiln's own frontend (frontend=True) a call the generated code cannot take with its inputs
     untouched raises kiln._C.GraphDeclined instead of running the graph eagerly itself: the frontend
     then runs the whole frame eagerly, so side effects it replays after the graph keep their order
     with an exception the graph raises."""
-    g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), _report, _options.get("fusion"),
+    folder = _debug.current_entry()
+    report = _report if folder is None else functools.partial(_report, dump_to=folder)
+    g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), report, _options.get("fusion"),
                         _options.get("compile_background"), _options.get("compile_jobs"), frontend,
-                        _options.get("size_specializations"), _options.get("partitioner") == "min_cut")
+                        _options.get("size_specializations"), _options.get("partitioner") == "min_cut", extern_only,
+                        _enables_grad(gm))
     GRAPHS.append(g)
     return g
 
 
+def _enables_grad(gm) -> bool:
+    return any(n.op == "call_function" and n.target is torch._C._set_grad_enabled and n.args and n.args[0] is True
+               for n in gm.graph.nodes)
+
+
 def compile_frontend_fx(gm, example_inputs):
     return compile_fx(gm, example_inputs, frontend=True)
+
+
+def compile_aot_eager_fx(gm, example_inputs):
+    return compile_fx(gm, example_inputs, frontend=True, extern_only=True)

@@ -1,5 +1,6 @@
-"""kiln.explain(fn)(*args): compile and run once, then report graphs, graph breaks (reason and
-user file:line) and guards of what that call captured."""
+"""kiln.explain(fn)(*args): compile and run once, then report graphs, graph breaks (reason, user
+file:line and the chain of inlined calls that led there), recompiles within the call (the guard
+that failed, with the value it expected and the one it found) and guards of what it captured."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,6 +13,7 @@ class ExplainOutput:
     graphs: list
     breaks: list
     result: object = None
+    recompiles: list = dataclasses.field(default_factory=list)
 
     @property
     def graph_count(self):
@@ -25,6 +27,10 @@ class ExplainOutput:
         out = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}"]
         for i, b in enumerate(self.breaks):
             out.append(f"Break {i}: {b['function']} at {b['where']}: {b['reason']}")
+            if b.get("stack", "").strip():
+                out.append("  user stack (outermost first):\n" + "\n".join("    " + ln for ln in b["stack"].rstrip().splitlines()))
+        for i, r in enumerate(self.recompiles):
+            out.append(f"Recompile {i}: {r}")
         for i, g in enumerate(self.graphs):
             out.append(f"Graph {i}: {g['function']}, {g['ops']} ops, {g['inputs']} inputs, {g['guard_count']} guards")
             out.append(g["code"].rstrip())
@@ -40,6 +46,7 @@ def explain(fn, **compile_kwargs):
         compiled = compile(fn, **compile_kwargs)
         result = compiled(*args, **kwargs)
         after = _C.stats()
-        return ExplainOutput(after["graph_records"][len(before["graph_records"]):], after["breaks"][len(before["breaks"]):], result)
+        return ExplainOutput(after["graph_records"][len(before["graph_records"]):], after["breaks"][len(before["breaks"]):], result,
+                             after["recompile_reasons"][len(before["recompile_reasons"]):])
 
     return run

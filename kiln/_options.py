@@ -34,6 +34,9 @@ def _opt(*args, **kw):
 
 
 _opt("recompile_limit", int, 8, "cache entries per code object and compiled callable before running eagerly", per_compile=True)
+_opt("debug_dir", str, "", "write a debug dump of every capture there: the frame's code, the captured and ATen graphs, loop IR, "
+     "kernels, guards, break and recompile reasons, index.md and manifest.json (see kiln/_debug.py)", env="KILN_DEBUG_DIR",
+     per_compile=True)
 _opt("logs", str, "", "comma list of log channels: " + ",".join(LOG_CHANNELS), env="KILN_LOGS")
 _opt("memoize_shape_propagation", bool, True, "reuse meta-tensor results for repeated operator signatures", env="KILN_MEMOIZE_META")
 _opt("cache_dir", str, "", "where compiled kernels are cached (default: $XDG_CACHE_HOME/kiln or ~/.cache/kiln)", env="KILN_CACHE_DIR")
@@ -46,6 +49,8 @@ _opt("size_specializations", int, 8, "per graph with symbolic sizes: how many si
 _opt("partitioner", str, "min_cut", "what a training graph's forward saves for its backward: 'min_cut' (the fewest bytes, "
      "cheap ops recomputed in the backward) or 'save_all' (every forward value the backward reads)",
      env="KILN_PARTITIONER", choices=("min_cut", "save_all"))
+_opt("ddp_split", bool, True, "inside DistributedDataParallel, split each graph where DDP's gradient buckets split, so "
+     "all-reduce overlaps the backward", env="KILN_DDP_SPLIT")
 _opt("max_inline_depth", int, 48, "deepest chain of inlined calls before the frame runs eagerly", env="KILN_MAX_INLINE_DEPTH")
 
 _values: dict[str, Any] = {}

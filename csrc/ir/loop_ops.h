@@ -39,6 +39,7 @@ enum OpFlags : uint8_t {
     "($0 * kiln::clamp_hi(kiln::clamp_lo($0 + $T(3), $T(0)), $T(6)) / $T(6))")                                                 \
   X(kMish, "mish", kOpNone, "($0 * kiln::tanh(kiln::m::log1p(kiln::exp($0))))", "($0 * kiln::tanh(kiln::m::log1p(kiln::exp($0))))") \
   X(kExp, "exp", kOpNone, "kiln::exp($0)", "kiln::exp($0)")                                                                     \
+  X(kExpVec, "exp_vec", kOpNone, "kiln::exp_vec($0)", "kiln::exp($0)")                                                         \
   X(kTanh, "tanh", kOpNone, "kiln::tanh($0)", "kiln::tanh($0)")                                                                 \
   X(kSigmoid, "sigmoid", kOpNone, "kiln::sigmoid($0)", "kiln::sigmoid($0)")                                                     \
   X(kGelu, "gelu", kOpNone, "kiln::gelu($0)", "kiln::gelu($0)")                                                                 \

@@ -365,6 +365,13 @@ bool Lowerer::lower_node(int node) {
 Program Lowerer::run() {
   values_.assign(g_.values.size(), TensorValue{});
   uses_ = g_.use_counts();
+  broadcast_read_.assign(g_.values.size(), false);
+  for (const AtenNode& n : g_.nodes) {
+    if (n.outputs.empty() || n.outputs[0] < 0) continue;
+    const int64_t out_numel = g_.values[n.outputs[0]].meta.numel();
+    for (const AtenArg& a : n.args)
+      if (a.kind == AtenArg::kTensor && a.value >= 0 && out_numel > g_.values[a.value].meta.numel()) broadcast_read_[a.value] = true;
+  }
   placement_ = std::make_unique<schedule::Placement>(prog_);
   placement_->fuse = opts_.fuse;
   for (size_t v = 0; v < g_.values.size(); ++v) {
@@ -379,16 +386,19 @@ Program Lowerer::run() {
   }
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     node_ = static_cast<int>(i);
-    if (!lower_node(node_)) extern_call(node_);
+    if (opts_.extern_only || !lower_node(node_)) extern_call(node_);
     // An integer division nobody reads still runs: eager raises on a zero divisor.
     for (int v : g_.nodes[i].outputs)
       if (v >= 0 && uses_[v] == 0 && values_[v].buffer < 0 && values_[v].loader && may_divide_integers_by_zero(g_.nodes[i], meta(v)))
         ensure_buffer(v);
-    // Values read more than once and expensive to recompute are realized right away.
+    // Values read more than once and expensive to recompute are realized right away, and so are
+    // transcendental values a reader broadcasts (RoPE's cos and sin, read once per head and
+    // batch row: inlined, each would be computed again for every one of them).
     // Without fusion every computed value (views aside) gets its own buffer and kernel.
     for (int v : g_.nodes[i].outputs)
       if (v >= 0 && values_[v].buffer < 0 && values_[v].loader && uses_[v] > 0 &&
-          (opts_.fuse ? (uses_[v] > 1 && values_[v].cost > opts_.max_inline_cost) || values_[v].cost > opts_.max_expression_cost
+          (opts_.fuse ? (uses_[v] > 1 && values_[v].cost > opts_.max_inline_cost) || values_[v].cost > opts_.max_expression_cost ||
+                            (values_[v].transcendental && broadcast_read_[v])
                       : !values_[v].realize))
         ensure_buffer(v);
   }

@@ -39,6 +39,7 @@ struct TensorValue {
   int buffer = -1;                        // realized here
   std::function<int()> realize;           // how to realize it if not the default kernel stage
   int cost = 0;                           // size of its inlined expression
+  bool transcendental = false;            // its expression calls exp, sin, erf... (costly per element)
 };
 
 struct LoweringOptions {
@@ -48,6 +49,7 @@ struct LoweringOptions {
   bool fuse = true;            // false: every value is realized in its own kernel (debugging)
   bool cuda = false;           // the program runs on a CUDA device (codegen/cuda): tensors on the CPU
                                // go to ATen instead, and fp16 is lowered (computed in float)
+  bool extern_only = false;    // every node an ATen call, no kernels ("aot_eager": op by op)
 };
 
 class Lowerer {
@@ -102,6 +104,7 @@ class Lowerer {
   LoweringOptions opts_;
   std::vector<TensorValue> values_;
   std::vector<int> uses_;
+  std::vector<bool> broadcast_read_;      // per value: some reader's output has more elements
   ir::Program prog_;
   std::vector<int> producer_step_;        // per buffer: step that writes it (-1: inputs, constants)
   std::unique_ptr<schedule::Placement> placement_;

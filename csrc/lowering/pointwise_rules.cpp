@@ -79,16 +79,33 @@ DType compare_type(Lowerer& L, const AtenArg& a, const AtenArg& b) {
 using Fn = std::function<ExprPtr(const std::vector<ExprPtr>&)>;
 
 // Defines the node's first output as fn(args...) over the output shape.
-void define_map(Lowerer& L, const AtenNode& n, std::vector<Loader> args, Fn fn, int extra_cost = 1) {
+void define_map(Lowerer& L, const AtenNode& n, std::vector<Loader> args, Fn fn, int extra_cost = 1, bool transcendental = false) {
   int out = n.outputs[0];
   int cost = extra_cost;
   for (const AtenArg& a : n.args)
-    if (a.kind == AtenArg::kTensor) cost += L.value(a.value).cost;
+    if (a.kind == AtenArg::kTensor) {
+      cost += L.value(a.value).cost;
+      transcendental |= L.value(a.value).transcendental;
+    }
   L.define(out, [args, fn](const std::vector<Index>& idx, LoadCtx& ctx) {
     std::vector<ExprPtr> v;
     for (const auto& a : args) v.push_back(a(idx, ctx));
     return fn(v);
   }, cost);
+  L.value(out).transcendental = transcendental;
+}
+
+// Unary operators that cost tens of instructions per element.
+bool is_transcendental(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::kExp: case UnaryOp::kExpVec: case UnaryOp::kExp2: case UnaryOp::kExpm1: case UnaryOp::kLog: case UnaryOp::kLog2:
+    case UnaryOp::kLog10: case UnaryOp::kLog1p: case UnaryOp::kSin: case UnaryOp::kCos: case UnaryOp::kTan: case UnaryOp::kAsin:
+    case UnaryOp::kAcos: case UnaryOp::kAtan: case UnaryOp::kSinh: case UnaryOp::kCosh: case UnaryOp::kTanh: case UnaryOp::kSigmoid:
+    case UnaryOp::kErf: case UnaryOp::kErfc: case UnaryOp::kGelu: case UnaryOp::kGeluTanh:
+      return true;
+    default:
+      return false;
+  }
 }
 
 double scalar_of(const AtenArg* a, double dflt) {
@@ -109,8 +126,9 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
 
   if (auto it = kUnary.find(base); it != kUnary.end() && (ov.empty() || ov == "default") && tensor_arg(0)) {
     UnaryOp op = it->second;
-    DType t = is_predicate(op) || op == UnaryOp::kBitNot ? compute_type(L.meta(A(0).value).dtype) : ct;
-    define_map(L, n, {L.arg_loader(A(0), S, t)}, [op, t, out](const std::vector<ExprPtr>& v) { return cast(unary(op, v[0], is_predicate(op) ? DType::kBool : t), out); });
+    DType t = is_predicate(op) || op == UnaryOp::kBitNot || op == UnaryOp::kNot ? compute_type(L.meta(A(0).value).dtype) : ct;
+    define_map(L, n, {L.arg_loader(A(0), S, t)}, [op, t, out](const std::vector<ExprPtr>& v) { return cast(unary(op, v[0], is_predicate(op) ? DType::kBool : t), out); },
+               1, is_transcendental(op));
     return true;
   }
   // pow with a small constant exponent: products and roots, as ATen computes it (std::pow is

@@ -163,7 +163,8 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     // which the epilogue then scales in place by 1 / sum (one exp per element, not two). On a GPU
     // the exp is cheap and memory is not: the epilogue recomputes it from x (re-read from L2).
     const int keep = !log && od == acc && !L.cuda() ? L.new_buffer(Buffer::kKernelOutput, L.meta(out)) : -1;
-    L.reduction(ReduceOp::kSum, [shifted, acc](const std::vector<Index>& i, LoadCtx& c) { return unary(UnaryOp::kExp, shifted(i, c), acc); }, xs, {dim}, acc,
+    // The exp of ATen's vectorized softmax kernels (kiln::exp_vec rounds like it), not torch.exp's.
+    L.reduction(ReduceOp::kSum, [shifted, acc](const std::vector<Index>& i, LoadCtx& c) { return unary(UnaryOp::kExpVec, shifted(i, c), acc); }, xs, {dim}, acc,
                 {{out, 0, nullptr}}, keep);
     Loader Ssum = L.value(out).loader;
     if (keep >= 0) {
@@ -182,7 +183,7 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
       mi[dim] = Index::of(0);
       ExprPtr sh = binary(BinaryOp::kSub, cast(X(i, c), acc), M(mi, c), acc);
       // exp(x - max) * (1 / sum): the reciprocal is loop-invariant, so it is computed once per row.
-      ExprPtr r = log ? binary(BinaryOp::kSub, sh, unary(UnaryOp::kLog, s, acc), acc) : binary(BinaryOp::kMul, unary(UnaryOp::kExp, sh, acc), unary(UnaryOp::kReciprocal, s, acc), acc);
+      ExprPtr r = log ? binary(BinaryOp::kSub, sh, unary(UnaryOp::kLog, s, acc), acc) : binary(BinaryOp::kMul, unary(UnaryOp::kExpVec, sh, acc), unary(UnaryOp::kReciprocal, s, acc), acc);
       return cast(r, od);
     }, 8);
     return true;

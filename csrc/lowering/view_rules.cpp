@@ -27,6 +27,7 @@ bool lower_view(Lowerer& L, const AtenNode& n) {
   // Realizing a view: run the ATen view op itself on the realized base.
   auto as_view = [Lp, node, x](int out, Loader loader, int cost) {
     Lp->define(out, std::move(loader), cost);
+    Lp->value(out).transcendental = Lp->value(x).transcendental;
     Lp->value(out).realize = [Lp, node, out, x]() {
       Lp->ensure_buffer(x);
       Lp->extern_call(node);
@@ -146,26 +147,65 @@ bool lower_cat(Lowerer& L, const AtenNode& n) {
     if (v < 0) return false;
   Lowerer* Lp = &L;
   const bool stack = n.op == "aten::stack";
-  const int buf = L.new_buffer(Buffer::kKernelOutput, om);
-  const auto sizes = L.program().buffers[buf].sizes;
-  const auto strides = L.program().buffers[buf].strides;
+  struct Piece { int value; int64_t offset, size; };
+  std::vector<Piece> pieces;
   int64_t offset = 0;
+  int cost = 0;
   for (int v : n.args[0].values) {
     auto vs = L.meta(v).sizes;
-    if (!stack && vs.size() == 1 && vs[0] == 0 && sizes.size() != 1) continue;  // legacy empty inputs
-    std::vector<int64_t> piece = sizes;
-    piece[dim] = stack ? 1 : vs[dim];
-    Loader l = [Lp, v, stack, dim](const std::vector<Index>& i, LoadCtx& c) {
+    if (!stack && vs.size() == 1 && vs[0] == 0 && om.sizes.size() != 1) continue;  // legacy empty inputs
+    const int64_t size = stack ? 1 : vs[dim];
+    if (size > 0) pieces.push_back({v, offset, size});
+    offset += size;
+    cost += L.value(v).cost + 2;
+  }
+  auto piece_loader = [Lp, stack, dim](const Piece& p) {
+    return [Lp, v = p.value, stack, dim](const std::vector<Index>& i, LoadCtx& c) {
       if (!stack) return Lp->value(v).loader(i, c);
       std::vector<Index> j = i;
       j.erase(j.begin() + dim);
       return Lp->value(v).loader(j, c);
     };
-    L.store_region(buf, piece, strides, offset * strides[dim], l, true);
-    offset += piece[dim];
+  };
+  // Realized: each piece stored into its region of one buffer.
+  auto regions = [Lp, out, pieces, piece_loader, dim]() {
+    const int buf = Lp->new_buffer(Buffer::kKernelOutput, Lp->meta(out));
+    const auto sizes = Lp->program().buffers[buf].sizes;
+    const auto strides = Lp->program().buffers[buf].strides;
+    for (const Piece& p : pieces) {
+      std::vector<int64_t> region = sizes;
+      region[dim] = p.size;
+      Lp->store_region(buf, region, strides, p.offset * strides[dim], piece_loader(p), true);
+    }
+    return buf;
+  };
+  if (pieces.empty() || pieces.size() > 4) {
+    L.value(out).realize = regions;
+    L.ensure_buffer(out);
+    return true;
   }
-  L.value(out).realize = [buf] { return buf; };
-  L.ensure_buffer(out);
+  // Inlined into its readers (RoPE's rotate_half, a few heads concatenated): each element selects
+  // its piece. Every piece is read at an in-bounds index, (i - offset) modulo its size, whatever
+  // the element, since a select evaluates both sides.
+  const DType dt = om.dtype;
+  L.define(out, [pieces, piece_loader, dim, dt](const std::vector<Index>& i, LoadCtx& c) {
+    auto at = [&](const Piece& p) {
+      std::vector<Index> j = i;
+      const int64_t lift = (p.offset / p.size + 1) * p.size;  // keeps the argument of the modulo >= 0
+      j[dim] = mod(add(i[dim], Index::of(lift - p.offset)), p.size, c.ranges);
+      return cast(piece_loader(p)(j, c), dt);
+    };
+    ExprPtr v = at(pieces.back());
+    for (size_t k = pieces.size() - 1; k-- > 0;) {
+      ExprPtr inside = binary(BinaryOp::kLt, index_value(i[dim], DType::kInt64), constant(static_cast<double>(pieces[k].offset + pieces[k].size), DType::kInt64),
+                              DType::kBool);
+      ExprPtr here = at(pieces[k]);
+      v = where(inside, here, v, dt);
+    }
+    return v;
+  }, cost);
+  L.value(out).realize = regions;
+  for (const Piece& p : pieces) L.value(out).transcendental |= L.value(p.value).transcendental;
   return true;
 }
 

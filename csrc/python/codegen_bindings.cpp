@@ -1,5 +1,6 @@
 // Bindings for the code generator: the tracer (for tests and dumps) and the compiled-graph
 // callable that backend="kiln" and kiln.backend hand back.
+#include <ATen/SavedTensorHooks.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -161,11 +162,12 @@ static std::vector<int64_t> size_signature(const std::vector<at::Tensor>& inputs
 class CodegenGraph {
  public:
   CodegenGraph(py::object eager, std::string cache_dir, py::object on_compiled, bool fuse, bool background, int jobs, bool frontend,
-               int max_variants = 8, bool min_cut = true)
+               int max_variants = 8, bool min_cut = true, bool extern_only = false, bool enables_grad = false)
       : eager_(std::move(eager)), on_compiled_(std::move(on_compiled)), background_(background), frontend_(frontend),
-        max_variants_(max_variants), min_cut_(min_cut) {
+        max_variants_(max_variants), min_cut_(min_cut), enables_grad_(enables_grad) {
     opts_.cache_dir = std::move(cache_dir);
     opts_.fuse = fuse;
+    opts_.extern_only = extern_only;
     opts_.jobs = jobs;
   }
   ~CodegenGraph() {
@@ -201,8 +203,17 @@ class CodegenGraph {
       }
       ++pos;
     }
+    // Entered under no_grad, a graph that turns grad mode on (the rest of a `with torch.no_grad()`
+    // block and what follows it, after a graph break) records autograd from the middle: op by op.
+    if (needs_grad && enables_grad_ && !c10::GradMode::is_enabled()) return eager_(*args);
     // Training: a compiled forward/backward pair behind one autograd node.
-    if (needs_grad && c10::GradMode::is_enabled()) return training_call(inputs, args);
+    if (needs_grad && c10::GradMode::is_enabled()) {
+      // Saved-tensor hooks (activation checkpointing, offloading) must see what the graph's own
+      // operators save, as in eager: a compiled pair saves another set (and checkpoint's
+      // recomputation would find a different count). The graph runs op by op under them.
+      if (!at::SavedTensorDefaultHooks::get_tls_state().stack.empty()) return eager_(*args);
+      return training_call(inputs, args);
+    }
     if (state_ != kNew && ints != int_args_) return other_sizes(size_signature(inputs, ints), args);
     if (state_ == kReady) {
       std::vector<at::Tensor> outs;
@@ -244,7 +255,10 @@ class CodegenGraph {
 
   std::string status() const { return status_; }
   std::string graph_text() const { return graph_ ? graph_->trace().graph.to_string() : trace_text_; }
-  std::string program_text() const { return graph_ ? graph_->program().to_string() : ""; }
+  std::string program_text() const {
+    if (training_) return "# forward\n" + training_->fwd->program().to_string() + "# backward\n" + training_->bwd->program().to_string();
+    return graph_ ? graph_->program().to_string() : "";
+  }
   std::string source() const { return source_; }
   py::dict timings() const { return timings_; }
   bool compiled() const { return state_ == kReady; }
@@ -262,7 +276,8 @@ class CodegenGraph {
     // No kernels for these sizes and no room for more: the graph runs op by op (an exception
     // it raises makes the frame rerun eagerly, as for any graph).
     if (static_cast<int>(variants_.size()) >= max_variants_) return eager_(*args);
-    auto g = std::make_unique<CodegenGraph>(eager_, opts_.cache_dir, on_compiled_, opts_.fuse, background_, opts_.jobs, frontend_, 0, min_cut_);
+    auto g = std::make_unique<CodegenGraph>(eager_, opts_.cache_dir, on_compiled_, opts_.fuse, background_, opts_.jobs, frontend_, 0, min_cut_,
+                                            opts_.extern_only, enables_grad_);
     variants_.emplace_back(std::move(sig), std::move(g));
     return variants_.back().second->call(args);
   }
@@ -460,6 +475,7 @@ class CodegenGraph {
   int trace_failures_ = 0;
   int max_variants_ = 8;
   bool min_cut_ = true;  // the partitioner for training graphs (else save everything the backward reads)
+  bool enables_grad_ = false;  // the graph has a set_grad_enabled(True) node
   bool building_ = false;  // a thread is in first_call / the training build (set and read under the GIL)
   struct Building {
     bool& flag;
@@ -485,9 +501,10 @@ void bind_codegen(py::module_& m) {
       .def_readonly("output_requires_grad", &TrainingStages::output_requires_grad)
       .def_readonly("describe", &TrainingStages::describe);
   py::class_<CodegenGraph>(m, "CodegenGraph")
-      .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int, bool>(), py::arg("eager"), py::arg("cache_dir") = "",
+      .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int, bool, bool, bool>(), py::arg("eager"), py::arg("cache_dir") = "",
            py::arg("on_compiled") = py::none(), py::arg("fuse") = true, py::arg("background") = false, py::arg("jobs") = 0,
-           py::arg("frontend") = false, py::arg("max_variants") = 8, py::arg("min_cut") = true)
+           py::arg("frontend") = false, py::arg("max_variants") = 8, py::arg("min_cut") = true, py::arg("extern_only") = false,
+           py::arg("enables_grad") = false)
       .def("__call__", &CodegenGraph::call)
       .def("wait", &CodegenGraph::wait, "Wait for a background build to finish.")
       .def_property_readonly("status", &CodegenGraph::status)

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "autograd/ddp_buckets.h"
 #include "frontend/bytecode/bytecode.h"
 #include "frontend/bytecode/bytecode_assembler.h"
 #include "frontend/hook/code_state.h"
@@ -75,6 +76,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("set_log_callback", [](py::object fn) { set_log_callback(fn.ptr()); });
   m.def("set_fx_compiler", [](py::object fn) { set_fx_compiler(fn.ptr()); });
+  m.def("set_debug_sink", [](py::object fn) { set_debug_sink(fn.ptr()); });
   m.def("stats", &stats_dict);
   m.def("reset", [] { clear_all_code_states(); reset_stats(); });
   m.def("hook_installed", [] { return kiln_hook_installed() != 0; });
@@ -91,6 +93,8 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(py::bytes(reinterpret_cast<const char*>(again.data()), again.size()),
                           py::bytes(reinterpret_cast<const char*>(table.data()), table.size()));
   }, "Decode and re-assemble co_code, parse and re-encode co_exceptiontable (tests).");
+  m.def("_ddp_bucket_pieces", &kiln::autograd::ddp_bucket_pieces, py::arg("reads"), py::arg("param_bytes"), py::arg("bucket_bytes_cap"),
+        "Per graph node, the piece of a DDP split it belongs to (autograd/ddp_buckets.h).");
   m.def("_symbolic_sizes", [](std::vector<int64_t> hints) {
     // Fresh symbols s0, s1... with these hints, as torch.SymInts, and a function returning the
     // shape guards recorded on them so far (tests of the symbolic-size bridge).

@@ -3,6 +3,7 @@
 #include "frontend/objects/tensor_probe.h"
 
 #include <ATen/ATen.h>
+#include <ATen/SavedTensorHooks.h>
 #include <ATen/autocast_mode.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
@@ -226,5 +227,7 @@ std::string probe_describe_global_state(const GlobalStateFacts& g) {
 
 bool probe_grad_enabled() { return c10::GradMode::is_enabled(); }
 void probe_set_grad_enabled(bool on) { c10::GradMode::set_enabled(on); }
+
+bool probe_saved_tensor_hooks_active() { return !at::SavedTensorDefaultHooks::get_tls_state().stack.empty(); }
 
 }  // namespace kiln::frontend

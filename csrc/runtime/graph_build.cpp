@@ -86,9 +86,14 @@ BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts) {
     lowering::LoweringOptions lo;
     lo.fuse = opts.fuse;
     lo.cuda = device >= 0;
+    lo.extern_only = opts.extern_only;
     ir::Program prog = lowering::Lowerer(trace.graph, lo).run();
     schedule::plan_memory(prog);
     r.timings.push_back({"lower", since(t0)});
+    if (prog.kernels.empty()) {  // nothing to generate: the program is its ATen calls
+      r.graph = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+      return r;
+    }
 #ifdef KILN_WITH_CUDA
     if (device >= 0) {
       r.graph = build_cuda(std::move(trace), std::move(prog), device, opts, r);

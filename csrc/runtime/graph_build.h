@@ -17,6 +17,7 @@ namespace kiln::runtime {
 struct BuildOptions {
   std::string cache_dir;   // empty: the default (cpp_compiler.h)
   bool fuse = true;
+  bool extern_only = false;  // no generated code: every node runs as an ATen call
   int jobs = 0;            // compiler processes at once (0: one per CPU)
   // A graph whose tensors are on a CUDA device is built for it (codegen/cuda, NVRTC): this device
   // (-1: the device of the traced results) and its compute capability (0: asked of the driver).

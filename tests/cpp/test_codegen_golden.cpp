@@ -62,6 +62,16 @@ return %1, %2
 %5 = aten::cat([%4, %3], dim=2) : f32[4, 8, 12]{96, 12, 1}
 return %5
 )"},
+    // RoPE: cos/sin of [t, d] read once per batch row and head; computed once, not per reader.
+    {"rope_cos_sin_realized", R"(%0 = input 0 : f32[2, 4, 8, 16]{512, 128, 16, 1}
+%1 = input 1 : f32[8, 16]{16, 1}
+%2 = aten::cos(%1) : f32[8, 16]{16, 1}
+%3 = aten::sin(%1) : f32[8, 16]{16, 1}
+%4 = aten::mul.Tensor(%0, other=%2) : f32[2, 4, 8, 16]{512, 128, 16, 1}
+%5 = aten::mul.Tensor(%0, other=%3) : f32[2, 4, 8, 16]{512, 128, 16, 1}
+%6 = aten::add.Tensor(%4, other=%5, alpha=1) : f32[2, 4, 8, 16]{512, 128, 16, 1}
+return %6
+)"},
 };
 
 std::string read(const std::string& path) {

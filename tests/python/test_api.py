@@ -200,3 +200,22 @@ def test_stats_and_reset():
     assert kiln.stats()["graphs"] == 0
     c(torch.randn(2))  # recompiles after reset
     assert kiln.stats()["frames_compiled"] == 1
+
+
+def _explain_helper(t):
+    print("helper")
+    return t * 2
+
+
+def test_explain_shows_user_stack_of_breaks_and_recompile_guards(capsys):
+    def f(x):
+        out = []
+        for k in (2, 3):  # a break inside a loop: f runs eagerly, the helper is compiled per call
+            out.append(_explain_helper(x[:k]).sum())
+        return out
+
+    e = kiln.explain(f)(torch.randn(5))
+    text = str(e)
+    assert "user stack (outermost first)" in text and "_explain_helper at" in text
+    assert e.recompiles and "expected 2, actual 3" in e.recompiles[0]
+    assert "Recompile 0: _explain_helper" in text

@@ -134,3 +134,35 @@ def test_float_exp_matches_aten_at_large_arguments():
     rounded = torch.exp(x.double()).float()  # the correctly rounded exp (but in rare near-ties)
     exact = (got.view(torch.int32) == rounded.view(torch.int32)) | nan
     assert exact.double().mean() > 0.995, exact.double().mean()
+
+
+COLUMN_REDUCTIONS = {  # reduced along a strided dim, kept dims contiguous: the column kernel
+    "sum": lambda x: x.sum(0), "mean_over_batch": lambda x: x.mean((0, 1)), "amax": lambda x: x.amax(-2),
+    "prod": lambda x: (x * 0.1 + 1).prod(0), "any": lambda x: (x > 1.5).any(0),
+    "two_epilogues": lambda x: (lambda s: (s * 2, s.exp(), s.to(torch.float16)))(x.sum(0)),
+}
+
+
+@pytest.mark.parametrize("cols", [3, 64, 67, 200])
+@pytest.mark.parametrize("name", sorted(COLUMN_REDUCTIONS))
+def test_column_reductions_at_block_edges(name, cols):
+    red = COLUMN_REDUCTIONS[name]
+    run_both(lambda x: red(x), torch.randn(5, 37, cols) if name == "mean_over_batch" else torch.randn(37, cols))
+    g = _codegen.GRAPHS[-1]
+    if cols >= 8 and name != "mean_over_batch":
+        assert "blk" in g.source, g.source  # took the column kernel
+
+
+CATS = {  # read once by a pointwise consumer: the cat is inlined (each element selects its piece)
+    "rotate_half": lambda x: torch.cat([-x[..., 3:], x[..., :3]], -1) * 2 + x,
+    "three_uneven_dim0": lambda x: torch.cat([x[:1], x.sin(), x[2:] * 3], 0).exp(),
+    "four_pieces_mid_dim": lambda x: torch.cat([x, x + 1, x[:, :2], x * 2], 1).tanh(),
+    "stack": lambda x: torch.stack([x, x.cos(), -x], 1).sum(-1),
+    "mixed_dtypes": lambda x: torch.cat([x, x.half()], -1) + 1,
+    "five_pieces_regions": lambda x: torch.cat([x, x, x, x, x], -1) * 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CATS))
+def test_cat_inlined_into_its_reader(name):
+    run_both(CATS[name], torch.randn(5, 6))

@@ -120,14 +120,52 @@ def test_exception_from_the_eager_instruction_surfaces():
         kiln.compile(fn)(torch.randn(3))
 
 
-def test_break_inside_with_block_runs_the_frame_eagerly():
+def test_break_inside_a_no_grad_block_splits_the_frame():
+    def fn(x, w):
+        y = x @ w
+        with torch.no_grad():
+            z = y * 2
+            print("inside", file=SINK)  # the break: the resume function holds the rest of the block
+            q = z + 1
+        return (y + q).relu(), q.requires_grad, torch.is_grad_enabled()
+
+    compiled = kiln.compile(fn)
+    for _ in range(3):
+        x = torch.randn(4, 4)
+        wa, wb = torch.randn(4, 4, requires_grad=True), None
+        wb = wa.detach().clone().requires_grad_()
+        got, want = compiled(x, wa), fn(x, wb)
+        assert_same(got[0], want[0])
+        assert got[1:] == want[1:] and torch.is_grad_enabled()
+        got[0].sum().backward()
+        want[0].sum().backward()
+        assert_same(wa.grad, wb.grad)
+    s = kiln.stats()
+    assert s["graph_breaks"] == 1 and s["graphs"] >= 2, s["breaks"]
+
+
+def test_an_exception_at_a_break_inside_no_grad_leaves_grad_mode_as_eager():
     def fn(x):
         with torch.no_grad():
+            y = x * 2
+            int("not a number")  # raises at the break, inside the block
+        return y
+
+    for f in (fn, kiln.compile(fn)):
+        with pytest.raises(ValueError):
+            f(torch.randn(3))
+        assert torch.is_grad_enabled()
+
+
+def test_break_inside_a_try_block_runs_the_frame_eagerly():
+    def fn(x):
+        try:
             print("inside", file=SINK)
             y = x * 2
+        except RuntimeError:
+            y = x
         return y
-    check(fn, x1, graphs=0, breaks=1)
-    assert "try or with" in kiln.stats()["breaks"][0]["reason"] or kiln.stats()["graphs"] == 0
+    check(fn, x1, graphs=0, breaks=1)  # the instruction would raise outside the handler: not split
 
 
 def test_break_inside_a_loop_runs_the_frame_eagerly():
@@ -319,3 +357,22 @@ def test_a_view_of_an_input_written_in_place_stays_a_view_across_a_break():
         b = a.clone()
         assert_same(compiled(a), fn(b))
         assert torch.equal(a, b)
+
+
+def test_profiler_ranges_and_nullcontext_are_captured_without_a_break():
+    import contextlib
+
+    def f(x, use_null):
+        with torch.autograd.profiler.record_function("kiln-test-range"):
+            y = x * 2
+        ctx = contextlib.nullcontext(y) if use_null else torch.no_grad()
+        with ctx as z:
+            w = (z if use_null else y) + 1
+        return w.sin()
+
+    compiled = kiln.compile(f)
+    x = torch.randn(5)
+    for use_null in (True, False):
+        torch.testing.assert_close(compiled(x, use_null), f(x, use_null))
+    s = kiln.stats()
+    assert s["graph_breaks"] == 0 and s["graphs"] == 2, s

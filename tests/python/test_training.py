@@ -224,3 +224,47 @@ def test_retain_grad_inside_a_compiled_function_takes_effect():
     loss2.backward()
     assert h.grad is not None
     assert_same(h.grad, h2.grad)
+
+
+def test_aot_eager_runs_both_graphs_op_by_op_through_the_autograd_layer():
+    m = nn.Sequential(nn.Linear(12, 24), nn.GELU(), nn.LayerNorm(24), nn.Dropout(0.0), nn.Linear(24, 6))
+    statuses = train_steps(m, lambda: [torch.randn(7, 12, requires_grad=True)], backend="aot_eager")
+    assert_compiled(statuses)
+    g = _codegen.GRAPHS[-1]
+    text = g.program_text
+    assert "# forward" in text and "# backward" in text
+    assert "kernel" not in text.replace("kernel_", "")  # ATen calls only: no generated kernels
+    with torch.no_grad():  # an inference graph takes the same route
+        x = torch.randn(3, 12)
+        torch.testing.assert_close(kiln.compile(m, backend="aot_eager")(x), m(x))
+    inf = _codegen.GRAPHS[-1]
+    assert inf.num_kernels == 0 and inf.num_externs > 0 and inf.source == ""
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointing_inside_and_around_compiled_code(reentrant):
+    import torch.utils.checkpoint as cp
+    block = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 8))
+
+    class Inside(nn.Module):  # checkpoint called in the compiled code: traced through
+        def __init__(self):
+            super().__init__()
+            self.block = block
+
+        def forward(self, x):
+            return cp.checkpoint(self.block, x, use_reentrant=reentrant).relu()
+
+    statuses = train_steps(Inside(), lambda: [torch.randn(4, 8, requires_grad=True)])
+    assert_compiled(statuses)
+    assert kiln.stats()["graph_breaks"] == 0
+
+    kiln.reset()
+    compiled_block = kiln.compile(copy.deepcopy(block))  # checkpoint run eagerly around compiled code
+    ref_block = copy.deepcopy(block)
+    x = torch.randn(4, 8, requires_grad=True)
+    xa, xb = x.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+    cp.checkpoint(compiled_block, xa, use_reentrant=reentrant).sum().backward()
+    cp.checkpoint(ref_block, xb, use_reentrant=reentrant).sum().backward()
+    assert_same(xa.grad, xb.grad, rtol=1e-4, atol=1e-5)
+    for p, q in zip(compiled_block.parameters(), ref_block.parameters()):
+        assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-5)

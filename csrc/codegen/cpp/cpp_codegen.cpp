@@ -174,6 +174,8 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
   const std::string r = "r" + std::to_string(s.local);
   const bool welford = s.reduce == ReduceOp::kWelford;
   const bool arg = s.reduce == ReduceOp::kArgMax || s.reduce == ReduceOp::kArgMin;
+  // Accumulator lanes of plain reductions (Welford and arg reductions keep 16).
+  const int W = welford || arg ? 16 : 64;
   const std::string arg_update = std::string("kiln::arg_update<") + (s.reduce == ReduceOp::kArgMax ? "true" : "false") + ">";
   int64_t last = n_inner ? s.inner_sizes.back() : 1;
   const int lv = n_outer + n_inner - 1;  // innermost variable
@@ -198,7 +200,7 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     b << ind << "  " << T << " lanes[16] = {}; int64_t lidx[16];\n" << ind << "  for (int l = 0; l < 16; ++l) lidx[l] = -1;\n";
   } else {
     b << ind << T << " " << r << "_0;\n" << ind << "{\n";
-    b << ind << "  " << T << " lanes[16];\n" << ind << "  for (int l = 0; l < 16; ++l) lanes[l] = " << init_value(s.reduce, s.acc_dtype) << ";\n";
+    b << ind << "  " << T << " lanes[" << W << "];\n" << ind << "  for (int l = 0; l < " << W << "; ++l) lanes[l] = " << init_value(s.reduce, s.acc_dtype) << ";\n";
   }
   in = ind + "  ";
   for (int j = 0; j + 1 < n_inner; ++j) {
@@ -215,16 +217,19 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     else b << "lanes[0] = " << v << ";\n";
   } else {
     b << in << "int64_t base = 0;\n";
-    b << in << "for (; base + 16 <= " << last << "; base += 16) {\n";
-    if (welford) b << in << "  cnt += 1; const " << T << " inv = " << T << "(1) / cnt;\n";
-    b << in << "  #pragma omp simd\n" << in << "  for (int64_t l = 0; l < 16; ++l) {\n";
-    b << in << "    const int64_t x" << lv << " = base + l;\n";
-    {
+    // Whole blocks of `width` elements, one accumulator lane each (vectorized across lanes).
+    auto blocks = [&](int width) {
+      b << in << "for (; base + " << width << " <= " << last << "; base += " << width << ") {\n";
+      if (welford) b << in << "  cnt += 1; const " << T << " inv = " << T << "(1) / cnt;\n";
+      b << in << "  #pragma omp simd\n" << in << "  for (int64_t l = 0; l < " << width << "; ++l) {\n";
+      b << in << "    const int64_t x" << lv << " = base + l;\n";
       ExprEmitter em(p, b, in + "    ");
       std::string v = em.emit(s.value);
       b << in << "    " << accumulate("l", v, "inv") << "\n";
-    }
-    b << in << "  }\n" << in << "}\n";
+      b << in << "  }\n" << in << "}\n";
+    };
+    if (W > 16) blocks(W);  // four independent vector accumulators hide the add's latency
+    blocks(16);
     b << in << "for (; base < " << last << "; ++base) {\n" << in << "  const int64_t x" << lv << " = base;\n";
     {
       ExprEmitter em(p, b, in + "  ");
@@ -249,13 +254,97 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     b << ind << "  " << r << "_0 = acc; " << r << "_1 = at;\n";
   } else {
     b << ind << "  " << T << " acc = lanes[0];\n";
-    b << ind << "  for (int l = 1; l < 16; ++l) acc = " << combine(s.reduce, "acc", "lanes[l]") << ";\n";
+    b << ind << "  for (int l = 1; l < " << W << "; ++l) acc = " << combine(s.reduce, "acc", "lanes[l]") << ";\n";
     b << ind << "  " << r << "_0 = acc;\n";
   }
   b << ind << "}\n";
   for (size_t part = 0; part < s.store_buffers.size(); ++part)
     if (s.store_buffers[part] >= 0)
       b << ind << store(p, s.store_buffers[part], s.store_index[part].to_string(), r + "_" + std::to_string(part)) << "\n";
+}
+
+void collect_loads(const ExprPtr& e, std::vector<const Expr*>& out) {
+  if (e->kind == Expr::kLoad) out.push_back(e.get());
+  for (const auto& a : e->args) collect_loads(a, out);
+  for (const auto& i : e->indirect) collect_loads(i.value, out);
+}
+
+// A kernel that reduces (then maps each result: a cast, a division by the count), where the
+// elements are contiguous along the last kept dimension and not along the reduced one (a column
+// sum: a bias gradient, a mean over the batch). Row order would read one element per cache line;
+// these kernels run the reduction outside and keep a block of adjacent outputs' accumulators, so the
+// innermost loop walks memory contiguously.
+constexpr int kColumnBlock = 64;  // adjacent outputs per accumulator block: four cache lines of floats
+
+bool is_column_reduction(const Kernel& k) {
+  if (k.stages.empty() || k.outer_sizes.empty()) return false;
+  for (size_t i = 1; i < k.stages.size(); ++i)
+    if (k.stages[i].kind != Stage::kPointwise || !k.stages[i].inner_sizes.empty()) return false;
+  const Stage& s = k.stages[0];
+  const bool plain = s.reduce != ReduceOp::kWelford && s.reduce != ReduceOp::kArgMax && s.reduce != ReduceOp::kArgMin;
+  if (s.kind != Stage::kReduction || !plain || s.out_buffer >= 0 || s.inner_sizes.empty()) return false;
+  const int col = static_cast<int>(k.outer_sizes.size()) - 1;
+  const int lv = col + static_cast<int>(s.inner_sizes.size());
+  std::vector<const Expr*> loads;
+  collect_loads(s.value, loads);
+  bool column = false;
+  for (const Expr* l : loads) {
+    if (!l->indirect.empty() || l->index.coefficient_of(lv) == 1) return false;
+    column |= l->index.coefficient_of(col) == 1;
+  }
+  return column && k.outer_sizes.back() >= 8;
+}
+
+void emit_column_reduction(const Program& p, const Kernel& k, StrBuilder& b, int64_t work) {
+  const Stage& s = k.stages[0];
+  const int n_outer = static_cast<int>(k.outer_sizes.size()), n_inner = static_cast<int>(s.inner_sizes.size());
+  const int col = n_outer - 1;
+  const int64_t cols = k.outer_sizes.back(), blocks = (cols + kColumnBlock - 1) / kColumnBlock;
+  const std::string W = std::to_string(kColumnBlock);
+  const char* T = temp_type(s.acc_dtype);
+  b << "  #pragma omp parallel for collapse(" << n_outer << ") if(" << work << " > 16384)\n";
+  std::string ind = "  ";
+  for (int j = 0; j < col; ++j) {
+    b << ind << "for (int64_t x" << j << " = 0; x" << j << " < " << k.outer_sizes[j] << "; ++x" << j << ") {\n";
+    ind += "  ";
+  }
+  b << ind << "for (int64_t blk = 0; blk < " << blocks << "; ++blk) {\n";
+  std::string in = ind + "  ";
+  b << in << "const int64_t left = " << cols << " - blk * " << W << ", width = left < " << W << " ? left : " << W << ";\n";
+  b << in << T << " lanes[" << W << "];\n" << in << "for (int l = 0; l < " << W << "; ++l) lanes[l] = " << init_value(s.reduce, s.acc_dtype) << ";\n";
+  for (int j = 0; j < n_inner; ++j) {
+    int v = n_outer + j;
+    b << in << "for (int64_t x" << v << " = 0; x" << v << " < " << s.inner_sizes[j] << "; ++x" << v << ") {\n";
+    in += "  ";
+  }
+  b << in << "#pragma omp simd\n" << in << "for (int64_t l = 0; l < width; ++l) {\n";
+  b << in << "  const int64_t x" << col << " = blk * " << W << " + l;\n";
+  {
+    ExprEmitter em(p, b, in + "  ");
+    std::string v = em.emit(s.value);
+    b << in << "  lanes[l] = " << combine(s.reduce, "lanes[l]", v) << ";\n";
+  }
+  b << in << "}\n";
+  for (int j = 0; j < n_inner; ++j) {
+    in.resize(in.size() - 2);
+    b << in << "}\n";
+  }
+  const std::string r = "r" + std::to_string(s.local);
+  b << in << "for (int64_t l = 0; l < width; ++l) {\n" << in << "  const int64_t x" << col << " = blk * " << W << " + l;\n";
+  b << in << "  const " << T << " " << r << "_0 = lanes[l];\n";
+  for (size_t part = 0; part < s.store_buffers.size(); ++part)
+    if (s.store_buffers[part] >= 0) b << in << "  " << store(p, s.store_buffers[part], s.store_index[part].to_string(), r + "_0") << "\n";
+  for (size_t i = 1; i < k.stages.size(); ++i) {  // each in its own scope (temporaries restart at t0)
+    b << in << "  {\n";
+    ExprEmitter em(p, b, in + "    ");
+    std::string v = em.emit(k.stages[i].value);
+    b << in << "    " << store(p, k.stages[i].out_buffer, k.stages[i].out_index.to_string(), v) << "\n" << in << "  }\n";
+  }
+  b << in << "}\n" << ind << "}\n";
+  for (int j = 0; j < col; ++j) {
+    ind.resize(ind.size() - 2);
+    b << ind << "}\n";
+  }
 }
 
 void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
@@ -283,6 +372,11 @@ void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
     work = std::max(work, w);
   }
   work *= outer_numel;
+  if (is_column_reduction(k)) {
+    emit_column_reduction(p, k, b, work);
+    b << "}\n\n";
+    return;
+  }
   bool parallel_inner = n_outer == 0 || (outer_numel == 1);
   std::string ind = "  ";
   if (!parallel_inner && outer_numel > 0) {

@@ -152,7 +152,7 @@ static inline double tanh(double x) { return m::tanh(x); }
 static inline float erf_gelu(float x) {  // |error| < 1.5e-7 (Abramowitz & Stegun 7.1.26)
   float a = x < 0 ? -x : x;
   float t = 1.0f / (1.0f + 0.3275911f * a);
-  float y = 1.0f - (((((1.061405429f * t - 1.453152027f) * t) + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t * kiln::exp(-a * a);
+  float y = 1.0f - (((((1.061405429f * t - 1.453152027f) * t) + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t * kiln::exp_vec(-a * a);
   return x < 0 ? -y : y;
 }
 static inline double erf_gelu(double x) { return m::erf(x); }

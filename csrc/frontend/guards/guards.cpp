@@ -14,10 +14,16 @@ struct GuardTree::Node {
 GuardTree::GuardTree() : root_(std::make_unique<Node>()) {}
 GuardTree::~GuardTree() = default;
 
+PyObject* GuardLeaf::referent() const {
+  if (!weak) return obj.get();
+  PyObject* o = PyWeakref_GET_OBJECT(obj.get());
+  return o == Py_None ? nullptr : o;
+}
+
 bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
   switch (kind) {
     case kType: return reinterpret_cast<PyObject*>(Py_TYPE(v)) == obj.get();
-    case kId: return v == obj.get();
+    case kId: return v == referent();
     case kEquals: {
       if (v == obj.get()) return true;
       if (Py_TYPE(v) != Py_TYPE(obj.get())) return false;
@@ -42,11 +48,12 @@ bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
       if (n < 0) { PyErr_Clear(); return false; }
       return n == length;
     }
-    case kLacksKey: {
+    case kLacksKey:
+    case kHasKey: {
       if (!PyDict_Check(v)) return false;
       int r = PyDict_Contains(v, obj.get());
       if (r < 0) { PyErr_Clear(); return false; }
-      return r == 0;
+      return r == (kind == kHasKey);
     }
     case kDictKeys: {
       if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(obj.get())) return false;
@@ -68,12 +75,17 @@ bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
 std::string GuardLeaf::describe(const std::string& e) const {
   switch (kind) {
     case kType: return "type(" + e + ") is " + reinterpret_cast<PyTypeObject*>(obj.get())->tp_name;
-    case kId: return "id(" + e + ") == " + std::to_string(reinterpret_cast<uintptr_t>(obj.get())) + "  # a " + Py_TYPE(obj.get())->tp_name;
+    case kId: {
+      PyObject* o = referent();
+      if (!o) return "id(" + e + ") == <an object that no longer exists>";
+      return "id(" + e + ") == " + std::to_string(reinterpret_cast<uintptr_t>(o)) + "  # a " + Py_TYPE(o)->tp_name + (weak ? ", held weakly" : "");
+    }
     case kEquals: return e + " == " + py_repr(obj.get());
     case kTensor: return "check_tensor(" + e + ", " + std::string(tensor.type->tp_name) + ", " + probe_describe(tensor) + ")";
     case kLen: return "len(" + e + ") == " + std::to_string(length);
     case kDictKeys: return "list(" + e + ".keys()) == " + py_repr(obj.get());
     case kLacksKey: return py_repr(obj.get()) + " not in " + e;
+    case kHasKey: return py_repr(obj.get()) + " in " + e;
     case kSymInt: return "s" + std::to_string(length) + " = " + e + "  # an int >= 2";
   }
   return "?";
@@ -85,10 +97,15 @@ std::string GuardLeaf::why_failed(PyObject* v) const {
     case kEquals: return "expected " + py_repr(obj.get()) + ", actual " + py_repr(v);
     case kType: return std::string("expected type ") + reinterpret_cast<PyTypeObject*>(obj.get())->tp_name + ", actual " + Py_TYPE(v)->tp_name;
     // Never the objects' repr: it can format whole tensors (or run arbitrary user code).
-    case kId: return std::string("expected the same ") + Py_TYPE(obj.get())->tp_name + " object, got another " + Py_TYPE(v)->tp_name;
+    case kId: {
+      PyObject* o = referent();
+      if (!o) return std::string("the object it was compiled for no longer exists; got a ") + Py_TYPE(v)->tp_name;
+      return std::string("expected the same ") + Py_TYPE(o)->tp_name + " object, got another " + Py_TYPE(v)->tp_name;
+    }
     case kLen: return "expected length " + std::to_string(length);
     case kDictKeys: return "expected keys " + py_repr(obj.get());
     case kLacksKey: return py_repr(obj.get()) + " was added";
+    case kHasKey: return py_repr(obj.get()) + " is missing";
     case kSymInt: return PyLong_CheckExact(v) ? "expected an int >= 2, actual " + py_repr(v) + " (0 and 1 are specialised)"
                                               : std::string("expected an int, actual ") + Py_TYPE(v)->tp_name;
   }

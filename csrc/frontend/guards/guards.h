@@ -15,12 +15,16 @@
 namespace kiln::frontend {
 
 struct GuardLeaf {
-  enum Kind { kType, kId, kEquals, kTensor, kLen, kDictKeys, kLacksKey, kSymInt } kind;
+  enum Kind { kType, kId, kEquals, kTensor, kLen, kDictKeys, kLacksKey, kHasKey, kSymInt } kind;
   PyRef obj;            // kType: the type; kId: the object; kEquals: the constant; kDictKeys: tuple
-                        // of keys; kLacksKey: the key a dict must not contain
+                        // of keys; kLacksKey / kHasKey: the key a dict must not / must contain
   TensorFacts tensor;   // kTensor
   Py_ssize_t length = 0;  // kLen; kSymInt: the symbol an int binds (it must be an int >= 2)
+  bool weak = false;    // kId: obj is a weak reference to the object (the guard does not keep it
+                        // alive; once it dies the guard fails)
   bool check(PyObject* v, SymbolBinding* binding = nullptr) const;
+  // kId: the object itself, nullptr once a weakly held one died.
+  PyObject* referent() const;
   std::string describe(const std::string& expr) const;
   std::string why_failed(PyObject* v) const;
 };

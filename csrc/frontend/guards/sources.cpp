@@ -5,21 +5,16 @@
 
 namespace kiln::frontend {
 
-std::string py_repr(PyObject* o) {
-  PyRef r = PyRef::steal(PyObject_Repr(o));
-  if (!r) { PyErr_Clear(); return "<?>"; }
-  const char* s = PyUnicode_AsUTF8(r.get());
+// The UTF-8 text of a new str reference (stolen), or "<?>" if making it failed.
+static std::string text_of(PyObject* str) {
+  PyRef r = PyRef::steal(str);
+  const char* s = r ? PyUnicode_AsUTF8(r.get()) : nullptr;
   if (!s) { PyErr_Clear(); return "<?>"; }
   return s;
 }
 
-std::string py_str(PyObject* o) {
-  PyRef r = PyRef::steal(PyObject_Str(o));
-  if (!r) { PyErr_Clear(); return "<?>"; }
-  const char* s = PyUnicode_AsUTF8(r.get());
-  if (!s) { PyErr_Clear(); return "<?>"; }
-  return s;
-}
+std::string py_repr(PyObject* o) { return text_of(PyObject_Repr(o)); }
+std::string py_str(PyObject* o) { return text_of(PyObject_Str(o)); }
 
 static PyObject* instance_dict(PyObject* o) {
   PyObject** dp = _PyObject_GetDictPtr(o);

@@ -25,11 +25,13 @@ namespace kiln::frontend {
 PyObject* g_unsupported_error = nullptr;
 PyObject* g_graph_declined = nullptr;
 static PyObject* g_fx_compiler = nullptr;
+static PyObject* g_debug_sink = nullptr;
 // Ordered (path prefix, skip?) rules; the first prefix that matches a code object's file decides.
 static std::vector<std::pair<std::string, bool>> g_skip_rules;
 static std::mutex g_compile_mutex;
 
 void set_fx_compiler(PyObject* fn) { Py_XINCREF(fn); Py_XSETREF(g_fx_compiler, fn); }
+void set_debug_sink(PyObject* fn) { Py_XINCREF(fn); Py_XSETREF(g_debug_sink, fn); }
 
 void set_skip_rules(PyObject* rules) {
   g_skip_rules.clear();
@@ -53,6 +55,7 @@ struct CompiledFunction {
   int recompile_limit;
   int disable;
   int dynamic;  // DynamicPolicy
+  PyObject* debug_dir;  // str: dump every capture there (kiln/_debug.py); None: off
 };
 
 static thread_local CompiledFunction* tls_ctx = nullptr;
@@ -75,11 +78,14 @@ static PyObject* compiled_function_call(PyObject* self_obj, PyObject* const* arg
 
 static int compiled_function_init(PyObject* self_obj, PyObject* args, PyObject* kwargs) {
   auto* self = reinterpret_cast<CompiledFunction*>(self_obj);
-  static const char* kw[] = {"fn", "backend", "backend_name", "fullgraph", "recompile_limit", "disable", "dynamic", nullptr};
-  PyObject *fn, *backend, *name, *dynamic = Py_None;
+  static const char* kw[] = {"fn", "backend", "backend_name", "fullgraph", "recompile_limit", "disable", "dynamic", "debug_dir", nullptr};
+  PyObject *fn, *backend, *name, *dynamic = Py_None, *debug_dir = Py_None;
   int fullgraph = 0, limit = 8, disable = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOU|pipO", const_cast<char**>(kw), &fn, &backend, &name, &fullgraph, &limit, &disable, &dynamic))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOU|pipOO", const_cast<char**>(kw), &fn, &backend, &name, &fullgraph, &limit, &disable, &dynamic,
+                                   &debug_dir))
     return -1;
+  if (debug_dir != Py_None && !PyUnicode_Check(debug_dir)) { PyErr_SetString(PyExc_TypeError, "kiln: debug_dir must be a str or None"); return -1; }
+  Py_INCREF(debug_dir); Py_XSETREF(self->debug_dir, debug_dir);
   int dyn = dynamic == Py_None ? -1 : PyObject_IsTrue(dynamic);
   if (dyn == -1 && dynamic != Py_None) return -1;
   self->dynamic = static_cast<int>(dyn < 0 ? DynamicPolicy::kAutomatic : dyn ? DynamicPolicy::kAll : DynamicPolicy::kStatic);
@@ -101,6 +107,7 @@ static void compiled_function_dealloc(PyObject* o) {
   Py_CLEAR(self->fn);
   Py_CLEAR(self->backend);
   Py_CLEAR(self->backend_name);
+  Py_CLEAR(self->debug_dir);
   Py_CLEAR(self->dict);
   Py_TYPE(o)->tp_free(o);
 }
@@ -243,8 +250,50 @@ static void plan_input_fetches(CacheEntry& e) {
   for (const auto& in : e.inputs) e.input_slots.push_back(place(in));
 }
 
+// Hands what a capture produced to the debug sink (KILN_DEBUG_DIR): only for functions compiled
+// with a debug directory, so compiling without one costs nothing. The sink's own failure is
+// reported as a warning and never changes what the call does.
+// Returns the dump's folder for this capture (handed to the backend), or None.
+static PyRef dump_capture(CompiledFunction* ctx, const kiln_frame* frame, const std::string& label, const std::string& recompile_reason,
+                          const std::string& break_reason, const std::string& break_where, const std::string& break_stack, const Capture* cap,
+                          bool runs_eagerly) {
+  if (ctx->debug_dir == Py_None || !g_debug_sink) return PyRef::borrow(Py_None);
+  PyRef facts = PyRef::steal(PyDict_New());
+  auto put = [&](const char* k, PyObject* v) {
+    if (v) PyDict_SetItemString(facts.get(), k, v);
+    Py_XDECREF(v);
+  };
+  auto str = [](const std::string& s) { return PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size())); };
+  put("function", str(label));
+  put("code", Py_NewRef(reinterpret_cast<PyObject*>(frame->code)));
+  put("recompile_reason", str(recompile_reason));
+  put("break_reason", str(break_reason));
+  put("break_where", str(break_where));
+  put("break_stack", str(break_stack));
+  put("runs_eagerly", PyBool_FromLong(runs_eagerly));
+  if (cap) {
+    put("where", str(cap->where));
+    put("graph", str(cap->graph->to_python()));
+    put("guards", str(cap->guards->to_string()));
+    PyObject* changes = PyList_New(0);
+    for (const auto& c : cap->dynamic_changes) {
+      PyObject* s = str(c);
+      PyList_Append(changes, s);
+      Py_DECREF(s);
+    }
+    put("dynamic_changes", changes);
+  }
+  PyRef r = PyRef::steal(PyObject_CallFunctionObjArgs(g_debug_sink, ctx->debug_dir, facts.get(), nullptr));
+  if (!r || !PyUnicode_Check(r.get())) {  // the sink warns about its own failures; it returns the folder
+    PyErr_Clear();
+    return PyRef::borrow(Py_None);
+  }
+  return r;
+}
+
 // Builds the cache entry for a frame: capture, then hand the graph to the backend.
-static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const kiln_frame* frame, CodeState* st) {
+static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const kiln_frame* frame, CodeState* st,
+                                                 const std::string& recompile_reason) {
   auto entry = std::make_shared<CacheEntry>();
   entry->context_id = ctx->id;
   auto& S = stats();
@@ -256,6 +305,7 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   copts.size_history = &st->size_history;
   auto interp = std::make_unique<Interpreter>(*frame, copts);
   std::string label = function_label(frame->code);
+  std::string break_reason, break_where, break_stack;  // for the debug dump
   try {
     interp->run();
   } catch (const std::exception& e) {
@@ -293,9 +343,14 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
     if (!refusal.empty()) {
       log(kLogGraphBreaks, "graph break in " + label + at + ": " + entry->reason + " -- this frame runs eagerly (cannot split it: " +
                                refusal + ")\n" + stack);
+      dump_capture(ctx, frame, label, recompile_reason, entry->reason + " (the frame runs eagerly: cannot split it: " + refusal + ")", where,
+                   stack, nullptr, true);
       return entry;
     }
     log(kLogGraphBreaks, "graph break in " + label + at + ": " + entry->reason + " -- it runs eagerly and a resume function continues\n" + stack);
+    break_reason = entry->reason;
+    break_where = where;
+    break_stack = stack;
     entry->reason.clear();
   }
   auto t1 = std::chrono::steady_clock::now();
@@ -313,13 +368,14 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
     entry->code = frame->code;
     entry->globals = PyRef::borrow(frame->globals);
   }
+  PyRef dump_folder = dump_capture(ctx, frame, label, recompile_reason, break_reason, break_where, break_stack, &cap, false);
   PyObject* compiled = nullptr;
   if (ctx->backend == Py_None || cap.graph->num_calls() == 0) {  // nothing to compile: run it as it is
     compiled = make_eager_graph(cap);
   } else if (g_fx_compiler) {
     PyObject* desc = describe_capture(cap);
     PyObject* ex = example_inputs_list(cap);
-    compiled = desc && ex ? PyObject_CallFunction(g_fx_compiler, "OOOs", ctx->backend, desc, ex, cap.name.c_str()) : nullptr;
+    compiled = desc && ex ? PyObject_CallFunction(g_fx_compiler, "OOOsO", ctx->backend, desc, ex, cap.name.c_str(), dump_folder.get()) : nullptr;
     Py_XDECREF(desc);
     Py_XDECREF(ex);
   } else {
@@ -403,13 +459,16 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& fv, bool* effec
   }
   // Owned, fetched before any store: a store may drop the last other reference to a container a
   // later write-back targets (`v = d.pop(k); v.append(x)` clears d before v is written).
-  std::vector<PyRef> containers(e.side_effects.size());
+  std::vector<PyRef> targets(e.side_effects.size());
   for (size_t i = 0; i < e.side_effects.size(); ++i) {
     const SideEffect& se = e.side_effects[i];
-    if (!se.container) continue;
-    containers[i] = PyRef::borrow(se.container->fetch(fv));
-    if (!containers[i]) {
-      PyErr_Format(PyExc_RuntimeError, "kiln: %s vanished while the frame ran", se.container->repr().c_str());
+    if (!se.source) {
+      targets[i] = se.target;
+      continue;
+    }
+    targets[i] = PyRef::borrow(se.source->fetch(fv));
+    if (!targets[i]) {
+      PyErr_Format(PyExc_RuntimeError, "kiln: %s vanished while the frame ran", se.source->repr().c_str());
       return nullptr;
     }
   }
@@ -418,9 +477,10 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& fv, bool* effec
     const SideEffect& se = e.side_effects[i];
     PyObject* v = values[i].get();
     int rc;
-    if (!se.container) rc = PyObject_SetAttr(se.target.get(), se.name.get(), v);
-    else if (PyList_Check(containers[i].get())) rc = PyList_SetSlice(containers[i].get(), 0, PY_SSIZE_T_MAX, v);
-    else rc = (PyDict_Clear(containers[i].get()), PyDict_Update(containers[i].get(), v));
+    PyObject* target = targets[i].get();
+    if (se.name) rc = PyObject_SetAttr(target, se.name.get(), v);
+    else if (PyList_Check(target)) rc = PyList_SetSlice(target, 0, PY_SSIZE_T_MAX, v);
+    else rc = (PyDict_Clear(target), PyDict_Update(target, v));
     if (rc < 0) return nullptr;
   }
   if (e.brk) return continue_after_break(*e.brk, e.code, e.globals.get(), fv.func, result.get());  // `result`: the state at the break
@@ -516,6 +576,10 @@ static PyObject* on_frame(kiln_frame* frame, int* handled) {
     st->skip_decided = true;
   }
   if (st->skip) return nullptr;
+  // Under saved-tensor hooks (activation checkpointing, offloading) a frame that records autograd
+  // runs as written: the hooks count, pack and recompute what its operators save, and checkpoint
+  // stops its recomputation midway by raising; a compiled graph would change all of that.
+  if (probe_saved_tensor_hooks_active() && probe_grad_enabled()) return nullptr;
   FrameView fv{frame->localsplus, frame->func};
   if (auto e = lookup(st, ctx->id, fv)) {
     stats().cache_hits++;
@@ -546,8 +610,9 @@ static PyObject* on_frame(kiln_frame* frame, int* handled) {
   }
   int existing = count_entries(st, ctx->id);
   std::string label = function_label(frame->code);
+  std::string recompile_reason;
   if (existing > 0) {
-    std::string reason;
+    std::string& reason = recompile_reason;
     int kind = -1;
     for (const auto& e : st->entries)
       if (e->context_id == ctx->id) { reason = e->guards->first_failure(fv, &kind); break; }
@@ -578,7 +643,7 @@ static PyObject* on_frame(kiln_frame* frame, int* handled) {
     log(kLogRecompiles, "recompiling " + label + " because guard failed: " + reason);
   }
   stats().frames_compiled++;
-  auto entry = compile_frame(ctx, frame, st);
+  auto entry = compile_frame(ctx, frame, st, recompile_reason);
   lock.unlock();
   if (!entry) {  // fullgraph error or a backend error: raise it from the call
     *handled = 1;

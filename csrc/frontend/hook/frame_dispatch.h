@@ -10,6 +10,9 @@ bool register_compiled_function_type(PyObject* module);
 // If `o` is a CompiledFunction, its wrapped callable (borrowed); else nullptr.
 PyObject* unwrap_compiled_function(PyObject* o);
 void set_fx_compiler(PyObject* fn);
+// Called with (debug_dir, facts dict) for every captured frame of a function compiled with a
+// debug directory (kiln/_debug.py writes the dump); never called otherwise.
+void set_debug_sink(PyObject* fn);
 // Which files kiln never captures: a list of (path prefix, skip) tuples, first match wins
 // (e.g. skip torch/nn/modules/module.py, capture torch/nn/modules/, skip torch/, capture
 // site-packages/, skip the standard library). Files no rule matches are captured.

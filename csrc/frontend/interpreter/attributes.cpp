@@ -59,6 +59,7 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
         } else {
           for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()); ++i)
             if (PyUnicode_Compare(PyTuple_GET_ITEM(fields.get(), i), name) == 0) return obj->items.at(i);
+          if (n == "_fields" && is_constant_like(fields.get())) return make_const(fields.get());
         }
       }
       [[fallthrough]];
@@ -77,7 +78,7 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
     default: unsupported("attribute " + n + " of a " + kind_name(obj->kind));
   }
   PyObject* o = obj->obj.get();
-  if (VarPtr stored = stored_attr(o, name)) return stored;
+  if (VarPtr stored = stored_attr(obj, name)) return stored;
   const SourcePtr& src = obj->source;
   if (PyType_Check(o)) {  // class attributes: resolved by Python; guarded where found in the MRO
     PyRef v = PyRef::steal(PyObject_GetAttr(o, name));
@@ -92,6 +93,7 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
       if (fget && PyFunction_Check(fget.get())) return inline_function(fget.get(), nullptr, {obj}, {}, nullptr);
       PyErr_Clear();
     }
+    identity(obj);  // a slot or C-level data descriptor: read once, from this very object
     PyRef v = PyRef::steal(PyObject_GetAttr(o, name));
     if (!v) unsupported("attribute " + n + ": " + take_python_error());
     return wrap_unguarded(v.get(), n);
@@ -126,6 +128,9 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
       m->obj = fn;
       return m;
     }
+    // A plain class attribute is what the class-attribute guard above checks; anything bound to
+    // the object (a C method of a dict subclass) depends on this very object.
+    if (Py_TYPE(descr)->tp_descr_get) identity(obj);
     PyRef v = PyRef::steal(PyObject_GetAttr(o, name));
     if (!v) unsupported("attribute " + n + ": " + take_python_error());
     return wrap_unguarded(v.get(), n);
@@ -137,9 +142,31 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
       if (v) return src ? wrap(v, module_member_source(src, member, name)) : wrap_unguarded(v, n);
     }
   }
+  identity(obj);  // found by __getattr__ or some other way kiln does not follow
   PyRef v = PyRef::steal(PyObject_GetAttr(o, name));
   if (!v) unsupported("attribute " + n + ": " + take_python_error());
   return wrap_unguarded(v.get(), n);
+}
+
+bool Interpreter::has_attr_guarded(const VarPtr& o, PyObject* name) {
+  PyObject* obj = o->obj.get();
+  PyObject** dp = _PyObject_GetDictPtr(obj);
+  PyObject* descr = _PyType_Lookup(Py_TYPE(obj), name);
+  if (descr && PyObject_TypeCheck(descr, &PyProperty_Type)) {  // a property: present (its getter is inlined)
+    guard_class_attr(type_lookup_source(o->source, name, false), descr);
+    return true;
+  }
+  if (descr && Py_TYPE(descr)->tp_descr_set) return PyObject_HasAttr(identity(o), name);  // a slot may be unset
+  if (dp && *dp && PyDict_Contains(*dp, name) == 1) {
+    guard(instance_dict_source(o->source), GuardLeaf::kHasKey, name);
+    return true;
+  }
+  PyErr_Clear();
+  if (dp && *dp) guard(instance_dict_source(o->source), GuardLeaf::kLacksKey, name);
+  guard_class_attr(type_lookup_source(o->source, name, false), descr);
+  if (descr) return true;
+  if (_PyType_Lookup(Py_TYPE(obj), PyRef::steal(PyUnicode_FromString("__getattr__")).get())) return PyObject_HasAttr(identity(o), name);
+  return false;
 }
 
 // Attribute lookup through super(): the MRO of the instance's type, after the given class.
@@ -172,7 +199,7 @@ VarPtr Interpreter::super_attr(const VarPtr& sup, PyObject* name) {
   }
   if (inst->kind == VarKind::kNewObject) return make_container_method(inst, py_str(name));
   if (inst->kind != VarKind::kObject) unsupported("super()." + py_str(name) + " on a " + kind_name(inst->kind));
-  PyRef real_super = PyRef::steal(PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&PySuper_Type), sup->obj.get(), inst->obj.get(), nullptr));
+  PyRef real_super = PyRef::steal(PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&PySuper_Type), sup->obj.get(), identity(inst), nullptr));
   PyRef v = real_super ? PyRef::steal(PyObject_GetAttr(real_super.get(), name)) : PyRef();
   if (!v) unsupported("super()." + py_str(name) + ": " + take_python_error());
   return wrap_unguarded(v.get(), py_str(name));

@@ -60,7 +60,8 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     PyObject* name = args[1]->obj.get();
     const VarPtr& o = args[0];
     bool present = true;
-    if (o->kind == VarKind::kObject || o->kind == VarKind::kConst) present = PyObject_HasAttr(o->obj.get(), name);
+    if (o->kind == VarKind::kObject && o->type_guarded) present = has_attr_guarded(o, name);
+    else if (o->kind == VarKind::kObject || o->kind == VarKind::kConst) present = PyObject_HasAttr(o->obj.get(), name);
     else if (o->kind == VarKind::kNewObject) {
       present = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o->obj.get()), name) != nullptr;
       for (auto& k : o->keys) present |= PyUnicode_Compare(k.get(), name) == 0;
@@ -80,6 +81,13 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
   if (is("iter")) { need(1); return make_iterator(args[0]); }
   if (is("next")) {
     VarPtr it = args.at(0);
+    if (it->kind == VarKind::kObject && is_trace_value(it->obj.get()) && PyIter_Check(it->obj.get())) {  // next(itertools.count())
+      PyRef r = PyRef::steal(PyIter_Next(it->obj.get()));
+      if (r) return from_python_value(r.get(), true);
+      if (PyErr_Occurred()) unsupported("next() raised " + take_python_error());
+      if (args.size() == 2) return args[1];
+      unsupported("next() on an exhausted iterator (StopIteration)");
+    }
     if (it->kind != VarKind::kIterator) it = make_iterator(it);
     if (it->pos < it->items.size()) return it->items[it->pos++];
     if (args.size() == 2) return args[1];
@@ -108,6 +116,10 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
       if (src->kind == VarKind::kNewObject && src->self) src = src->self;  // a dict subclass made here
       if (src->kind == VarKind::kDict) {
         for (size_t i = 0; i < src->keys.size(); ++i) set(src->keys[i].get(), src->items[i]);
+      } else if (src->kind == VarKind::kObject && is_trace_value(src->obj.get()) && PyDict_Check(src->obj.get())) {
+        Py_ssize_t pos = 0;  // dict(counter), dict(defaultdict): its items now
+        PyObject *k, *val;
+        while (PyDict_Next(src->obj.get(), &pos, &k, &val)) set(k, from_python_value(val, true));
       } else {  // an iterable of (key, value) pairs: items(), zip(), a list of tuples
         for (const VarPtr& pair : unpack(src)) {
           std::vector<VarPtr> kv = pair->kind == VarKind::kTuple || pair->kind == VarKind::kList ? pair->items : unpack(pair);
@@ -131,15 +143,58 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     return make_seq(VarKind::kList, out);
   }
   if (is("zip")) {
-    std::vector<std::vector<VarPtr>> cols;
-    size_t n = SIZE_MAX;
-    for (auto& a : args) { cols.push_back(unpack(a)); n = std::min(n, cols.back().size()); }
-    if (args.empty()) n = 0;
+    // Rows as Python pulls them: each round takes from the arguments in order and stops at the
+    // first one that is exhausted, so iterators (kiln's, or a trace-time itertools.count) advance
+    // exactly as far as they would in Python.
+    bool strict = false;
+    for (auto& [k, v] : kwargs) {
+      if (k != "strict") unsupported("zip() keyword " + k);
+      strict = truthy(v);
+    }
+    struct Col { VarPtr var; std::vector<VarPtr> items; bool iter = false, lazy = false; };
+    std::vector<Col> cols;
+    for (auto& a : args) {
+      Col c;
+      c.var = a;
+      if (a->kind == VarKind::kIterator) c.iter = true;
+      else if (a->kind == VarKind::kObject && is_trace_value(a->obj.get()) && PyIter_Check(a->obj.get())) c.lazy = true;
+      else c.items = unpack(a);
+      cols.push_back(std::move(c));
+    }
     std::vector<VarPtr> out;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; !cols.empty(); ++i) {
+      if (i > 100000) unsupported("zip() too long to unroll");
       std::vector<VarPtr> row;
-      for (auto& c : cols) row.push_back(c[i]);
-      out.push_back(make_seq(VarKind::kTuple, row));
+      size_t stopped_at = cols.size();
+      for (size_t c = 0; c < cols.size() && stopped_at == cols.size(); ++c) {
+        Col& col = cols[c];
+        if (col.iter) {
+          if (col.var->pos < col.var->items.size()) row.push_back(col.var->items[col.var->pos++]);
+          else stopped_at = c;
+        } else if (col.lazy) {
+          PyRef r = PyRef::steal(PyIter_Next(col.var->obj.get()));
+          if (!r) {
+            if (PyErr_Occurred()) unsupported("zip(): an iterator raised " + take_python_error());
+            stopped_at = c;
+          } else {
+            row.push_back(from_python_value(r.get(), true));
+          }
+        } else if (i < col.items.size()) {
+          row.push_back(col.items[i]);
+        } else {
+          stopped_at = c;
+        }
+      }
+      if (stopped_at == cols.size()) { out.push_back(make_seq(VarKind::kTuple, row)); continue; }
+      if (strict) {  // every other argument must be exhausted too (ValueError otherwise)
+        if (stopped_at > 0) unsupported("zip(strict=True) arguments of different lengths (ValueError)");
+        for (size_t c = 1; c < cols.size(); ++c) {
+          const Col& col = cols[c];
+          bool more = col.iter ? col.var->pos < col.var->items.size() : col.lazy ? true : i < col.items.size();
+          if (more) unsupported("zip(strict=True) arguments of different lengths (ValueError)");
+        }
+      }
+      break;
     }
     return make_seq(VarKind::kList, out);
   }
@@ -316,7 +371,16 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
       }
       if (args.size() > 1) return args[1];
       if (name == "get") return make_const(Py_None);
-      unsupported("KeyError: " + py_repr(args[0]->obj.get()));
+      if (name == "__getitem__" && self->obj && self->self) {  // a defaultdict made here: the factory's value, stored
+        PyObject* factory = self->self->obj.get();
+        VarPtr v = factory == reinterpret_cast<PyObject*>(&PyList_Type) ? make_seq(VarKind::kList, {})
+                                                                         : make_const(PyRef::steal(PyObject_CallNoArgs(factory)).get());
+        mutate();
+        self->keys.push_back(args[0]->obj);
+        self->items.push_back(v);
+        return v;
+      }
+      raise_python(PyExc_KeyError, args[0]->obj.get());
     }
     if (name == "__setitem__") {
       mutate();
@@ -336,8 +400,59 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
         call_container(self, "__setitem__", {make_const(PyRef::steal(PyUnicode_FromString(k.c_str())).get()), v});
       return make_const(Py_None);
     }
-    if (name == "copy") { auto d = std::make_shared<Var>(VarKind::kDict); d->keys = self->keys; d->items = self->items; return d; }
+    if (name == "copy") { auto d = std::make_shared<Var>(VarKind::kDict); d->keys = self->keys; d->items = self->items; d->obj = self->obj; d->self = self->self; return d; }
+    if (name == "popitem" && args.size() <= 1) {  // dict: the last; OrderedDict(last=False): the first
+      bool last = true;
+      if (!args.empty()) last = truthy(args[0]);
+      for (auto& [k, v] : kwargs) {
+        if (k != "last" || !self->obj) unsupported("popitem() keyword " + k);
+        last = truthy(v);
+      }
+      if (!last && !self->obj) unsupported("dict.popitem() takes no arguments (TypeError)");
+      if (self->keys.empty()) unsupported("popitem(): dictionary is empty (KeyError)");
+      mutate();
+      size_t i = last ? self->keys.size() - 1 : 0;
+      VarPtr r = make_seq(VarKind::kTuple, {make_const(self->keys[i].get()), self->items[i]});
+      self->keys.erase(self->keys.begin() + static_cast<long>(i));
+      self->items.erase(self->items.begin() + static_cast<long>(i));
+      return r;
+    }
+    if (name == "move_to_end" && self->obj && !args.empty() && args.size() <= 2 && args[0]->is_const()) {
+      bool last = args.size() < 2 || truthy(args[1]);
+      for (auto& [k, v] : kwargs) {
+        if (k != "last") unsupported("move_to_end() keyword " + k);
+        last = truthy(v);
+      }
+      int i = key_index(args[0]->obj.get());
+      if (i < 0) unsupported("move_to_end of a missing key (KeyError)");
+      mutate();
+      PyRef k = self->keys[i];
+      VarPtr v = self->items[i];
+      self->keys.erase(self->keys.begin() + i);
+      self->items.erase(self->items.begin() + i);
+      self->keys.insert(last ? self->keys.end() : self->keys.begin(), k);
+      self->items.insert(last ? self->items.end() : self->items.begin(), v);
+      return make_const(Py_None);
+    }
     if (name == "__contains__") return make_const(key_index(args.at(0)->obj.get()) >= 0 ? Py_True : Py_False);
+  }
+  if (is_deque(self)) {
+    if (!kwargs.empty()) unsupported("deque." + name + "() with keywords");
+    return call_deque_method(self, name, args);
+  }
+  if (self->kind == VarKind::kTuple && self->obj && name == "_replace" && args.empty()) {  // namedtuple._replace(f=v)
+    PyRef fields = PyRef::steal(PyObject_GetAttrString(self->obj.get(), "_fields"));
+    if (!fields || !PyTuple_Check(fields.get()) || PyTuple_GET_SIZE(fields.get()) != static_cast<Py_ssize_t>(self->items.size()))
+      unsupported("_replace on a tuple type without matching _fields");
+    VarPtr t = make_seq(VarKind::kTuple, self->items);
+    t->obj = self->obj;
+    for (const auto& [k, v] : kwargs) {
+      bool found = false;
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()) && !found; ++i)
+        if (py_str(PyTuple_GET_ITEM(fields.get(), i)) == k) { t->items[i] = v; found = true; }
+      if (!found) unsupported("_replace with an unknown field " + k + " (ValueError)");
+    }
+    return t;
   }
   if (self->kind == VarKind::kList || self->kind == VarKind::kTuple) {
     if (self->kind == VarKind::kList) {

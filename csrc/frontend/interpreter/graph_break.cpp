@@ -131,8 +131,16 @@ std::string break_refusal(PyCodeObject* code, int index) {
   const int unit = in.start_offset / 2;
   try {
     for (const ExceptionEntry& e : parse_exception_table(reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(code->co_exceptiontable)),
-                                                         static_cast<size_t>(PyBytes_GET_SIZE(code->co_exceptiontable))))
-      if (e.start <= unit && unit < e.end) return "the break is inside a try or with block";
+                                                         static_cast<size_t>(PyBytes_GET_SIZE(code->co_exceptiontable)))) {
+      if (e.start > unit || unit >= e.end) continue;
+      // A with-block's cleanup (PUSH_EXC_INFO; WITH_EXCEPT_START) is fine: the resume function
+      // holds the rest of the block, and the context's __exit__ travels on the stack (only
+      // contexts kiln can rebuild there, see capture_break_state). A try block is not: the
+      // instruction run at the break would raise outside its handlers.
+      const int h = dc.bc->index_of_offset(e.target * 2);
+      if (h < 0 || h + 1 >= dc.bc->size() || !name_is(dc.bc->at(h), "PUSH_EXC_INFO") || !name_is(dc.bc->at(h + 1), "WITH_EXCEPT_START"))
+        return "the break is inside a try block";
+    }
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -155,7 +163,8 @@ VarPtr Interpreter::capture_break_state(Frame& f) {
   } else {
     unsupported(std::string("a graph break at ") + in.name + " is not supported");
   }
-  if (probe_grad_enabled() != initial_grad_) unsupported("a graph break where the grad mode differs from the frame's start");
+  brk->grad_at_break = probe_grad_enabled();
+  brk->grad_at_start = initial_grad_;
   std::vector<VarPtr> items;
   for (const VarPtr& v : f.stack) {
     brk->stack_null.push_back(v->kind == VarKind::kNull);
@@ -182,6 +191,13 @@ PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObje
   int target;
   PyRef pushed;  // the call's result
   HookOnScope on;
+  // The graph left grad mode as the frame found it; the instruction and the rest of the frame run
+  // in the mode of the with-blocks around the break. If it raises, those blocks are left.
+  struct GradAtBreak {
+    bool restore_on_error, failed = true;
+    explicit GradAtBreak(const BreakState& b) : restore_on_error(b.grad_at_start) { probe_set_grad_enabled(b.grad_at_break); }
+    ~GradAtBreak() { if (failed) probe_set_grad_enabled(restore_on_error); }
+  } grad(brk);
   if (brk.kind == BreakState::kCall) {
     // CALL's stack (3.11 and 3.12): [..., NULL | method, callable | self, args...].
     const int n = brk.call_args;
@@ -218,6 +234,7 @@ PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObje
   }
   PyObject* fn = resume_function(code, globals, closure, target, null_after, brk.unbound);
   if (!fn) return nullptr;
+  grad.failed = false;  // from here the resume function's own with-blocks restore the mode
   return PyObject_Vectorcall(fn, args.data(), args.size(), nullptr);
 }
 

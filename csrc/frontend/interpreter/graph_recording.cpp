@@ -50,6 +50,7 @@ graph::Arg Interpreter::to_arg(const VarPtr& v) {
       return graph::Arg::of_seq(v->kind == VarKind::kTuple ? graph::Arg::kTuple : graph::Arg::kList, std::move(items));
     }
     case VarKind::kObject:
+      identity(v);
       if (PyType_Check(v->obj.get()) || PyCallable_Check(v->obj.get()) || PyModule_Check(v->obj.get()))
         return graph::Arg::of_const(handle(v->obj.get()), qualified_name(v->obj.get()));
       return graph::Arg::of_const(handle(v->obj.get()), py_repr(v->obj.get()));
@@ -290,7 +291,9 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
       unsupported(name + " returned a non-tensor value of type " + Py_TYPE(result.get())->tp_name);
     // A tensor operation that returns nothing exists for its side effect (`loss.backward()`,
     // `t.retain_grad()`): it must run, so it cannot be folded away as metadata.
-    if (result.get() == Py_None && name != "torch._assert")
+    // (PyTorch's usage telemetry logs once per process, and nn.Module's constructor calls it:
+    // nothing to replay.)
+    if (result.get() == Py_None && name != "torch._assert" && name != "torch._log_api_usage_once" && name != "torch._C._log_api_usage_once")
       unsupported(name + " returns None: its effect (autograd, hooks) happens outside the graph");
     return wrap_symbolic(result.get(), -1);
   }

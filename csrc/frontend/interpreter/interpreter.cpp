@@ -31,7 +31,8 @@ enum OpId {
   X(JUMP_BACKWARD_NO_INTERRUPT) X(GET_ITER) X(FOR_ITER) X(END_FOR) X(PRECALL) X(KW_NAMES) X(CALL) \
   X(CALL_FUNCTION_EX) X(MAKE_FUNCTION) X(RETURN_VALUE) X(BEFORE_WITH) X(RETURN_GENERATOR) X(YIELD_VALUE) \
   X(IMPORT_NAME) X(IMPORT_FROM) X(LOAD_ASSERTION_ERROR) X(RAISE_VARARGS) X(BUILD_SET) X(SET_ADD) X(SET_UPDATE) \
-  X(LOAD_SUPER_ATTR)
+  X(LOAD_SUPER_ATTR) X(STORE_GLOBAL) X(GET_YIELD_FROM_ITER) X(SEND) X(END_SEND) \
+  X(PUSH_EXC_INFO) X(POP_EXCEPT) X(CHECK_EXC_MATCH) X(RERAISE) X(WITH_EXCEPT_START)
 #define KILN_ENUM(n) OP_##n,
   KILN_OPS(KILN_ENUM)
 #undef KILN_ENUM
@@ -91,14 +92,16 @@ std::string Interpreter::inline_stack() const {
   return out;
 }
 
-void Interpreter::unsupported(const std::string& reason) {
+Unsupported Interpreter::make_unsupported(const std::string& reason) const {
   Unsupported u(reason, where(), inline_stack());
   if (!frames_.empty()) {
     u.root_index = frames_.front()->cur;
     u.root_visit = root_visits_.at(u.root_index);
   }
-  throw u;
+  return u;
 }
+
+void Interpreter::unsupported(const std::string& reason) { throw make_unsupported(reason); }
 
 // Fetches and clears the pending Python error as "Type: message".
 std::string take_python_error() {
@@ -152,8 +155,10 @@ void Interpreter::run() {
     frames_.pop_back();
     throw;
   }
-  // The graph must leave grad mode as it found it.
-  if (probe_grad_enabled() != initial_grad_) record_grad_mode(initial_grad_);
+  // At a graph break the graph leaves grad mode as it found it (the break sets the mode of the
+  // with-blocks around it, see continue_after_break); a frame that returns leaves it as its code
+  // did (a resume function ends the with-block its frame began, `torch.set_grad_enabled(False)`).
+  if (stopped_ && probe_grad_enabled() != initial_grad_) record_grad_mode(initial_grad_);
   std::vector<graph::Arg> outs;
   std::unordered_map<int, int> out_index;
   auto fail = [&](const std::string& r) { unsupported(r); };
@@ -164,7 +169,10 @@ void Interpreter::run() {
     for (size_t j = i + 1; j < attr_stores_.size() && !superseded; ++j)
       superseded = attr_stores_[j].target->obj.get() == st.target->obj.get() &&
                    PyUnicode_Compare(attr_stores_[j].name.get(), st.name.get()) == 0;
-    if (!superseded) cap_.side_effects.push_back({st.target->obj, st.name, make_template(this, st.value, outs, out_index, fail), nullptr});
+    if (superseded) continue;
+    // A type-guarded object is this call's object only through its source: fetched at run time.
+    if (st.target->type_guarded) cap_.side_effects.push_back({PyRef(), st.name, make_template(this, st.value, outs, out_index, fail), st.target->source});
+    else cap_.side_effects.push_back({st.target->obj, st.name, make_template(this, st.value, outs, out_index, fail), nullptr});
   }
   for (const VarPtr& c : mutated_containers_) {  // their final contents, written into the originals
     auto contents = std::make_shared<Var>(*c);
@@ -179,6 +187,15 @@ void Interpreter::run() {
   frames_.pop_back();
   cap_.graph->set_output(std::move(outs));
   cap_.graph->eliminate_dead_code(cap_.removable);  // only kiln-made getitem nodes may go
+}
+
+// The module whose __dict__ is `globals` (sys.modules[globals['__name__']]), or null.
+PyObject* Interpreter::module_of_globals(PyObject* globals) {
+  PyObject* name = PyDict_GetItemString(globals, "__name__");
+  PyObject* modules = PyImport_GetModuleDict();
+  PyObject* mod = name ? PyDict_GetItemWithError(modules, name) : nullptr;
+  PyErr_Clear();
+  return mod && PyModule_Check(mod) && PyModule_GetDict(mod) == globals ? mod : nullptr;
 }
 
 VarPtr Interpreter::run_frame(Frame& f) {
@@ -206,7 +223,11 @@ VarPtr Interpreter::run_frame(Frame& f) {
       }
       return r;
     }
-    step(f, op, in);
+    try {
+      step(f, op, in);
+    } catch (const PyRaised& raised) {
+      if (!enter_handler(f, raised)) throw;
+    }
   }
 }
 
@@ -293,11 +314,28 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
     case OP_LOAD_GLOBAL: {
       PyObject* name = name_at(f.code, in.arg >> 1);
       if (in.arg & 1) push(make_null());
+      if (!attr_stores_.empty()) {  // a global this capture assigned (STORE_GLOBAL): its new value
+        if (PyObject* mod = module_of_globals(f.globals))
+          if (VarPtr stored = stored_attr(make_object(mod, nullptr), name)) { push(stored); return; }
+      }
       PyObject* v = PyDict_GetItemWithError(f.globals, name);
       bool builtin = false;
       if (!v && !PyErr_Occurred()) { v = PyDict_GetItemWithError(f.builtins, name); builtin = true; }
       if (!v) { PyErr_Clear(); unsupported("name '" + py_str(name) + "' is not defined"); }
       push(wrap(v, global_source(builtin ? f.builtins : f.globals, name, builtin)));
+      return;
+    }
+    case OP_STORE_GLOBAL: {
+      // `global g; g = v`: an attribute store on the module whose namespace the code runs in,
+      // replayed once after the graph, in order with the other stores (see store_attr).
+      PyObject* name = name_at(f.code, in.arg);
+      VarPtr value = pop();
+      PyObject* mod = module_of_globals(f.globals);
+      if (!mod) unsupported("STORE_GLOBAL in code whose globals are not a module's namespace");
+      if (value->kind != VarKind::kTensor && value->kind != VarKind::kConst && value->kind != VarKind::kObject &&
+          value->kind != VarKind::kTuple && value->kind != VarKind::kList && value->kind != VarKind::kDict)
+        unsupported("assigning a " + std::string(kind_name(value->kind)) + " to a global (" + py_str(name) + ")");
+      attr_stores_.push_back({make_object(mod, nullptr), PyRef::borrow(name), value});
       return;
     }
     case OP_LOAD_ATTR: case OP_LOAD_METHOD: {
@@ -339,7 +377,7 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         if (!it->is_const()) unsupported("a set of non-constant values");
         if (PySet_Add(set.get(), it->obj.get()) < 0) unsupported(take_python_error());
       }
-      push(make_object(set.get(), nullptr));
+      push(trace_value(set.get()));
       return;
     }
     case OP_SET_ADD: case OP_SET_UPDATE: {
@@ -492,12 +530,34 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         if (!obj->self) unsupported("item assignment on a new object without __setitem__");
         obj = obj->self;
       }
+      if (obj->kind == VarKind::kObject && is_trace_value(obj->obj.get())) {  // counts[k] += 1
+        if (!all_python_values({idx, val}, {})) unsupported("a trace-time container holding a value that is not a Python constant");
+        PyRef k = as_python(idx), value = as_python(val);
+        if (PyObject_SetItem(obj->obj.get(), k.get(), value.get()) < 0) unsupported("item assignment raised " + take_python_error());
+        return;
+      }
       note_container_mutation(obj, "item assignment");
       if (obj->kind == VarKind::kList && idx->is_const() && PyLong_Check(idx->obj.get())) {
         long i = PyLong_AsLong(idx->obj.get());
         if (i < 0) i += static_cast<long>(obj->items.size());
         if (i < 0 || i >= static_cast<long>(obj->items.size())) unsupported("list index out of range");
         obj->items[i] = val;
+        return;
+      }
+      if (is_deque(obj) && !(idx->is_const() && PyLong_Check(idx->obj.get()))) unsupported("deque item assignment with a non-int index");
+      if (obj->kind == VarKind::kList && idx->is_const() && PySlice_Check(idx->obj.get())) {  // ys[a:b] = [...]
+        Py_ssize_t start, stop, step, n;
+        if (PySlice_GetIndicesEx(idx->obj.get(), static_cast<Py_ssize_t>(obj->items.size()), &start, &stop, &step, &n) < 0)
+          unsupported("slice assignment: " + take_python_error());
+        std::vector<VarPtr> repl = unpack(val);
+        if (step == 1) {
+          stop = std::max(stop, start);
+          obj->items.erase(obj->items.begin() + start, obj->items.begin() + stop);
+          obj->items.insert(obj->items.begin() + start, repl.begin(), repl.end());
+          return;
+        }
+        if (static_cast<Py_ssize_t>(repl.size()) != n) unsupported("extended slice assignment of a different length (ValueError)");
+        for (Py_ssize_t k = 0; k < n; ++k) obj->items[start + k * step] = repl[k];
         return;
       }
       if (obj->kind == VarKind::kDict) {
@@ -514,6 +574,11 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         if (!obj->self) unsupported("del on a new object without __delitem__");
         obj = obj->self;
       }
+      if (obj->kind == VarKind::kObject && is_trace_value(obj->obj.get())) {
+        if (!all_python_values({idx}, {})) unsupported("del with a key that is not a Python constant");
+        if (PyObject_DelItem(obj->obj.get(), as_python(idx).get()) < 0) unsupported("del raised " + take_python_error());
+        return;
+      }
       note_container_mutation(obj, "del");
       if (!idx->is_const()) unsupported("del with a non-constant index");
       if (obj->kind == VarKind::kList && PyLong_Check(idx->obj.get())) {
@@ -521,6 +586,19 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         if (i < 0) i += static_cast<long>(obj->items.size());
         if (i < 0 || i >= static_cast<long>(obj->items.size())) unsupported("list index out of range");
         obj->items.erase(obj->items.begin() + i);
+        return;
+      }
+      if (is_deque(obj) && !PyLong_Check(idx->obj.get())) unsupported("del on a deque with a non-int index");
+      if (obj->kind == VarKind::kList && PySlice_Check(idx->obj.get())) {  // del rows[::2]
+        Py_ssize_t start, stop, step, n;
+        if (PySlice_GetIndicesEx(idx->obj.get(), static_cast<Py_ssize_t>(obj->items.size()), &start, &stop, &step, &n) < 0)
+          unsupported("del of a slice: " + take_python_error());
+        std::vector<bool> drop(obj->items.size(), false);
+        for (Py_ssize_t k = 0; k < n; ++k) drop[start + k * step] = true;
+        std::vector<VarPtr> kept;
+        for (size_t i = 0; i < obj->items.size(); ++i)
+          if (!drop[i]) kept.push_back(obj->items[i]);
+        obj->items = std::move(kept);
         return;
       }
       if (obj->kind == VarKind::kDict) {
@@ -658,13 +736,59 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
       if (ctx->kind != VarKind::kGradMode) unsupported(std::string("with-statement over a ") + kind_name(ctx->kind) + " (only grad-mode contexts are supported)");
       auto exit = std::make_shared<Var>(VarKind::kGradModeExit);
       exit->flag = probe_grad_enabled();
+      exit->name = ctx->name;
+      if (ctx->name == "no-op") {
+        push(exit);
+        push(ctx->self);
+        return;
+      }
       record_grad_mode(ctx->flag);
       push(exit);
       push(make_const(Py_None));
       return;
     }
     case OP_RETURN_GENERATOR: push(make_const(Py_None)); return;
-    case OP_YIELD_VALUE: f.yields.push_back(pop()); push(make_const(Py_None)); return;
+    case OP_YIELD_VALUE: {
+      // An inlined generator runs to completion, so every `yield` evaluates to None, as under
+      // next() and for-loops. Code that uses the value (`v = yield x`, fed by send()) would
+      // compute with a None it never sees in eager: refused.
+      const auto& all = f.dc->bc->instructions();
+      size_t k = static_cast<size_t>(f.cur) + 1;
+      while (k < all.size() && (std::strcmp(all[k].name, "RESUME") == 0 || std::strcmp(all[k].name, "CACHE") == 0 || std::strcmp(all[k].name, "NOP") == 0)) ++k;
+      if (k >= all.size() || std::strcmp(all[k].name, "POP_TOP") != 0) unsupported("the value of a yield expression is used (generator.send)");
+      f.yields.push_back(pop());
+      push(make_const(Py_None));
+      return;
+    }
+    // `yield from it` in an inlined generator (which runs to completion, collecting its yields):
+    // every remaining item of `it` is yielded at once. What the delegation evaluates to (a
+    // sub-generator's return value) is not tracked, so it must be discarded.
+    case OP_GET_YIELD_FROM_ITER:
+      if (!(f.code->co_flags & CO_GENERATOR)) unsupported("GET_YIELD_FROM_ITER outside a generator");
+      push(make_iterator(pop()));
+      return;
+    case OP_SEND: {
+      VarPtr v = pop();
+      VarPtr it = st.back();
+      if (it->kind != VarKind::kIterator || !v->is_const() || v->obj.get() != Py_None) unsupported("send() into a delegated iterator");
+      const auto& all = f.dc->bc->instructions();
+      const int t = in.target;
+      const bool discarded = PY_MINOR_VERSION >= 12
+                                 ? t >= 0 && t + 1 < static_cast<int>(all.size()) && std::strcmp(all[t].name, "END_SEND") == 0 && std::strcmp(all[t + 1].name, "POP_TOP") == 0
+                                 : t >= 0 && t < static_cast<int>(all.size()) && std::strcmp(all[t].name, "POP_TOP") == 0;
+      if (!discarded) unsupported("the value of a `yield from` is used");
+      for (; it->pos < it->items.size(); ++it->pos) f.yields.push_back(it->items[it->pos]);
+      if (PY_MINOR_VERSION < 12) pop();  // 3.11 pops the iterator with the value; 3.12 leaves it for END_SEND
+      push(make_const(Py_None));
+      jump(t);
+      return;
+    }
+    case OP_END_SEND: {
+      VarPtr v = pop();
+      pop();
+      push(v);
+      return;
+    }
     case OP_IMPORT_NAME: {
       VarPtr fromlist = pop(), level = pop();
       PyRef fl = as_python(fromlist);
@@ -682,7 +806,10 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
       return;
     }
     case OP_LOAD_ASSERTION_ERROR: push(make_object(PyExc_AssertionError, nullptr)); return;
-    case OP_RAISE_VARARGS: unsupported("the function raises an exception");
+    case OP_RAISE_VARARGS: case OP_PUSH_EXC_INFO: case OP_POP_EXCEPT: case OP_CHECK_EXC_MATCH: case OP_RERAISE:
+    case OP_WITH_EXCEPT_START:
+      exception_step(f, op, in);
+      return;
     default: unsupported(std::string("bytecode ") + in.name + " is not supported");
   }
 }

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "frontend/bytecode/bytecode.h"
@@ -36,9 +37,19 @@ struct Unsupported : std::runtime_error {
   int root_visit = 0;
 };
 
+// A Python exception the interpreted code raises where kiln knows Python would (a missing dict
+// key, an index out of range, a missing attribute of an object made here, `raise`, a folded
+// builtin that raised). A handler in the code's exception table, in this frame or an inlined
+// caller, takes it (exceptions.cpp); uncaught, it is an Unsupported like any other, and the eager
+// run of that region raises it for real.
+struct PyRaised : Unsupported {
+  PyRaised(const Unsupported& u, VarPtr exc_) : Unsupported(u), exc(std::move(exc_)) {}
+  VarPtr exc;  // a kObject holding the exception instance
+};
+
 // How to rebuild the frame's return value from the graph's outputs.
 struct OutputTemplate {
-  enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject, kGetAttr, kMethod, kFetch } kind = kConst;
+  enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject, kGetAttr, kMethod, kFetch, kCopy } kind = kConst;
   int index = -1;       // kGraphOut
   PyRef obj;            // kConst: the value; kDict: tuple of keys; kTuple: namedtuple type or null;
                         // kNewObject: the class; kGetAttr: the attribute name (of items[0]);
@@ -48,19 +59,23 @@ struct OutputTemplate {
   PyRef names;          // kNewObject: tuple of attribute names (items[i] is the value of names[i])
   std::vector<OutputTemplate> items;
   std::vector<OutputTemplate> dict_part;  // kNewObject of a dict subclass: a single kDict template
-  PyRef dict_setitem;                     // ... and its builtin base's __setitem__ (dict/OrderedDict)
+  PyRef dict_setitem;                     // ... and its builtin base's __setitem__ (dict/OrderedDict);
+                                          // kDict: the OrderedDict/defaultdict type when the dict is one
+                                          // (names: then the defaultdict's factory), or null;
+                                          // kCopy: copy.deepcopy, applied to obj (a trace-time value)
   // New reference, or nullptr with an exception set.
   PyObject* build(PyObject* const* outputs, const FrameView& frame) const;
 };
 
 // A side effect on a pre-existing object, replayed after the graph runs: an attribute
-// assignment (target.name = value), or new contents for a list or dict the frame was given
-// (fetched through `container`, then filled with value's items).
+// assignment (target.name = value, when `name` is set), or new contents for a list or dict the
+// frame was given (filled with value's items). The object is `target`, or, when `source` is
+// set, what the source reaches in the call's frame (fetched before any store).
 struct SideEffect {
   PyRef target;
   PyRef name;
   OutputTemplate value;
-  SourcePtr container;
+  SourcePtr source;
 };
 
 // A graph break: the captured frame stops before one of its own instructions (a call kiln cannot
@@ -75,6 +90,10 @@ struct BreakState {
   std::vector<bool> stack_null;   // the live stack before the instruction, bottom first
   int n_locals = 0;               // the frame's local slots, all passed to the resume function
   std::vector<int> unbound;       // ... of which these are unbound at the break
+  // Grad mode at the break (inside `with torch.no_grad()` it differs from the frame's start):
+  // the instruction and the resume function run in it; the frame's own mode is restored if the
+  // instruction raises (as leaving the with-blocks would).
+  bool grad_at_break = true, grad_at_start = true;
   // The capture's output template is a tuple: the non-NULL stack items, then every local slot.
 };
 
@@ -119,6 +138,12 @@ class Interpreter {
   void run();
   Capture& capture() { return cap_; }
   const MetaExecutor& meta() const { return meta_; }
+  // Trace-time values: sets, deques, Counters, defaultdicts and OrderedDicts of Python values made
+  // during the capture. They are real Python objects that only the capture holds, so their
+  // methods run for real as the code runs; a returned one is copied for every call.
+  bool is_trace_value(PyObject* o) const { return trace_values_.count(o) != 0; }
+  // False when `o` was already handed back once (a second copy would lose their identity).
+  bool claim_trace_output(PyObject* o) { return trace_outputs_.insert(o).second; }
 
   struct Frame;
 
@@ -128,12 +153,26 @@ class Interpreter {
   VarPtr capture_break_state(Frame& f);
   void step(Frame& f, int op, const Instruction& in);
   [[noreturn]] void unsupported(const std::string& reason);
+  Unsupported make_unsupported(const std::string& reason) const;
+  // Raises `type(*args)` (args: a tuple, or one object) / an exception instance in the
+  // interpreted code (exceptions.cpp).
+  [[noreturn]] void raise_python(PyObject* type, PyObject* args);
+  [[noreturn]] void raise_python(PyObject* type, const std::string& message);
+  [[noreturn]] void raise_instance(PyObject* exc);
+  VarPtr make_exception(PyObject* cls, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  [[noreturn]] void raise_pending_python_error(const std::string& context);
+  bool enter_handler(Frame& f, const PyRaised& raised);
+  void exception_step(Frame& f, int op, const Instruction& in);
   std::string where() const;
   std::string inline_stack() const;
 
   // --- values
   VarPtr wrap(PyObject* o, const SourcePtr& src);
   VarPtr wrap_unguarded(PyObject* o, const std::string& label);
+  static bool guard_by_type(PyObject* o, const SourcePtr& src);
+  // The object a kObject holds, for a use that depends on which object it is (folding a call on
+  // it, `is`, passing it to an operator): a type-guarded one gets its identity guard now.
+  PyObject* identity(const VarPtr& v);
   VarPtr tensor_input(PyObject* t, const SourcePtr& src);
   bool int_input_is_dynamic(PyObject* o, const SourcePtr& src);
   VarPtr symint_input(PyObject* o, const SourcePtr& src);
@@ -164,6 +203,9 @@ class Interpreter {
   void guard_class_attr(const SourcePtr& src, PyObject* found);
   PyObject* python_type_of(const VarPtr& v);
   bool truthy(const VarPtr& v);
+  VarPtr python_truth(const VarPtr& v, PyTypeObject* t);
+  // hasattr() on a type-guarded object, guarded by where the answer came from.
+  bool has_attr_guarded(const VarPtr& o, PyObject* name);
   bool same_object(const VarPtr& a, const VarPtr& b, bool* known);
   std::vector<VarPtr> unpack(const VarPtr& v);
   VarPtr make_iterator(const VarPtr& v);
@@ -193,6 +235,10 @@ class Interpreter {
   VarPtr inline_function(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,
                          std::vector<std::pair<std::string, VarPtr>> kwargs, const SourcePtr& func_source);
   VarPtr call_module(const VarPtr& mod, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  VarPtr call_new_object(const VarPtr& obj, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  void require_no_global_module_hooks();
+  VarPtr fold_numpy_scalar_call(PyObject* f, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  VarPtr tensor_type_method(const VarPtr& t, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
   VarPtr get_attr(const VarPtr& obj, PyObject* name);
   VarPtr super_attr(const VarPtr& sup, PyObject* name);
   // Instances created during capture (see VarKind::kNewObject).
@@ -218,7 +264,8 @@ class Interpreter {
     VarPtr value;
   };
   void store_attr(const VarPtr& obj, PyObject* name, const VarPtr& value);
-  VarPtr stored_attr(PyObject* obj, PyObject* name);
+  VarPtr stored_attr(const VarPtr& obj, PyObject* name);
+  static PyObject* module_of_globals(PyObject* globals);  // borrowed, or null
   std::vector<AttrStore> attr_stores_;
   // Lists and dicts the frame was given, as wrapped (see wrap()), and those the capture mutated:
   // their new contents are written back after the graph, once, under a guard that no two of
@@ -243,6 +290,16 @@ class Interpreter {
   std::vector<int> root_visits_;  // per instruction of the outermost frame: times reached
   bool stopped_ = false;          // the capture reached CaptureOptions::break_at
   PyRef default_device_;
+  // collections.deque(iterable, maxlen) made during capture: a kList whose obj is the deque type
+  // and pos its maxlen + 1 (0: unbounded); see is_deque. It is never handed back (a clean break).
+  VarPtr make_deque(std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  static bool is_deque(const VarPtr& v);
+  VarPtr call_deque_method(const VarPtr& self, const std::string& name, std::vector<VarPtr>& args);
+  // Trace-time values (see is_trace_value): owned here, so their addresses stay theirs.
+  VarPtr trace_value(PyObject* o);
+  static bool trace_value_type(PyObject* o);
+  std::vector<PyRef> trace_owned_;
+  std::unordered_set<PyObject*> trace_values_, trace_outputs_;
 };
 
 }  // namespace kiln::frontend

@@ -2,6 +2,7 @@
 // share (truth, identity, iteration, constant folding) for the symbolic interpreter.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <unordered_set>
 
 #include "frontend/interpreter/interpreter.h"
@@ -12,6 +13,8 @@
 
 namespace kiln::frontend {
 
+bool is_dynamo_generation_tag(PyObject* fn);
+
 // ---------------------------------------------------------------- helpers on values
 
 PyObject* Interpreter::python_type_of(const VarPtr& v) {
@@ -20,8 +23,8 @@ PyObject* Interpreter::python_type_of(const VarPtr& v) {
     case VarKind::kConst:
     case VarKind::kObject: return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
     case VarKind::kTuple: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
-    case VarKind::kList: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyList_Type);  // obj: a ModuleList slice's type
-    case VarKind::kDict: return reinterpret_cast<PyObject*>(&PyDict_Type);
+    case VarKind::kList: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyList_Type);  // obj: a ModuleList slice's type, or deque
+    case VarKind::kDict: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);  // obj: OrderedDict/defaultdict
     case VarKind::kSymInt: return reinterpret_cast<PyObject*>(&PyLong_Type);
     case VarKind::kNestedFunction: return reinterpret_cast<PyObject*>(&PyFunction_Type);
     case VarKind::kNewObject: return v->obj.get();
@@ -42,11 +45,27 @@ VarPtr Interpreter::specialize_sizes(const VarPtr& v) {
   return c;
 }
 
+// bool(v) through its class's __bool__ or __len__ written in Python, inlined; null if it has neither.
+VarPtr Interpreter::python_truth(const VarPtr& v, PyTypeObject* t) {
+  for (const char* dunder : {"__bool__", "__len__"}) {
+    PyObject* fn = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString(dunder)).get());
+    if (fn && PyFunction_Check(fn)) return inline_function(fn, nullptr, {v}, {}, nullptr);
+  }
+  return nullptr;
+}
+
 bool Interpreter::truthy(const VarPtr& v) {
   switch (v->kind) {
     case VarKind::kConst:
     case VarKind::kObject: {
-      int r = PyObject_IsTrue(v->obj.get());
+      if (v->type_guarded) {  // the type decides, through a Python __bool__/__len__ or by having neither
+        PyTypeObject* t = Py_TYPE(v->obj.get());
+        if (VarPtr r = python_truth(v, t)) return truthy(r);
+        bool has_c_truth = (t->tp_as_number && t->tp_as_number->nb_bool) || (t->tp_as_mapping && t->tp_as_mapping->mp_length) ||
+                           (t->tp_as_sequence && t->tp_as_sequence->sq_length);
+        if (!has_c_truth) return true;
+      }
+      int r = PyObject_IsTrue(identity(v));
       if (r < 0) unsupported("truth value failed: " + take_python_error());
       return r == 1;
     }
@@ -56,11 +75,7 @@ bool Interpreter::truthy(const VarPtr& v) {
     case VarKind::kSymInt: return PyObject_IsTrue(concretize(v).get()) == 1;
     case VarKind::kNestedFunction: case VarKind::kBoundMethod: case VarKind::kTensorMethod: case VarKind::kPartial: return true;
     case VarKind::kNewObject: {
-      PyTypeObject* t = reinterpret_cast<PyTypeObject*>(v->obj.get());
-      for (const char* dunder : {"__bool__", "__len__"}) {
-        PyObject* fn = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString(dunder)).get());
-        if (fn && PyFunction_Check(fn)) return truthy(inline_function(fn, nullptr, {v}, {}, nullptr));
-      }
+      if (VarPtr r = python_truth(v, reinterpret_cast<PyTypeObject*>(v->obj.get()))) return truthy(r);
       return v->self ? !v->self->items.empty() : true;
     }
     default: unsupported(std::string("truth value of a ") + kind_name(v->kind));
@@ -72,7 +87,12 @@ bool Interpreter::same_object(const VarPtr& a, const VarPtr& b, bool* known) {
   if (a == b) return true;
   bool a_py = a->kind == VarKind::kConst || a->kind == VarKind::kObject;
   bool b_py = b->kind == VarKind::kConst || b->kind == VarKind::kObject;
-  if (a_py && b_py) return a->obj.get() == b->obj.get();
+  if (a_py && b_py) {
+    // A type-guarded object is never a constant, nor an object of another type.
+    if (a->is_const() != b->is_const() && (a->type_guarded || b->type_guarded)) return false;
+    if (Py_TYPE(a->obj.get()) != Py_TYPE(b->obj.get()) && (a->type_guarded || b->type_guarded)) return false;
+    return identity(a) == identity(b);
+  }
   if (a->is_tensor() && b->is_tensor()) return a->node == b->node;
   // A tensor, container or function made during capture is never a pre-existing constant.
   if (a_py || b_py) {
@@ -128,14 +148,24 @@ std::vector<VarPtr> Interpreter::unpack(const VarPtr& v) {
       unsupported(std::string("iteration over ") + reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name);
     }
     case VarKind::kObject: {
-      if (PyAnySet_Check(v->obj.get())) {  // sets of constants (see BUILD_SET)
+      if (is_trace_value(v->obj.get()) && PyIter_Check(v->obj.get())) unsupported(std::string("iteration over an unbounded ") + Py_TYPE(v->obj.get())->tp_name);
+      if (PyAnySet_Check(v->obj.get()) || is_trace_value(v->obj.get())) {  // sets of constants (see BUILD_SET), trace-time values
         PyRef seq = PyRef::steal(PySequence_List(v->obj.get()));
         std::vector<VarPtr> out;
-        for (Py_ssize_t i = 0; seq && i < PyList_GET_SIZE(seq.get()); ++i) out.push_back(make_const(PyList_GET_ITEM(seq.get(), i)));
+        if (!seq) unsupported("cannot iterate: " + take_python_error());
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(seq.get()); ++i) out.push_back(from_python_value(PyList_GET_ITEM(seq.get(), i), true));
         return out;
       }
       PyObject* it = _PyType_Lookup(Py_TYPE(v->obj.get()), PyRef::steal(PyUnicode_FromString("__iter__")).get());
       if (it && it == sequence_iter()) return iterate_sequence(v);
+      // A namedtuple the frame was given: its items, as v[i] (guarded through its source).
+      if (v->source && PyTuple_Check(v->obj.get()) && it == _PyType_Lookup(&PyTuple_Type, PyRef::steal(PyUnicode_FromString("__iter__")).get())) {
+        const Py_ssize_t n = PyTuple_GET_SIZE(v->obj.get());
+        guard(v->source, GuardLeaf::kLen, nullptr, n);
+        std::vector<VarPtr> out;
+        for (Py_ssize_t i = 0; i < n; ++i) out.push_back(wrap(PyTuple_GET_ITEM(v->obj.get(), i), item_source(v->source, static_cast<int>(i))));
+        return out;
+      }
       if (it && PyFunction_Check(it)) {
         VarPtr r = inline_function(it, nullptr, {v}, {}, nullptr);
         return unpack(r);
@@ -183,7 +213,7 @@ VarPtr Interpreter::fold(PyObject* fn, const std::vector<VarPtr>& args, const st
     }
   }
   PyRef r = PyRef::steal(PyObject_Call(fn, t.get(), kw.get()));
-  if (!r) unsupported("constant evaluation raised " + take_python_error());
+  if (!r) raise_pending_python_error("constant evaluation of " + py_repr(fn).substr(0, 60));
   if (probe_is_tensor(r.get())) unsupported("constant evaluation produced a tensor");
   return from_python_value(r.get(), Py_REFCNT(r.get()) > 1);
 }
@@ -193,6 +223,8 @@ VarPtr Interpreter::fold(PyObject* fn, const std::vector<VarPtr>& args, const st
 // object nobody else holds, mutated); anything else is an object.
 VarPtr Interpreter::from_python_value(PyObject* r, bool shared) {
   if (is_constant_like(r)) return make_const(r);
+  // A set/deque/Counter... nobody else holds (a new one, or one the capture made already).
+  if (is_trace_value(r) || (!shared && trace_value_type(r))) return trace_value(r);
   VarPtr v;
   if (PyList_CheckExact(r) && PyList_GET_SIZE(r) <= 512) {
     v = make_seq(VarKind::kList, {});
@@ -218,6 +250,7 @@ VarPtr Interpreter::from_python_value(PyObject* r, bool shared) {
 VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs) {
   switch (fn->kind) {
     case VarKind::kTensorMethod: {
+      if (fn->name == "type") return tensor_type_method(fn->self, args, kwargs);
       std::vector<VarPtr> full{fn->self};
       full.insert(full.end(), args.begin(), args.end());
       return record_op(graph::Op::kCallMethod, nullptr, fn->name, full, kwargs);
@@ -231,6 +264,16 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
         if (name && (py_str(name.get()) == "get" || py_str(name.get()) == "__contains__" || py_str(name.get()) == "__getitem__"))
           return fold(PyRef::steal(PyObject_GetAttr(fn->self->obj.get(), name.get())).get(), args, {});
         PyErr_Clear();
+      }
+      // Counter.most_common, Counter.update...: the stdlib's own code, run for real on a
+      // trace-time value and Python values.
+      if (fn->self->kind == VarKind::kObject && is_trace_value(fn->self->obj.get()) && PyFunction_Check(fn->obj.get())) {
+        if (!all_python_values(args, kwargs)) unsupported(py_repr(fn->obj.get()).substr(0, 60) + " with values that are not Python constants");
+        PyRef bound = PyRef::steal(PyMethod_New(fn->obj.get(), fn->self->obj.get()));
+        VarPtr r = fold(bound.get(), args, kwargs);
+        if (r->kind == VarKind::kObject && (PyDictKeys_Check(r->obj.get()) || PyDictValues_Check(r->obj.get()) || PyDictItems_Check(r->obj.get())))
+          return trace_value(r->obj.get());
+        return r;
       }
       args.insert(args.begin(), fn->self);
       if (PyFunction_Check(fn->obj.get())) {
@@ -254,9 +297,10 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       return call(fn->self, std::move(full), std::move(kw));
     }
     case VarKind::kGradModeExit: {
-      record_grad_mode(fn->flag);
+      if (fn->name != "no-op") record_grad_mode(fn->flag);
       return make_const(Py_None);
     }
+    case VarKind::kNewObject: return call_new_object(fn, std::move(args), std::move(kwargs));
     case VarKind::kConst:
     case VarKind::kObject: break;
     default: unsupported(std::string("call of a ") + kind_name(fn->kind));
@@ -273,6 +317,10 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   if (!keep_symbolic) {
     for (auto& a : args) a = specialize_sizes(a);
     for (auto& kv : kwargs) kv.second = specialize_sizes(kv.second);
+  }
+  if (int mode = grad_mode_restorer(f); mode >= 0) {  // leaving a with-block begun before a graph break
+    if (mode != 2) record_grad_mode(mode == 1);
+    return make_const(Py_None);
   }
   bool handled = false;
   VarPtr r = call_library(f, args, kwargs, &handled);
@@ -299,7 +347,23 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     }
   }
   if (is_module_instance(f)) return call_module(fn, std::move(args), std::move(kwargs));
+  if (f == module_attr("torch.utils.checkpoint", "checkpoint") && !args.empty()) {
+    // Activation checkpointing: the region is traced like any code; the values and gradients are
+    // the function's own, and which activations the backward recomputes is the partitioner's
+    // choice for the whole graph (its min-cut recomputes cheap ops anyway).
+    static const char* options[] = {"use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug"};
+    std::vector<std::pair<std::string, VarPtr>> kept;
+    for (auto& kv : kwargs)
+      if (std::find(std::begin(options), std::end(options), kv.first) == std::end(options)) kept.push_back(kv);
+    VarPtr inner = args[0];
+    args.erase(args.begin());
+    return call(inner, std::move(args), std::move(kept));
+  }
   if (is_torch_op(f)) return record_op(graph::Op::kCallFunction, f, "", args, kwargs);
+  // Once Dynamo has run in the process, nn.Module.__init__ ends by recording the module in
+  // Dynamo's GenerationTracker (bookkeeping for Dynamo's own caches). A module built during
+  // capture is not one Dynamo will see: nothing to record.
+  if (PyFunction_Check(f) && !args.empty() && args.back()->kind == VarKind::kNewObject && is_dynamo_generation_tag(f)) return make_const(Py_None);
   if (PyFunction_Check(f) && py_str(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f))->co_filename).find("/torch/_dynamo/") != std::string::npos)
     unsupported("call into torch.compile'd code (" + py_repr(f).substr(0, 60) + "); it runs under PyTorch's Dynamo");
   if (PyFunction_Check(f)) {
@@ -360,6 +424,15 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       v->flag = f == g_torch.enable_grad;
       return v;
     }
+    // Contexts that change nothing the graph computes: a profiler range (the optimizers' step
+    // opens one) and contextlib.nullcontext(enter_result).
+    bool profiler_range = f == module_attr("torch.autograd.profiler", "record_function");
+    if (profiler_range || (f == module_attr("contextlib", "nullcontext") && args.size() <= 1 && kwargs.empty())) {
+      auto v = std::make_shared<Var>(VarKind::kGradMode);
+      v->name = "no-op";
+      v->self = profiler_range || args.empty() ? make_const(Py_None) : args[0];
+      return v;
+    }
     // Types whose instances are immutable values (torch.finfo(dtype): the dtype's constants).
     static const std::unordered_set<std::string> foldable = {"int", "float", "bool", "str", "complex", "slice", "range", "Size", "device", "dtype",
                                                              "finfo", "iinfo"};
@@ -367,7 +440,52 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     auto dot = tn.rfind('.');
     if (foldable.count(dot == std::string::npos ? tn : tn.substr(dot + 1)) && all_python_values(args, kwargs))
       return fold(f, args, kwargs);  // immutable values from Python values (torch.Size([a, b]))
+    // set(), frozenset(), deque(), Counter(), defaultdict(int), OrderedDict() of Python values:
+    // built for real, as trace-time values (see Interpreter::is_trace_value).
+    if (f == module_attr("collections", "deque")) return make_deque(args, kwargs);
+    if (f == module_attr("collections", "OrderedDict")) {  // a symbolic dict that remembers its type
+      bool handled = false;
+      VarPtr d = call_builtin(builtin("dict"), args, kwargs, &handled);
+      if (!handled || d->kind != VarKind::kDict) unsupported("OrderedDict() arguments");
+      d->obj = PyRef::borrow(f);
+      return d;
+    }
+    if (f == module_attr("collections", "defaultdict") && args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::kObject &&
+        (args[0]->obj.get() == reinterpret_cast<PyObject*>(&PyList_Type) || args[0]->obj.get() == reinterpret_cast<PyObject*>(&PyLong_Type) ||
+         args[0]->obj.get() == reinterpret_cast<PyObject*>(&PyFloat_Type))) {
+      // defaultdict(list/int/float): a symbolic dict whose missing keys read as a new [] / 0 / 0.0
+      auto d = std::make_shared<Var>(VarKind::kDict);
+      d->fresh = true;
+      d->obj = PyRef::borrow(f);
+      d->self = args[0];
+      return d;
+    }
+    static const char* collections_types[] = {"defaultdict", "Counter"};
+    bool value_container = f == reinterpret_cast<PyObject*>(&PySet_Type) || f == reinterpret_cast<PyObject*>(&PyFrozenSet_Type);
+    for (const char* n : collections_types) value_container |= f == module_attr("collections", n);
+    value_container |= f == module_attr("itertools", "count") || f == module_attr("itertools", "repeat");  // unbounded: pulled only by zip() and next()
+    if (value_container) {
+      auto plain_or_factory = [&](const VarPtr& a) {  // defaultdict(int) / defaultdict(list)
+        PyObject* o = a->kind == VarKind::kObject ? a->obj.get() : nullptr;
+        return all_python_values({a}, {}) || (o && (o == reinterpret_cast<PyObject*>(&PyLong_Type) || o == reinterpret_cast<PyObject*>(&PyList_Type) ||
+                                                    o == reinterpret_cast<PyObject*>(&PyFloat_Type) || o == reinterpret_cast<PyObject*>(&PySet_Type)));
+      };
+      for (auto& a : args)
+        if (!plain_or_factory(a)) unsupported(std::string("a ") + tn + " of values that are not Python constants");
+      if (!all_python_values({}, kwargs)) unsupported(std::string("a ") + tn + " of values that are not Python constants");
+      return fold(f, args, kwargs);
+    }
+    if (VarPtr r = fold_numpy_scalar_call(f, args, kwargs)) return r;  // np.float32(2.5)
     return construct(f, std::move(args), std::move(kwargs));
+  }
+  // Methods of trace-time values run for real: only the capture holds the object.
+  if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) && is_trace_value(PyCFunction_GET_SELF(f))) {
+    if (!all_python_values(args, kwargs)) unsupported(py_repr(f).substr(0, 60) + " with values that are not Python constants");
+    VarPtr r = fold(f, args, kwargs);
+    // c.items(), d.keys(): live views of a trace-time value are trace-time values too.
+    if (r->kind == VarKind::kObject && (PyDictKeys_Check(r->obj.get()) || PyDictValues_Check(r->obj.get()) || PyDictItems_Check(r->obj.get())))
+      return trace_value(r->obj.get());
+    return r;
   }
   // Pure builtin functions on constants, and read-only methods of dicts, lists and tuples.
   if (PyCFunction_Check(f) && all_const(args)) {
@@ -380,6 +498,11 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     if (m == "math" || m == "builtins" || m == "_operator" || m == "operator" || (self && is_constant_like(self)) || readonly_method)
       return fold(f, args, kwargs);
   }
+  // ",".join(str(d) for d in x.shape): the generator's (or iterator's) items, as a tuple.
+  if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) && PyUnicode_CheckExact(PyCFunction_GET_SELF(f)) && args.size() == 1 && kwargs.empty() &&
+      (args[0]->kind == VarKind::kGenerator || args[0]->kind == VarKind::kIterator) &&
+      std::strcmp(reinterpret_cast<PyCFunctionObject*>(f)->m_ml->ml_name, "join") == 0)
+    args[0] = make_seq(VarKind::kTuple, unpack(args[0]));
   // Methods of immutable values (", ".join(names), "{}".format(...)) on copies of Python values.
   if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) && is_constant_like(PyCFunction_GET_SELF(f)) && !PyType_Check(PyCFunction_GET_SELF(f)) &&
       all_python_values(args, kwargs))
@@ -389,6 +512,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     args.insert(args.begin(), fn);
     return inline_function(call_attr, nullptr, std::move(args), std::move(kwargs), nullptr);
   }
+  if (VarPtr r = fold_numpy_scalar_call(f, args, kwargs)) return r;
   unsupported("call to " + py_repr(f).substr(0, 80) + " is not supported");
 }
 
@@ -424,10 +548,7 @@ VarPtr Interpreter::call_module(const VarPtr& mod, std::vector<VarPtr> args, std
     if (dict_nonempty(m, h)) unsupported(std::string("module ") + Py_TYPE(m)->tp_name + " has " + h + " (hooks are run eagerly)");
     if (mod->source) guard(attr_source(mod->source, PyRef::steal(PyUnicode_FromString(h)).get()), GuardLeaf::kLen, nullptr, 0);
   }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(g_torch.global_hook_dicts); ++i) {
-    if (PyDict_GET_SIZE(PyTuple_GET_ITEM(g_torch.global_hook_dicts, i)) > 0) unsupported("global nn.Module hooks are registered");
-    guard(global_hook_source(i), GuardLeaf::kLen, nullptr, 0);
-  }
+  require_no_global_module_hooks();
   PyRef fwd = PyRef::steal(PyObject_GetAttrString(m, "forward"));
   if (!fwd) unsupported("module without forward: " + take_python_error());
   if (mod->source) {  // the forward that was inlined: the class's, not replaced on the instance
@@ -441,6 +562,111 @@ VarPtr Interpreter::call_module(const VarPtr& mod, std::vector<VarPtr> args, std
     return inline_function(PyMethod_GET_FUNCTION(fwd.get()), nullptr, std::move(args), std::move(kwargs), nullptr);
   }
   return call(wrap_unguarded(fwd.get(), "forward"), std::move(args), std::move(kwargs));
+}
+
+// Tensor.type(): without arguments the legacy type name ('torch.FloatTensor'), a constant of the
+// (guarded) dtype and device; with a dtype or such a name, the conversion `to(dtype)` does.
+VarPtr Interpreter::tensor_type_method(const VarPtr& t, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  PyRef dev_type = PyRef::steal(PyObject_GetAttrString(t->device.get(), "type"));
+  const bool cuda = dev_type && py_str(dev_type.get()) == "cuda";
+  PyErr_Clear();
+  // The legacy name of a dtype on the CPU, from a real empty tensor of it.
+  auto cpu_name = [](PyObject* dtype) -> std::string {
+    PyRef empty = PyRef::steal(PyObject_GetAttrString(g_torch.torch, "empty"));
+    PyRef a = PyRef::steal(Py_BuildValue("(i)", 0));
+    PyRef kw = PyRef::steal(Py_BuildValue("{s:O}", "dtype", dtype));
+    PyRef e = empty && a && kw ? PyRef::steal(PyObject_Call(empty.get(), a.get(), kw.get())) : PyRef();
+    PyRef n = e ? PyRef::steal(PyObject_CallMethod(e.get(), "type", nullptr)) : PyRef();
+    if (!n) { PyErr_Clear(); return ""; }
+    return py_str(n.get());
+  };
+  auto with_device = [&](const std::string& cpu) { return cuda ? "torch.cuda." + cpu.substr(6) : cpu; };
+  if (args.empty() && kwargs.empty()) {
+    PyRef dt = PyRef::steal(PyObject_GetAttrString(t->fake.get(), "dtype"));
+    std::string name = dt ? cpu_name(dt.get()) : "";
+    if (name.empty()) unsupported("tensor.type() of this dtype");
+    return make_const(PyRef::steal(PyUnicode_FromString(with_device(name).c_str())).get());
+  }
+  if (args.size() != 1 || !kwargs.empty() || !args[0]->is_const()) unsupported("tensor.type() with these arguments");
+  PyObject* want = args[0]->obj.get();
+  PyObject* dtype = nullptr;
+  if (PyObject_TypeCheck(want, reinterpret_cast<PyTypeObject*>(g_torch.dtype_type))) {
+    dtype = want;
+  } else if (PyUnicode_Check(want)) {
+    static const char* names[] = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool", "complex64", "complex128"};
+    for (const char* n : names) {
+      PyObject* d = module_attr("torch", n);
+      if (d && with_device(cpu_name(d)) == py_str(want)) dtype = d;
+    }
+    if (!dtype) unsupported("tensor.type(" + py_str(want) + ") names another device or no tensor type");
+  } else {
+    unsupported("tensor.type() with an argument that is not a dtype or a type name");
+  }
+  return record_op(graph::Op::kCallMethod, nullptr, "to", {t, make_const(dtype)}, {});
+}
+
+// numpy on Python and numpy scalars (`np.sqrt(d)`, `np.float32(2.5)`, `np.log(2.0)`,
+// `np.prod(x.shape)`): pure, so evaluated now when the result is a scalar too; sizes among the
+// arguments are specialised (guarded). numpy on tensors or arrays, and numpy.random, are not.
+VarPtr Interpreter::fold_numpy_scalar_call(PyObject* f, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  std::string mod = PyType_Check(f) ? std::string(reinterpret_cast<PyTypeObject*>(f)->tp_name) : module_of(f);
+  const bool numpy_fn = mod.rfind("numpy", 0) == 0 && mod.rfind("numpy.random", 0) != 0;
+  const bool ufunc = std::strcmp(Py_TYPE(f)->tp_name, "numpy.ufunc") == 0;
+  if (!numpy_fn && !ufunc) return nullptr;
+  std::function<bool(PyObject*)> scalar_tree = [&](PyObject* o) {
+    if (PyTuple_Check(o) || PyList_Check(o)) {
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i)
+        if (!scalar_tree(PySequence_Fast_GET_ITEM(o, i))) return false;
+      return true;
+    }
+    return o == Py_None || PyBool_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyUnicode_Check(o) || is_numpy_scalar(o) ||
+           PyObject_TypeCheck(o, &PyType_Type);
+  };
+  for (auto& a : args) {
+    a = specialize_sizes(a);
+    PyRef p = as_python(a);
+    if (!p || !scalar_tree(p.get())) return nullptr;
+  }
+  for (auto& kv : kwargs) {
+    kv.second = specialize_sizes(kv.second);
+    PyRef p = as_python(kv.second);
+    if (!p || !scalar_tree(p.get())) return nullptr;
+  }
+  VarPtr r = fold(f, args, kwargs);
+  if (!r->is_const()) unsupported("numpy call " + py_repr(f).substr(0, 60) + " gave something other than a scalar");
+  return r;
+}
+
+bool is_dynamo_generation_tag(PyObject* fn) {
+  auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn));
+  return py_str(code->co_qualname) == "GenerationTracker.tag" && py_str(code->co_filename).find("/torch/_dynamo/") != std::string::npos;
+}
+
+// guards that nn.Module's global hook dicts stay empty (a module call inlines forward without them).
+void Interpreter::require_no_global_module_hooks() {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(g_torch.global_hook_dicts); ++i) {
+    if (PyDict_GET_SIZE(PyTuple_GET_ITEM(g_torch.global_hook_dicts, i)) > 0) unsupported("global nn.Module hooks are registered");
+    guard(global_hook_source(i), GuardLeaf::kLen, nullptr, 0);
+  }
+}
+
+// A call of an object made during capture: an nn.Module built inside the function calls its
+// forward (its hook dicts, made by its __init__, are part of the symbolic state and must be
+// empty); any other class its Python __call__.
+VarPtr Interpreter::call_new_object(const VarPtr& obj, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs) {
+  auto* cls = reinterpret_cast<PyTypeObject*>(obj->obj.get());
+  if (PyType_IsSubtype(cls, reinterpret_cast<PyTypeObject*>(g_torch.module_type))) {
+    for (const char* h : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"}) {
+      VarPtr d = new_object_attr(obj, PyRef::steal(PyUnicode_FromString(h)).get());
+      if (d->kind != VarKind::kDict || !d->items.empty()) unsupported(std::string("module ") + cls->tp_name + " built here has " + h);
+    }
+    require_no_global_module_hooks();
+    return call(new_object_attr(obj, PyRef::steal(PyUnicode_FromString("forward")).get()), std::move(args), std::move(kwargs));
+  }
+  PyObject* call_attr = _PyType_Lookup(cls, PyRef::steal(PyUnicode_FromString("__call__")).get());
+  if (!call_attr || !PyFunction_Check(call_attr)) unsupported(std::string("call of a new ") + cls->tp_name + " without a Python __call__");
+  args.insert(args.begin(), obj);
+  return inline_function(call_attr, nullptr, std::move(args), std::move(kwargs), nullptr);
 }
 
 VarPtr Interpreter::inline_function(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,

@@ -28,6 +28,7 @@ struct Interpreter::Frame {
   int cur = 0;
   PyRef kw_names;
   std::vector<VarPtr> yields;
+  VarPtr handled_exc;  // the exception an except/finally block of this frame is handling (PUSH_EXC_INFO)
   VarPtr closure_source_func;  // root only: where free variables come from
 };
 
@@ -42,7 +43,10 @@ std::string qualified_name(PyObject* fn);
 PyObject* op_fn(const char* name);       // operator.<name>, borrowed
 PyObject* builtin(const char* name);     // builtins.<name>, borrowed
 PyObject* sequence_iter();               // collections.abc.Sequence.__iter__
-PyObject* module_attr(const char* module, const char* name);  // e.g. ("itertools", "islice"), borrowed
+PyObject* module_attr(const char* module, const char* name);
+// For the __exit__ kiln puts on a resume function's stack for a grad-mode with-block around a
+// graph break: the mode it restores (0/1), 2 if it restores nothing; -1 for anything else.
+int grad_mode_restorer(PyObject* f);  // e.g. ("itertools", "islice"), borrowed
 std::string module_of(PyObject* fn);
 bool starts_with(const std::string& s, const char* prefix);
 bool is_torch_op(PyObject* fn);

@@ -1,6 +1,7 @@
 // Library functions interpreted on symbolic values rather than folded or broken on: sorting with
-// a key, filter, setattr, dict.fromkeys, namedtuple construction and itertools' chain, product
-// and accumulate. Their results are symbolic containers, so tensors inside stay graph values.
+// a key, filter, setattr, dict.fromkeys, namedtuple construction, functools.reduce and itertools'
+// chain, product, accumulate, combinations, permutations, zip_longest and repeat. Their results
+// are symbolic containers, so tensors inside stay graph values.
 #include <algorithm>
 #include <cstring>
 
@@ -94,6 +95,62 @@ VarPtr Interpreter::call_library(PyObject* f, std::vector<VarPtr>& args, std::ve
       out.insert(out.end(), part.begin(), part.end());
     }
     return make_iterator(make_seq(VarKind::kList, out));
+  }
+  if (f == module_attr("functools", "reduce") && (args.size() == 2 || args.size() == 3) && kwargs.empty()) {
+    std::vector<VarPtr> items = unpack(args[1]);
+    VarPtr acc = args.size() == 3 ? args[2] : nullptr;
+    if (!acc && items.empty()) unsupported("reduce() of an empty iterable with no initial value (TypeError)");
+    for (const VarPtr& v : items) acc = !acc ? v : call(args[0], {acc, v}, {});
+    return acc;
+  }
+  const bool combinations = f == module_attr("itertools", "combinations"), permutations = f == module_attr("itertools", "permutations");
+  if ((combinations || permutations) && kwargs.empty() && !args.empty() && args.size() <= 2) {
+    // Which positions each output tuple takes, from itertools itself over range(n).
+    std::vector<VarPtr> pool = unpack(args[0]);
+    if (args.size() == 2 && !(args[1]->is_const() && (PyLong_Check(args[1]->obj.get()) || args[1]->obj.get() == Py_None)))
+      unsupported("itertools.combinations/permutations with a non-constant length");
+    PyRef n = PyRef::steal(PyLong_FromSize_t(pool.size()));
+    PyRef positions = PyRef::steal(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyRange_Type), n.get()));
+    PyRef it = PyRef::steal(args.size() == 2 ? PyObject_CallFunctionObjArgs(f, positions.get(), args[1]->obj.get(), nullptr)
+                                             : PyObject_CallOneArg(f, positions.get()));
+    PyRef rows = it ? PyRef::steal(PySequence_List(it.get())) : PyRef();
+    if (!rows) unsupported("itertools raised " + take_python_error());
+    if (PyList_GET_SIZE(rows.get()) > 100000) unsupported("itertools result too large to unroll");
+    std::vector<VarPtr> out;
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(rows.get()); ++r) {
+      PyObject* row = PyList_GET_ITEM(rows.get(), r);
+      std::vector<VarPtr> tup;
+      for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(row); ++j) tup.push_back(pool[PyLong_AsSize_t(PyTuple_GET_ITEM(row, j))]);
+      out.push_back(make_seq(VarKind::kTuple, std::move(tup)));
+    }
+    return make_iterator(make_seq(VarKind::kList, out));
+  }
+  if (f == module_attr("itertools", "zip_longest")) {
+    VarPtr fill = make_const(Py_None);
+    for (const auto& kv : kwargs) {
+      if (kv.first != "fillvalue") unsupported("itertools.zip_longest keyword " + kv.first);
+      fill = kv.second;
+    }
+    std::vector<std::vector<VarPtr>> cols;
+    size_t longest = 0;
+    for (const VarPtr& a : args) {
+      cols.push_back(unpack(a));
+      longest = std::max(longest, cols.back().size());
+    }
+    std::vector<VarPtr> out;
+    for (size_t i = 0; i < longest; ++i) {
+      std::vector<VarPtr> row;
+      for (const auto& c : cols) row.push_back(i < c.size() ? c[i] : fill);
+      out.push_back(make_seq(VarKind::kTuple, std::move(row)));
+    }
+    return make_iterator(make_seq(VarKind::kList, out));
+  }
+  if (f == module_attr("itertools", "repeat") && kwargs.size() + args.size() == 2 && !args.empty()) {
+    const VarPtr* times = args.size() == 2 ? &args[1] : kwarg(kwargs, "times");
+    if (!times || !(*times)->is_const() || !PyLong_Check((*times)->obj.get())) unsupported("itertools.repeat without a constant count");
+    long n = PyLong_AsLong((*times)->obj.get());
+    if (n > 100000) unsupported("itertools.repeat too long to unroll");
+    return make_iterator(make_seq(VarKind::kList, std::vector<VarPtr>(static_cast<size_t>(std::max(0L, n)), args[0])));
   }
   if (f == module_attr("itertools", "product")) {
     long repeat = 1;

@@ -40,6 +40,7 @@ VarPtr Interpreter::binary(const char* nb_name, const VarPtr& a, const VarPtr& b
     if (inplace && !a->is_tensor()) fn = op_fn(opn + 1);  // `n += t` rebinds n to a new tensor
     return record_op(graph::Op::kCallFunction, fn, "", {a, b}, {});
   }
+  if (is_deque(a) || is_deque(b)) unsupported(std::string("operator ") + opn + " on a deque");
   bool a_seq = a->kind == VarKind::kTuple || a->kind == VarKind::kList;
   bool b_seq = b->kind == VarKind::kTuple || b->kind == VarKind::kList;
   std::string base = inplace ? opn + 1 : opn;
@@ -65,6 +66,37 @@ VarPtr Interpreter::binary(const char* nb_name, const VarPtr& a, const VarPtr& b
     for (long i = 0; i < times; ++i) items.insert(items.end(), a->items.begin(), a->items.end());
     return make_seq(a->kind, items);
   }
+  if (!base.empty() && base.back() == '_') base.pop_back();  // and_/or_ as iand/ior name them
+  if (base == "or" && a->kind == VarKind::kDict && b->kind == VarKind::kDict) {  // {..} | {..}, d |= {..}
+    VarPtr target = a;
+    if (!inplace) {
+      target = std::make_shared<Var>(VarKind::kDict);
+      target->keys = a->keys;
+      target->items = a->items;
+      target->obj = a->obj;
+      target->self = a->self;  // a defaultdict's factory
+    }
+    call_container(target, "update", {b});
+    return target;
+  }
+  // Set algebra with a dict's keys view: the view's keys now, as a set.
+  auto keys_as_set = [&](const VarPtr& v) -> VarPtr {
+    if (v->kind != VarKind::kDictView || v->name != "keys") return v;
+    PyRef set = PyRef::steal(PySet_New(nullptr));
+    for (const auto& k : v->self->keys)
+      if (PySet_Add(set.get(), k.get()) < 0) unsupported(take_python_error());
+    return trace_value(set.get());
+  };
+  if (base == "and" || base == "or" || base == "sub" || base == "xor") {
+    bool a_view = a->kind == VarKind::kDictView && a->name == "keys", b_view = b->kind == VarKind::kDictView && b->name == "keys";
+    if (a_view || b_view) {
+      if (inplace && a_view) unsupported("in-place set operator on a dict view");
+      return binary(nb_name, keys_as_set(a), keys_as_set(b));
+    }
+  }
+  // An in-place operator on an object kiln does not own would change it now, at capture time.
+  if (inplace && a->kind == VarKind::kObject && !is_trace_value(a->obj.get()) && !is_constant_like(a->obj.get()))
+    unsupported(std::string("in-place ") + opn + " on a " + Py_TYPE(a->obj.get())->tp_name + " made outside the capture");
   return fold(fn, {a, b}, {});
 }
 
@@ -195,6 +227,15 @@ VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
       return record_op(graph::Op::kCallFunction, op_fn("getitem"), "", {obj, specialize_sizes(idx)}, {});
     return record_op(graph::Op::kCallFunction, op_fn("getitem"), "", {obj, idx}, {});
   }
+  if (obj->kind == VarKind::kObject && obj->source && PyTuple_Check(obj->obj.get()) && !PyTuple_CheckExact(obj->obj.get()) && idx->is_const() &&
+      PyLong_Check(idx->obj.get())) {  // p[0] on a namedtuple the frame was given: that item, by its source
+    Py_ssize_t n = PyTuple_GET_SIZE(obj->obj.get()), i = PyLong_AsSsize_t(idx->obj.get());
+    if (i < 0) i += n;
+    guard(obj->source, GuardLeaf::kLen, nullptr, n);
+    if (i < 0 || i >= n) unsupported("tuple index out of range (IndexError)");
+    return wrap(PyTuple_GET_ITEM(obj->obj.get(), i), item_source(obj->source, static_cast<int>(i)));
+  }
+  if (is_deque(obj) && !(idx->is_const() && PyLong_Check(idx->obj.get()))) unsupported("a deque indexed by something other than an int");
   if ((obj->kind == VarKind::kTuple || obj->kind == VarKind::kList) && (idx->is_symint() || idx->kind == VarKind::kSymSlice))
     return subscript(obj, make_const(concretize(idx).get()));  // which items: a size decides, guarded
   if (obj->kind == VarKind::kTuple || obj->kind == VarKind::kList) {
@@ -204,7 +245,7 @@ VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
     if (PyLong_Check(i)) {
       Py_ssize_t k = PyLong_AsSsize_t(i);
       if (k < 0) k += n;
-      if (k < 0 || k >= n) unsupported("IndexError: index out of range");
+      if (k < 0 || k >= n) raise_python(PyExc_IndexError, obj->kind == VarKind::kList ? "list index out of range" : "tuple index out of range");
       return obj->items[k];
     }
     if (PySlice_Check(i)) {

@@ -10,13 +10,28 @@
 
 namespace kiln::frontend {
 
+// The __exit__ of a grad-mode context entered inside the capture, as a real callable for the
+// frame's stack at a graph break: called with the with-statement's three arguments, it restores
+// the grad mode its `self` names (True/False; None: a context that changed nothing).
+static PyObject* restore_grad_mode(PyObject* self, PyObject*) {
+  if (self != Py_None) probe_set_grad_enabled(self == Py_True);
+  Py_RETURN_NONE;
+}
+static PyMethodDef g_restore_grad_mode = {"__exit__", restore_grad_mode, METH_VARARGS, "restores the grad mode (kiln, at a graph break)"};
+
+int grad_mode_restorer(PyObject* f) {
+  if (!PyCFunction_Check(f) || reinterpret_cast<PyCFunctionObject*>(f)->m_ml != &g_restore_grad_mode) return -1;
+  PyObject* self = PyCFunction_GET_SELF(f);
+  return self == Py_None ? 2 : self == Py_True;
+}
+
 OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<graph::Arg>& outs,
                                     std::unordered_map<int, int>& out_index, const std::function<void(const std::string&)>& fail) {
   OutputTemplate t;
   // The frame's own tensors, lists and dicts are handed back as themselves (mutated in place by
   // the graph or by replayed side effects), as eager would; containers made for this call (its
   // *args/**kwargs) are rebuilt from their symbolic contents.
-  if (v->source && !v->fresh && (v->kind == VarKind::kTensor || v->kind == VarKind::kList || v->kind == VarKind::kDict)) {
+  if (v->source && !v->fresh && (v->kind == VarKind::kTensor || v->kind == VarKind::kList || v->kind == VarKind::kDict || v->type_guarded)) {
     t.kind = OutputTemplate::kFetch;
     t.source = v->source;
     return t;
@@ -35,6 +50,24 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
     }
     case VarKind::kConst:
     case VarKind::kObject:
+      if (v->kind == VarKind::kObject && self->is_trace_value(v->obj.get())) {
+        // A set/deque/Counter... the capture built: each call gets its own copy of it.
+        if (!self->claim_trace_output(v->obj.get())) fail("a container built during the capture is handed back twice");
+        if (PyDictKeys_Check(v->obj.get()) || PyDictValues_Check(v->obj.get()) || PyDictItems_Check(v->obj.get()))
+          fail("a view of a container built during the capture is handed back");
+        t.kind = OutputTemplate::kCopy;
+        t.obj = v->obj;
+        PyRef copy_mod = PyRef::steal(PyImport_ImportModule("copy"));
+        if (copy_mod) t.dict_setitem = PyRef::steal(PyObject_GetAttrString(copy_mod.get(), "deepcopy"));
+        if (!t.dict_setitem) fail("copy.deepcopy is unavailable: " + take_python_error());
+        return t;
+      }
+      // A builtin method bound to a trace-time value would act on the capture's object, not on
+      // the copy the caller gets.
+      if (PyCFunction_Check(v->obj.get()) && PyCFunction_GET_SELF(v->obj.get()) && self->is_trace_value(PyCFunction_GET_SELF(v->obj.get())))
+        fail("a method of a container built during the capture is live at the end of the graph");
+      if (v->kind == VarKind::kObject && v->fresh && PyExceptionInstance_Check(v->obj.get()))
+        fail("an exception object made during the capture is handed back (each call would share it)");
       t.kind = OutputTemplate::kConst;
       t.obj = v->obj;
       return t;
@@ -50,6 +83,8 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
       t.obj = PyRef::steal(PyTuple_New(v->keys.size()));
       for (size_t i = 0; i < v->keys.size(); ++i) PyTuple_SET_ITEM(t.obj.get(), i, Py_NewRef(v->keys[i].get()));
       for (const auto& it : v->items) t.items.push_back(make_template(self, it, outs, out_index, fail));
+      t.dict_setitem = v->obj;  // an OrderedDict or defaultdict made during capture: rebuilt as one
+      if (v->obj && v->self) t.names = v->self->obj;  // the defaultdict's factory
       return t;
     }
     case VarKind::kNewObject: {
@@ -68,6 +103,12 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
         }
         if (!t.dict_setitem) fail("cannot find the dict base of a returned object");
       }
+      return t;
+    }
+    case VarKind::kGradModeExit: {  // a with-block around a graph break
+      t.kind = OutputTemplate::kConst;
+      t.obj = PyRef::steal(PyCFunction_New(&g_restore_grad_mode, v->name == "no-op" ? Py_None : v->flag ? Py_True : Py_False));
+      if (!t.obj) fail("cannot rebuild a grad-mode context's __exit__");
       return t;
     }
     case VarKind::kTensorMethod:  // `t.item` on the stack at a graph break
@@ -113,9 +154,17 @@ void Interpreter::store_attr(const VarPtr& obj, PyObject* name, const VarPtr& va
   attr_stores_.push_back({obj, PyRef::borrow(name), value});
 }
 
-VarPtr Interpreter::stored_attr(PyObject* obj, PyObject* name) {
+VarPtr Interpreter::stored_attr(const VarPtr& obj, PyObject* name) {
   for (auto it = attr_stores_.rbegin(); it != attr_stores_.rend(); ++it)
-    if (it->target->obj.get() == obj && PyUnicode_Compare(it->name.get(), name) == 0) return it->value;
+    if (it->target->obj.get() == obj->obj.get() && PyUnicode_Compare(it->name.get(), name) == 0) {
+      // Stored through another path to the same object (`a.x = 1; return b.x` with a is b): the
+      // answer holds only while they are the same object.
+      if (it->target != obj) {
+        identity(it->target);
+        identity(obj);
+      }
+      return it->value;
+    }
   return nullptr;
 }
 
@@ -136,6 +185,7 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) c
       return kind == kGetAttr ? PyObject_GetAttr(self.get(), obj.get()) : PyMethod_New(obj.get(), self.get());
     }
     case kConst: return Py_NewRef(obj.get());
+    case kCopy: return PyObject_CallOneArg(dict_setitem.get(), obj.get());
     case kTuple:
     case kList: {
       PyObject* seq = kind == kList ? PyList_New(items.size()) : PyTuple_New(items.size());
@@ -192,6 +242,12 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) c
         if (!it) { Py_DECREF(d); return nullptr; }
         PyDict_SetItem(d, PyTuple_GET_ITEM(obj.get(), i), it);
         Py_DECREF(it);
+      }
+      if (dict_setitem) {  // OrderedDict(d) keeps d's order
+        PyObject* od = names ? PyObject_CallFunctionObjArgs(dict_setitem.get(), names.get(), d, nullptr)  // defaultdict(factory, d)
+                             : PyObject_CallOneArg(dict_setitem.get(), d);
+        Py_DECREF(d);
+        return od;
       }
       return d;
     }

@@ -3,6 +3,7 @@
 // (transformers' ModelOutput is an OrderedDict), are tracked symbolically; methods are inlined;
 // an instance that is returned is rebuilt after the graph runs from its final state, without
 // running __init__ again (OutputTemplate::kNewObject).
+#include <algorithm>
 #include <cstring>
 
 #include "frontend/interpreter/interpreter.h"
@@ -31,8 +32,8 @@ static bool is_dict_based(PyObject* cls) { return PyType_IsSubtype(reinterpret_c
 VarPtr Interpreter::construct(PyObject* cls, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs) {
   auto* t = reinterpret_cast<PyTypeObject*>(cls);
   std::string tn = t->tp_name;
-  if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.module_type)) ||
-      PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.tensor_type)) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)))
+  if (PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException))) return make_exception(cls, args, kwargs);
+  if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.tensor_type)) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)))
     unsupported(PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)) ? "the function raises " + tn
                                                                                           : "constructing an object of class " + tn);
   PyObject* base = builtin_base(cls);
@@ -60,6 +61,28 @@ VarPtr Interpreter::construct(PyObject* cls, std::vector<VarPtr> args, std::vect
   return v;
 }
 
+// An exception instance (to be raised, or matched and printed by a handler): made for real at
+// capture time from Python values, when its class constructs as the builtin exceptions do (a
+// Python __init__ or __new__ could do anything). See exceptions.cpp for where it may go.
+VarPtr Interpreter::make_exception(PyObject* cls, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  auto* t = reinterpret_cast<PyTypeObject*>(cls);
+  auto* base = reinterpret_cast<PyTypeObject*>(PyExc_BaseException);
+  if ((t->tp_flags & Py_TPFLAGS_HEAPTYPE) && (t->tp_init != base->tp_init || t->tp_new != base->tp_new))
+    unsupported(std::string("the function makes a ") + t->tp_name + " (its class defines __init__ or __new__)");
+  if (!kwargs.empty()) unsupported(std::string(t->tp_name) + "() with keyword arguments");
+  PyRef a = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyRef v = args[i]->is_const() ? args[i]->obj : PyRef();
+    if (!v) unsupported(std::string(t->tp_name) + "() of a value that is not a Python constant");
+    PyTuple_SET_ITEM(a.get(), static_cast<Py_ssize_t>(i), v.release());
+  }
+  PyRef exc = PyRef::steal(PyObject_Call(cls, a.get(), nullptr));
+  if (!exc) unsupported(std::string("making a ") + t->tp_name + " raised " + take_python_error());
+  VarPtr v = make_object(exc.get(), nullptr);
+  v->fresh = true;
+  return v;
+}
+
 VarPtr Interpreter::new_object_attr(const VarPtr& obj, PyObject* name) {
   std::string n = py_str(name);
   for (size_t i = 0; i < obj->keys.size(); ++i)
@@ -76,7 +99,7 @@ VarPtr Interpreter::new_object_attr(const VarPtr& obj, PyObject* name) {
   if (!attr) {
     PyObject* ga = lookup(obj->obj.get(), "__getattr__");
     if (ga && PyFunction_Check(ga)) return inline_function(ga, nullptr, {obj, make_const(name)}, {}, nullptr);
-    unsupported("AttributeError: '" + std::string(reinterpret_cast<PyTypeObject*>(obj->obj.get())->tp_name) + "' object has no attribute '" + n + "'");
+    raise_python(PyExc_AttributeError, "'" + std::string(reinterpret_cast<PyTypeObject*>(obj->obj.get())->tp_name) + "' object has no attribute '" + n + "'");
   }
   if (PyFunction_Check(attr)) {
     auto m = std::make_shared<Var>(VarKind::kBoundMethod);
@@ -99,7 +122,16 @@ VarPtr Interpreter::new_object_attr(const VarPtr& obj, PyObject* name) {
   }
   if (Py_IS_TYPE(attr, &PyMethodDescr_Type) || Py_IS_TYPE(attr, &PyWrapperDescr_Type) || Py_IS_TYPE(attr, &PyClassMethodDescr_Type))
     return make_container_method(obj, n);  // a builtin method of object/dict: interpreted on the symbolic state
-  if (Py_TYPE(attr)->tp_descr_get) unsupported("descriptor " + n + " on a new object");
+  if (Py_TYPE(attr)->tp_descr_get) {
+    // A non-data descriptor written in Python (torch.distributions' lazy_property): its __get__
+    // inlined. The instance's own attributes, looked up above, win over it, as in Python.
+    PyObject* get = _PyType_Lookup(Py_TYPE(attr), PyRef::steal(PyUnicode_FromString("__get__")).get());
+    PyObject* set = _PyType_Lookup(Py_TYPE(attr), PyRef::steal(PyUnicode_FromString("__set__")).get());
+    PyObject* del = _PyType_Lookup(Py_TYPE(attr), PyRef::steal(PyUnicode_FromString("__delete__")).get());
+    if (get && PyFunction_Check(get) && !set && !del)
+      return inline_function(get, nullptr, {wrap_unguarded(attr, n), obj, make_object(obj->obj.get(), nullptr)}, {}, nullptr);
+    unsupported("descriptor " + n + " on a new object");
+  }
   return wrap_unguarded(attr, n);  // a plain class attribute
 }
 
@@ -113,6 +145,74 @@ void Interpreter::set_new_object_attr(const VarPtr& obj, PyObject* name, const V
 VarPtr Interpreter::call_container(const VarPtr& self, const std::string& name, std::vector<VarPtr> args) {
   std::vector<std::pair<std::string, VarPtr>> no_kwargs;
   return call_container_method(make_container_method(self, name), args, no_kwargs);
+}
+
+// ---------------------------------------------------------------- collections.deque
+
+bool Interpreter::is_deque(const VarPtr& v) {
+  return v->kind == VarKind::kList && v->obj && v->obj.get() == module_attr("collections", "deque");
+}
+
+VarPtr Interpreter::make_deque(std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  VarPtr iterable = args.empty() ? nullptr : args[0], maxlen = args.size() > 1 ? args[1] : nullptr;
+  if (args.size() > 2) unsupported("deque() with too many arguments (TypeError)");
+  for (auto& [k, v] : kwargs) {
+    if (k == "iterable") iterable = v;
+    else if (k == "maxlen") maxlen = v;
+    else unsupported("deque() keyword " + k);
+  }
+  auto d = make_seq(VarKind::kList, iterable ? unpack(iterable) : std::vector<VarPtr>{});
+  d->obj = PyRef::borrow(module_attr("collections", "deque"));
+  d->fresh = true;
+  if (maxlen && !(maxlen->is_const() && maxlen->obj.get() == Py_None)) {
+    if (!maxlen->is_const() || !PyLong_Check(maxlen->obj.get())) unsupported("deque maxlen that is not a constant int");
+    long m = PyLong_AsLong(maxlen->obj.get());
+    if (m < 0) unsupported("deque maxlen must be non-negative (ValueError)");
+    d->pos = static_cast<size_t>(m) + 1;
+    if (d->items.size() > static_cast<size_t>(m)) d->items.erase(d->items.begin(), d->items.end() - m);
+  }
+  return d;
+}
+
+VarPtr Interpreter::call_deque_method(const VarPtr& self, const std::string& name, std::vector<VarPtr>& args) {
+  auto& items = self->items;
+  const size_t maxlen = self->pos;  // maxlen + 1, 0 when unbounded
+  auto trim = [&](bool from_left) {
+    while (maxlen && items.size() > maxlen - 1) {
+      if (from_left) items.erase(items.begin());
+      else items.pop_back();
+    }
+  };
+  const VarPtr none = make_const(Py_None);
+  if (name == "append" && args.size() == 1) { items.push_back(args[0]); trim(true); return none; }
+  if (name == "appendleft" && args.size() == 1) { items.insert(items.begin(), args[0]); trim(false); return none; }
+  if (name == "extend" && args.size() == 1) {
+    for (const VarPtr& v : unpack(args[0])) { items.push_back(v); trim(true); }
+    return none;
+  }
+  if (name == "extendleft" && args.size() == 1) {
+    for (const VarPtr& v : unpack(args[0])) { items.insert(items.begin(), v); trim(false); }
+    return none;
+  }
+  if ((name == "pop" || name == "popleft") && args.empty()) {
+    if (items.empty()) unsupported("pop from an empty deque (IndexError)");
+    VarPtr v = name == "pop" ? items.back() : items.front();
+    if (name == "pop") items.pop_back();
+    else items.erase(items.begin());
+    return v;
+  }
+  if (name == "rotate" && args.size() <= 1) {
+    long n = args.empty() ? 1 : list_index(args[0], "deque.rotate");
+    if (!items.empty()) {
+      long len = static_cast<long>(items.size());
+      long k = ((n % len) + len) % len;  // right by k
+      std::rotate(items.begin(), items.begin() + (len - k), items.end());
+    }
+    return none;
+  }
+  if (name == "clear" && args.empty()) { items.clear(); return none; }
+  if (name == "reverse" && args.empty()) { std::reverse(items.begin(), items.end()); return none; }
+  unsupported("deque." + name + "() is not supported");
 }
 
 }  // namespace kiln::frontend

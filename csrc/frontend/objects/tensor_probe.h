@@ -95,5 +95,7 @@ GlobalStateFacts probe_global_state();
 std::string probe_describe_global_state(const GlobalStateFacts& g);
 bool probe_grad_enabled();
 void probe_set_grad_enabled(bool on);
+// Whether saved-tensor hooks are installed on this thread (activation checkpointing, offloading).
+bool probe_saved_tensor_hooks_active();
 
 }  // namespace kiln::frontend

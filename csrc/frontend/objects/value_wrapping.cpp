@@ -18,6 +18,13 @@ void Interpreter::guard(const SourcePtr& src, GuardLeaf::Kind kind, PyObject* ob
   GuardLeaf leaf{kind};
   leaf.obj = PyRef::borrow(obj);
   leaf.length = len;
+  // Identity guards do not keep their object alive (a module, a per-call object): a weak
+  // reference where the type allows one. Functions, classes and modules all do.
+  if (kind == GuardLeaf::kId && obj && PyType_SUPPORTS_WEAKREFS(Py_TYPE(obj))) {
+    leaf.obj = PyRef::steal(PyWeakref_NewRef(obj, nullptr));
+    if (leaf.obj) leaf.weak = true;
+    else { PyErr_Clear(); leaf.obj = PyRef::borrow(obj); }
+  }
   cap_.guards->add(src, std::move(leaf));
 }
 
@@ -127,6 +134,31 @@ void Interpreter::note_container_mutation(const VarPtr& c, const std::string& wh
   mutated_containers_.push_back(c);
 }
 
+// Instances of user-defined classes that the frame was given are often made anew by every call (a
+// KV cache, a dataclass of outputs) or are one of many alike (the twelve layers of a model, each
+// compiled on its own when its forward has a graph break): guarding them by identity would
+// recompile each time. nn.Modules are among them: their parameters and buffers are graph inputs
+// fetched from the instance, their hook dicts and forward are guarded where a call inlines them.
+// Other callables, and objects reached from globals and closures (registries, sentinels), are
+// guarded by identity, which lets the capture use them freely.
+bool Interpreter::guard_by_type(PyObject* o, const SourcePtr& src) {
+  PyTypeObject* t = Py_TYPE(o);
+  if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_Check(o) || PyModule_Check(o) ||
+      (PyCallable_Check(o) && !is_module_instance(o)) || PyAnySet_Check(o))
+    return false;
+  const Source* root = src.get();
+  while (root->parent) root = root->parent.get();
+  return root->kind == Source::kLocal;
+}
+
+PyObject* Interpreter::identity(const VarPtr& v) {
+  if (v->type_guarded) {
+    guard(v->source, GuardLeaf::kId, v->obj.get());
+    v->type_guarded = false;
+  }
+  return v->obj.get();
+}
+
 VarPtr Interpreter::wrap_unguarded(PyObject* o, const std::string& label) {
   if (probe_is_tensor(o)) return tensor_input(o, constant_source(o, label));
   return from_python_value(o, /*shared=*/true);
@@ -167,6 +199,19 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
       }
       input_containers_.push_back({v, PyRef::borrow(o)});
     }
+  } else if (Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(module_attr("collections", "OrderedDict"))) && PyDict_GET_SIZE(o) == 0) {
+    // An empty OrderedDict (nn.Module's global registration hooks, a hook dict): read as an empty
+    // dict of that type. Not an input container, so a mutation is refused rather than written
+    // back past OrderedDict's own bookkeeping.
+    guard(src, GuardLeaf::kType, reinterpret_cast<PyObject*>(Py_TYPE(o)));
+    guard(src, GuardLeaf::kLen, nullptr, 0);
+    v = std::make_shared<Var>(VarKind::kDict);
+    v->obj = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o)));
+  }
+  if (!v && guard_by_type(o, src)) {
+    guard(src, GuardLeaf::kType, reinterpret_cast<PyObject*>(Py_TYPE(o)));
+    v = make_object(o, src);
+    v->type_guarded = true;
   }
   if (!v) {
     guard(src, GuardLeaf::kId, o);
@@ -182,10 +227,11 @@ PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
     case VarKind::kTensor: return fake_tensors ? v->fake : PyRef();
     case VarKind::kSymInt: return fake_tensors && !v->flag ? v->fake : concretize(v);
     case VarKind::kSymSlice: return fake_tensors ? v->fake : concretize(v);
-    case VarKind::kConst:
-    case VarKind::kObject: return v->obj;
+    case VarKind::kConst: return v->obj;
+    case VarKind::kObject: return PyRef::borrow(identity(v));
     case VarKind::kTuple:
     case VarKind::kList: {
+      if (is_deque(v)) return PyRef();  // a plain list does not stand for a deque
       PyRef out = PyRef::steal(v->kind == VarKind::kTuple ? PyTuple_New(v->items.size()) : PyList_New(v->items.size()));
       for (size_t i = 0; i < v->items.size(); ++i) {
         PyRef it = as_python(v->items[i], fake_tensors);
@@ -202,16 +248,36 @@ PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
         if (!it) return PyRef();
         PyDict_SetItem(out.get(), v->keys[i].get(), it.get());
       }
+      if (v->obj && v->self) return PyRef::steal(PyObject_CallFunctionObjArgs(v->obj.get(), v->self->obj.get(), out.get(), nullptr));  // defaultdict
+      if (v->obj) return PyRef::steal(PyObject_CallOneArg(v->obj.get(), out.get()));  // an OrderedDict made here
       return out;
     }
     default: return PyRef();
   }
 }
 
+// ---------------------------------------------------------------- trace-time values
+
+bool Interpreter::trace_value_type(PyObject* o) {
+  if (PySet_CheckExact(o)) return true;
+  PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  return t == module_attr("collections", "deque") || t == module_attr("collections", "defaultdict") ||
+         t == module_attr("collections", "OrderedDict") || t == module_attr("collections", "Counter") ||
+         t == module_attr("itertools", "count") || t == module_attr("itertools", "repeat");
+}
+
+VarPtr Interpreter::trace_value(PyObject* o) {
+  if (trace_values_.insert(o).second) trace_owned_.push_back(PyRef::borrow(o));
+  VarPtr v = make_object(o, nullptr);
+  v->fresh = true;
+  return v;
+}
+
 // Constants, and tuples, lists and dicts of them: values a pure function can be evaluated on now
 // (objects are left out: what a function reads of them is not guarded).
 static bool plain_value(const VarPtr& v, int depth = 0) {
   if (v->is_const() || v->is_symint() || v->kind == VarKind::kSymSlice) return true;
+  if (v->kind == VarKind::kObject && v->fresh && !v->source) return true;  // a trace-time value
   if (depth > 8 || (v->kind != VarKind::kTuple && v->kind != VarKind::kList && v->kind != VarKind::kDict)) return false;
   for (const auto& it : v->items)
     if (!plain_value(it, depth + 1)) return false;

@@ -1,6 +1,8 @@
 // Construction helpers for symbolic values, and the torch objects the frontend recognises.
 #include "frontend/objects/variables.h"
 
+#include <cstring>
+
 #include "frontend/objects/torch_types.h"
 
 namespace kiln::frontend {
@@ -53,6 +55,23 @@ bool init_torch_objects() {
   return true;
 }
 
+// numpy's scalar types (numpy.number, numpy.bool_), once numpy has been imported by someone:
+// immutable values like Python's own numbers. kiln never imports numpy itself.
+bool is_numpy_scalar(PyObject* o) {
+  if (std::strncmp(Py_TYPE(o)->tp_name, "numpy.", 6) != 0) return false;
+  static PyObject* number = nullptr;
+  static PyObject* boolean = nullptr;
+  if (!number) {
+    PyRef name = PyRef::steal(PyUnicode_FromString("numpy"));
+    PyRef mod = PyRef::steal(PyImport_GetModule(name.get()));
+    if (!mod) { PyErr_Clear(); return false; }
+    number = PyObject_GetAttrString(mod.get(), "number");  // kept for the process
+    boolean = PyObject_GetAttrString(mod.get(), "bool_");
+    if (!number || !boolean) { PyErr_Clear(); number = boolean = nullptr; return false; }
+  }
+  return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(number)) || PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(boolean));
+}
+
 bool is_constant_like(PyObject* o) {
   if (o == Py_None || o == Py_Ellipsis || o == Py_NotImplemented || PyBool_Check(o) || PyLong_CheckExact(o) ||
       PyFloat_CheckExact(o) || PyComplex_CheckExact(o) || PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) ||
@@ -60,7 +79,7 @@ bool is_constant_like(PyObject* o) {
     return true;
   PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
   if (t == g_torch.dtype_type || t == g_torch.device_type || t == g_torch.layout_type ||
-      t == g_torch.memory_format_type)
+      t == g_torch.memory_format_type || is_numpy_scalar(o))
     return true;
   if (PySlice_Check(o)) {
     auto* s = reinterpret_cast<PySliceObject*>(o);

@@ -22,7 +22,8 @@ enum class VarKind {
   kConst,          // obj: None/bool/int/float/str/dtype/device/slice/torch.Size/tuple-of-consts...
   kTuple,          // items; obj = namedtuple type or null
   kList,           // items (mutable)
-  kDict,           // keys (constants) + items
+  kDict,           // keys (constants) + items; obj: OrderedDict/defaultdict made during capture (then
+                   // self = the defaultdict's factory: list, int or float), else null
   kObject,         // obj: any other Python object (module, function, class, nn.Module...)
   kNull,           // the NULL a call sequence pushes
   kIterator,       // items + pos
@@ -31,7 +32,9 @@ enum class VarKind {
   kTensorMethod,   // self (tensor) + name -> recorded as call_method
   kContainerMethod,// self (list/dict/tuple Var) + name -> interpreted
   kNestedFunction, // obj = code; items = closure cells; defaults/kwdefaults; name = qualname
-  kGradMode,       // a no_grad()/enable_grad()/set_grad_enabled() context: flag
+  kGradMode,       // a no_grad()/enable_grad()/set_grad_enabled() context: flag; name "no-op" for
+                   // contexts that change nothing traced (profiler ranges, nullcontext): self =
+                   // what entering gives
   kGradModeExit,   // the bound __exit__ of an entered grad-mode context: flag = mode to restore
   kGenerator,      // a generator object from an inlined generator function: items = yields
   kSuper,          // super(obj = class, self = instance): attribute lookup starts after the class
@@ -62,6 +65,10 @@ struct Var {
   size_t pos = 0;
   bool flag = false;
   bool fresh = false;   // a container made for this call (e.g. the frame's **kwargs): mutable
+  // kObject from the frame, guarded by its type only (instances of user classes: a cache object,
+  // a ModelOutput built by the caller). What the capture reads of it is guarded through its
+  // source; its identity only once the capture depends on it (Interpreter::identity).
+  bool type_guarded = false;
   PyRef defaults, kwdefaults;
   PyRef globals;        // kNestedFunction: the globals the code runs with
   SourcePtr source;
@@ -80,6 +87,7 @@ VarPtr make_container_method(VarPtr self, std::string name);  // self.<name>, in
 
 // True for immutable values kiln specialises on and bakes into graphs.
 bool is_constant_like(PyObject* o);
+bool is_numpy_scalar(PyObject* o);  // numpy.number / numpy.bool_ (numpy already imported)
 const char* kind_name(VarKind k);
 
 }  // namespace kiln::frontend

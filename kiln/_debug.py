@@ -1,0 +1,164 @@
+"""Glue writing the debug dump (KILN_DEBUG_DIR, or kiln.compile(options={"debug_dir": ...})).
+
+The C++ core hands over what each capture produced (csrc/frontend/hook/frame_dispatch.cpp,
+dump_capture) and the code generator what each graph became (kiln/_codegen.py); this file only
+writes them. Layout, one folder per captured frame (resume functions are frames of their own):
+
+    <dir>/index.md                     every entry, with links
+    <dir>/manifest.json                the same, machine-readable: function, entry, files, stages
+    <dir>/<NNN>_<function>/
+        frame.txt                      the frame's code: kiln's own (a resume function) or the user's, disassembled
+        graph.py                       the captured graph (torch.fx-style Python, user file:line per op)
+        guards.txt                     the guards, as readable code
+        reasons.md                     why this entry exists: recompile reason, graph break and its stack
+        aten_graph[_k].txt             the ATen graph the code generator traced (per size specialisation k)
+        loop_ir[_k].txt                the loop IR after fusion, scheduling and memory planning
+                                       (forward and backward for training graphs)
+        kernels[_k].cpp                the generated C++ kernels
+        codegen[_k].json               build status and time per stage
+
+Nothing is written, and nothing on the per-call path runs, unless a debug directory is set."""
+from __future__ import annotations
+
+import dis
+import io
+import json
+import os
+import re
+import threading
+import warnings
+
+_lock = threading.Lock()
+_entries: dict[str, list] = {}   # debug dir -> manifest entries
+_counts: dict[str, int] = {}     # debug dir -> entries written
+_current = threading.local()     # .path: the folder of the capture a backend is compiling on this thread
+
+
+def current_entry() -> str | None:
+    """The folder of the capture whose graph the backend is compiling now (None when not dumping)."""
+    return getattr(_current, "path", None)
+
+
+class compiling_for:
+    """While a backend compiles a capture's graph: current_entry() is that capture's folder."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def __enter__(self):
+        self.prev = current_entry()
+        _current.path = self.folder
+
+    def __exit__(self, *exc):
+        _current.path = self.prev
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80].strip("_") or "frame"
+
+
+def _write(path: str, name: str, text: str) -> str:
+    with open(os.path.join(path, name), "w") as f:
+        f.write(text)
+    return name
+
+
+def _disassemble(code) -> str:
+    out = io.StringIO()
+    out.write(f"# {code.co_qualname} ({code.co_filename}:{code.co_firstlineno})\n")
+    dis.dis(code, file=out, depth=0)
+    return out.getvalue()
+
+
+def record_capture(debug_dir: str, facts: dict) -> str | None:
+    """Called by the C++ core for every capture of a function compiled with a debug directory;
+    returns the capture's folder (the backend's artifacts go there too)."""
+    try:
+        return _record(debug_dir, facts)
+    except Exception as e:  # noqa: BLE001 - the dump must never change what the program does
+        warnings.warn(f"kiln: writing the debug dump to {debug_dir!r} failed: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
+        return None
+
+
+def _record(debug_dir: str, facts: dict) -> str:
+    with _lock:
+        n = _counts.get(debug_dir, 0)
+        _counts[debug_dir] = n + 1
+    code = facts["code"]
+    function = facts["function"]
+    path = os.path.join(debug_dir, f"{n:03d}_{_slug(code.co_qualname)}")
+    os.makedirs(path, exist_ok=True)
+    files = {}
+    files["frame.txt"] = _write(path, "frame.txt", _disassemble(code))
+    if facts.get("graph"):
+        files["graph.py"] = _write(path, "graph.py", facts["graph"])
+    if facts.get("guards"):
+        files["guards.txt"] = _write(path, "guards.txt", facts["guards"])
+    reasons = [f"# {function}\n"]
+    if facts.get("where"):
+        reasons.append(f"captured from {facts['where']}\n")
+    if facts.get("recompile_reason"):
+        reasons.append(f"\n## recompiled because a guard failed\n\n    {facts['recompile_reason']}\n")
+    for change in facts.get("dynamic_changes") or []:
+        reasons.append(f"\n## dynamic shapes\n\n    {change}\n")
+    if facts.get("break_reason"):
+        reasons.append(f"\n## graph break\n\n{facts['break_reason']}\n\nat {facts.get('break_where') or '?'}\n")
+        if facts.get("break_stack"):
+            reasons.append("\n```\n" + facts["break_stack"].rstrip() + "\n```\n")
+    if facts.get("runs_eagerly"):
+        reasons.append("\nThis frame runs eagerly: nothing was compiled for it.\n")
+    files["reasons.md"] = _write(path, "reasons.md", "".join(reasons))
+    entry = {"index": n, "function": function, "qualname": code.co_qualname, "file": code.co_filename,
+             "line": code.co_firstlineno, "folder": os.path.basename(path),
+             "resume_function": "__resume_at_" in code.co_qualname,
+             "graph_break": bool(facts.get("break_reason")), "recompile": bool(facts.get("recompile_reason")),
+             "files": [{"file": f, "stage": _STAGES[k]} for k, f in files.items()]}
+    with _lock:
+        _entries.setdefault(debug_dir, []).append(entry)
+        _write_index(debug_dir)
+    return path
+
+
+_STAGES = {"frame.txt": "bytecode", "graph.py": "captured graph", "guards.txt": "guards",
+           "reasons.md": "reasons", "aten_graph": "aten graph", "loop_ir": "loop ir", "kernels": "kernels", "codegen": "build"}
+
+
+def record_codegen(path: str, g) -> None:
+    """Called when a graph compiled from the capture dumped in `path` was traced and built."""
+    try:
+        with _lock:
+            k = sum(1 for f in os.listdir(path) if f.startswith("codegen"))
+            suffix = "" if k == 0 else f"_{k}"
+            written = []
+            if g.graph_text:
+                written.append((_write(path, f"aten_graph{suffix}.txt", g.graph_text), "aten graph"))
+            if g.program_text:
+                written.append((_write(path, f"loop_ir{suffix}.txt", g.program_text), "loop ir"))
+            if g.source:
+                written.append((_write(path, f"kernels{suffix}.cpp", g.source), "kernels"))
+            info = {"status": g.status, "training": g.training_status, "timings": dict(g.timings),
+                    "kernels": g.num_kernels, "extern_calls": g.num_externs}
+            written.append((_write(path, f"codegen{suffix}.json", json.dumps(info, indent=2, default=str)), "build"))
+            debug_dir = os.path.dirname(path)
+            for entry in _entries.get(debug_dir, []):
+                if entry["folder"] == os.path.basename(path):
+                    entry["files"].extend({"file": f, "stage": s} for f, s in written)
+            _write_index(debug_dir)
+    except Exception as e:  # noqa: BLE001
+        warnings.warn(f"kiln: writing the debug dump to {path!r} failed: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
+
+
+def _write_index(debug_dir: str) -> None:
+    entries = _entries.get(debug_dir, [])
+    with open(os.path.join(debug_dir, "manifest.json"), "w") as f:
+        json.dump({"entries": entries}, f, indent=2)
+    lines = ["# kiln debug dump\n", "\nOne folder per captured frame, in capture order. "
+             "`manifest.json` lists the same files with their stages.\n\n",
+             "| # | function | kind | files |\n|---|---|---|---|\n"]
+    for e in entries:
+        kind = ", ".join(k for k, on in (("resume function", e["resume_function"]), ("graph break", e["graph_break"]),
+                                         ("recompile", e["recompile"])) if on) or "first capture"
+        links = " ".join(f"[{x['file']}]({e['folder']}/{x['file']})" for x in e["files"])
+        lines.append(f"| {e['index']} | `{e['function']}` | {kind} | {links} |\n")
+    with open(os.path.join(debug_dir, "index.md"), "w") as f:
+        f.writelines(lines)
