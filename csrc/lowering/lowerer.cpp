@@ -98,6 +98,26 @@ Loader Lowerer::arg_loader(const AtenArg& a, const std::vector<int64_t>& sizes, 
   return [v, dtype](const std::vector<Index>&, LoadCtx&) { return constant(v, dtype); };
 }
 
+// How many distinct buffers a value's inlined expression loads: each is a stream of memory every
+// reader pays for again (a residual stream inlined into each layer's norm re-reads every earlier
+// layer's output).
+int Lowerer::buffers_read(int value) {
+  const auto& sizes = meta(value).sizes;
+  LoadCtx ctx;
+  ctx.ranges = sizes;
+  std::vector<Index> idx;
+  for (size_t d = 0; d < sizes.size(); ++d) idx.push_back(Index::var(static_cast<int>(d)));
+  ExprPtr e = values_.at(value).loader(idx, ctx);
+  std::set<int> buffers;
+  std::function<void(const ExprPtr&)> walk = [&](const ExprPtr& x) {
+    if (x->kind == Expr::kLoad) buffers.insert(x->buffer);
+    for (const auto& a : x->args) walk(a);
+    for (const auto& i : x->indirect) walk(i.value);
+  };
+  walk(e);
+  return static_cast<int>(buffers.size());
+}
+
 void Lowerer::define(int out, Loader loader, int cost) {
   TensorValue& v = values_.at(out);
   const int node = node_;
@@ -398,7 +418,8 @@ Program Lowerer::run() {
     for (int v : g_.nodes[i].outputs)
       if (v >= 0 && values_[v].buffer < 0 && values_[v].loader && uses_[v] > 0 &&
           (opts_.fuse ? (uses_[v] > 1 && values_[v].cost > opts_.max_inline_cost) || values_[v].cost > opts_.max_expression_cost ||
-                            (values_[v].transcendental && broadcast_read_[v])
+                            (values_[v].transcendental && broadcast_read_[v]) ||
+                            (uses_[v] > 1 && values_[v].cost > opts_.max_inline_reads && buffers_read(v) > opts_.max_inline_reads)
                       : !values_[v].realize))
         ensure_buffer(v);
   }

@@ -44,6 +44,7 @@ struct TensorValue {
 
 struct LoweringOptions {
   int max_inline_cost = 48;    // a value read more than once is realized above this cost
+  int max_inline_reads = 4;    // a value read more than once is realized when it loads more buffers
   int max_expression_cost = 400;  // any value is realized above this: the code generator renders
                                   // expressions recursively, so their depth must stay bounded
   bool fuse = true;            // false: every value is realized in its own kernel (debugging)
@@ -98,6 +99,7 @@ class Lowerer {
   bool lower_node(int node);
   int realize_pointwise(int value);
   void set_buffer_loader(int value, int buf);
+  int buffers_read(int value);
   void note_fused(int kernel, const LoadCtx& ctx, bool current_node);
 
   const ir::AtenGraph& g_;

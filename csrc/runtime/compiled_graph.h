@@ -55,7 +55,7 @@ class CompiledGraph {
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs);
   const ir::Program& program() const { return program_; }
   const bridge::TraceResult& trace() const { return trace_; }
-  size_t num_kernels() const { return kernels_.size(); }
+  size_t num_kernels() const { return program_.kernels.size(); }  // generated kernels (CPU or CUDA)
   size_t num_externs() const;
 
  private:

@@ -45,6 +45,23 @@ int graph_cuda_device(const bridge::TraceResult& trace, const BuildOptions& opts
   return *devices.begin();
 }
 
+// The scalars of a CUDA graph (`x * 2` traces as a multiplication by a 0-dim CPU tensor) go to the
+// device with it: a kernel can read them there, where a CPU tensor would make the operator an
+// ATen call of its own. Wrapped numbers stay wrapped, so type promotion is unchanged.
+void move_scalar_constants(bridge::TraceResult& trace, int device) {
+  std::vector<bool> moved(trace.constants.size(), false);
+  for (size_t i = 0; i < trace.constants.size(); ++i) {
+    at::Tensor& t = trace.constants[i];
+    if (!t.defined() || !t.is_cpu() || t.dim() != 0) continue;
+    const bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
+    t = t.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+    if (wrapped) t.unsafeGetTensorImpl()->set_wrapped_number(true);
+    moved[i] = true;
+  }
+  for (ir::AtenValue& v : trace.graph.values)
+    if (v.kind == ir::AtenValue::kConstant && v.index >= 0 && moved.at(static_cast<size_t>(v.index))) v.meta.cpu = false;
+}
+
 #ifdef KILN_WITH_CUDA
 // Generates CUDA for the program, compiles it with NVRTC (or loads the cubin from the cache) and
 // loads it on the device.
@@ -83,6 +100,7 @@ BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts) {
 #ifndef KILN_WITH_CUDA
     if (device >= 0) throw std::runtime_error("kiln was built without CUDA support (its PyTorch has no CUDA, or CUDA's headers were not found)");
 #endif
+    if (device >= 0) move_scalar_constants(trace, device);
     lowering::LoweringOptions lo;
     lo.fuse = opts.fuse;
     lo.cuda = device >= 0;

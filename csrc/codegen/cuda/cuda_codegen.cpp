@@ -322,7 +322,10 @@ class KernelWriter {
         if (s.kind != Stage::kReduction || s.inner_sizes.empty()) continue;
         const int inner_last = n_outer_ + static_cast<int>(s.inner_sizes.size()) - 1;
         for_each_node(s.value, [&](const Expr& e) {
-          if (e.kind == Expr::kLoad && e.index.coefficient_of(last_outer) == 1 && e.index.coefficient_of(inner_last) != 1) column = true;
+          // (A load the reduced loop does not move, such as a row's token id, is no column.)
+          if (e.kind == Expr::kLoad && e.index.coefficient_of(last_outer) == 1 && e.index.uses_var(inner_last) &&
+              e.index.coefficient_of(inner_last) != 1)
+            column = true;
         });
       }
     }

@@ -293,7 +293,10 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
     // `t.retain_grad()`): it must run, so it cannot be folded away as metadata.
     // (PyTorch's usage telemetry logs once per process, and nn.Module's constructor calls it:
     // nothing to replay.)
-    if (result.get() == Py_None && name != "torch._assert" && name != "torch._log_api_usage_once" && name != "torch._C._log_api_usage_once")
+    // (Compared by identity: pybind11 names the module of C functions differently across
+    // PyTorch versions, "torch._C" or "torch.pybind11_detail_function_record_...".)
+    const bool telemetry = target && (target == module_attr("torch._C", "_log_api_usage_once") || name == "torch._log_api_usage_once");
+    if (result.get() == Py_None && name != "torch._assert" && !telemetry)
       unsupported(name + " returns None: its effect (autograd, hooks) happens outside the graph");
     return wrap_symbolic(result.get(), -1);
   }

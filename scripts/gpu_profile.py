@@ -1,0 +1,65 @@
+"""Where a bench case's time goes on a GPU, eager beside kiln: the top CUDA kernels by device
+time under torch.profiler, and kiln's launch records (kernel, pattern, grid, block).
+
+    python3 scripts/gpu_profile.py nanogpt [--iters 10] [--top 25]
+
+Reads the bench suite from ../shared/bench or shared/bench (copy it there for a lent machine)."""
+import argparse
+import os
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+for p in (os.path.join(ROOT, "..", "shared", "bench"), os.path.join(ROOT, "shared", "bench")):
+    if os.path.isdir(p):
+        sys.path.insert(0, p)
+sys.path.insert(0, ROOT)
+
+import kiln  # noqa: E402
+from kiln import _codegen  # noqa: E402
+from suite import CASES  # noqa: E402
+
+
+def top_kernels(fn, args, iters, top):
+    with torch.no_grad():
+        for _ in range(3):
+            fn(*args)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(iters):
+                fn(*args)
+            torch.cuda.synchronize()
+    rows = [(e.key, e.device_time_total / iters, e.count // iters) for e in prof.key_averages() if e.device_time_total > 0]
+    rows.sort(key=lambda r: -r[1])
+    total = sum(r[1] for r in rows)
+    print(f"  device time per call: {total / 1e3:.3f} ms over {sum(r[2] for r in rows)} launches")
+    for name, us, n in rows[:top]:
+        print(f"  {us:9.1f} us  x{n:<4} {name[:110]}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--top", type=int, default=25)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    model, args, _ = CASES[a.case]("cuda")
+    args = args if isinstance(args, tuple) else tuple(args)[0]
+    print(f"== {a.case}: eager")
+    top_kernels(model, args, a.iters, a.top)
+    compiled = kiln.compile(model)
+    print(f"== {a.case}: kiln")
+    top_kernels(compiled, args, a.iters, a.top)
+    for g in _codegen.GRAPHS:
+        print(f"  graph: {g.status}; {g.num_kernels} kernels, {g.num_externs} externs")
+        for line in g.source.splitlines():
+            if line.startswith("//   kernel"):
+                print("   " + line[4:])
+
+
+if __name__ == "__main__":
+    main()
