@@ -119,8 +119,14 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="kiln", mode=N
                                  options=options, disable=disable)
     opts = _validate(fullgraph, dynamic, backend, mode, options, disable)
     fn_backend, name = _backends.resolve(backend)
-    if mode in ("reduce-overhead", "max-autotune"):
-        _note(f"mode={mode!r}: CUDA graphs are not implemented yet; running as mode='default'")
+    if mode is not None and _MODES[mode].get("cudagraphs"):
+        if backend == "kiln":  # replayed as CUDA graphs on CUDA devices (kiln/_cudagraphs.py)
+            from . import _codegen
+            fn_backend = _codegen.compile_frontend_fx_cudagraphs
+        else:
+            _note(f"mode={mode!r}: CUDA graphs need backend='kiln'; running backend {name!r} as mode='default'")
+    if mode is not None and _MODES[mode].get("autotune"):
+        _note(f"mode={mode!r}: autotuning is not implemented yet; kernels use their default configurations")
     if not callable(model):
         raise TypeError(f"kiln.compile expects a callable or nn.Module, got {type(model).__name__}")
     limit = opts.get("recompile_limit", _options.get("recompile_limit"))

@@ -55,6 +55,12 @@ def _enables_grad(gm) -> bool:
                for n in gm.graph.nodes)
 
 
+def compile_frontend_fx_cudagraphs(gm, example_inputs):
+    """mode="reduce-overhead": the graph replayed as a CUDA graph where it can be (kiln/_cudagraphs.py)."""
+    from ._cudagraphs import CudaGraphRunner
+    return CudaGraphRunner(compile_fx(gm, example_inputs, frontend=True))
+
+
 def compile_frontend_fx(gm, example_inputs):
     return compile_fx(gm, example_inputs, frontend=True)
 

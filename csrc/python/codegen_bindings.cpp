@@ -265,6 +265,24 @@ class CodegenGraph {
   size_t num_kernels() const { return graph_ ? graph_->num_kernels() : 0; }
   size_t num_externs() const { return graph_ ? graph_->num_externs() : 0; }
   size_t num_specializations() const { return variants_.size(); }
+  // For kiln/_cudagraphs.py: whether this graph can run inside a CUDA graph capture (compiled, for
+  // CUDA, tensors only, no inputs written in place), and that run, whose kernels' error flag is
+  // handed back in device memory (None without checks) rather than read with a host sync.
+  bool capturable() const {
+    return state_ == kReady && graph_ && !training_ && int_args_.empty() && graph_->trace().graph.input_mutations.empty() &&
+           graph_->num_kernels() > 0 && !graph_->trace().outputs.empty() && graph_->trace().outputs[0].is_cuda();
+  }
+  py::tuple run_for_capture(py::args args) {
+    if (!capturable()) throw std::runtime_error("this graph cannot run in a CUDA graph");
+    std::vector<at::Tensor> inputs = unpack_tensors(args, "inputs");
+    at::Tensor flag;
+    std::vector<at::Tensor> outs;
+    {
+      py::gil_scoped_release nogil;
+      outs = graph_->run(inputs, &flag);
+    }
+    return py::make_tuple(pack(outs), flag.defined() ? py::reinterpret_steal<py::object>(THPVariable_Wrap(flag)) : py::none());
+  }
   std::string training_status() const { return training_status_; }
 
  private:
@@ -507,6 +525,8 @@ void bind_codegen(py::module_& m) {
            py::arg("enables_grad") = false)
       .def("__call__", &CodegenGraph::call)
       .def("wait", &CodegenGraph::wait, "Wait for a background build to finish.")
+      .def_property_readonly("capturable", &CodegenGraph::capturable)
+      .def("run_for_capture", &CodegenGraph::run_for_capture)
       .def_property_readonly("status", &CodegenGraph::status)
       .def_property_readonly("compiled", &CodegenGraph::compiled)
       .def_property_readonly("graph_text", &CodegenGraph::graph_text)

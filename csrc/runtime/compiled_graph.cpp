@@ -73,7 +73,7 @@ static bool matches(const Buffer& buf, const at::Tensor& t, const c10::Device& d
   return true;
 }
 
-std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs) {
+std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs, at::Tensor* device_flag) {
   const size_t nb = program_.buffers.size();
   std::vector<at::Tensor> slots(nb);
   if (!program_.input_mutations.empty() && mutated_input_aliases(program_.input_mutations, inputs))
@@ -168,7 +168,9 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs
         ptrs[b] = nullptr;
       }
   }
-  if (device_error.defined()) {
+  if (device_flag) {
+    *device_flag = device_error;
+  } else if (device_error.defined()) {
     const int e = device_error.item<int>();  // waits for the kernels
     if (e) throw KernelCheckFailed(e == 1 ? "index out of range" : "integer division by zero");
   }

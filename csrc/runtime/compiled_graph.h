@@ -52,7 +52,9 @@ class CompiledGraph {
   // allocated there, kernels launch on its current stream.
   void use_cuda(std::shared_ptr<CudaKernels> kernels, int device);
   bool on_cuda() const { return cuda_ != nullptr; }
-  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs);
+  // With `device_flag` (CUDA graphs being captured: no host sync allowed), the kernels' error
+  // flag is handed back in device memory instead of being read; the caller reads it after replay.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs, at::Tensor* device_flag = nullptr);
   const ir::Program& program() const { return program_; }
   const bridge::TraceResult& trace() const { return trace_; }
   size_t num_kernels() const { return program_.kernels.size(); }  // generated kernels (CPU or CUDA)

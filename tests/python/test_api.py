@@ -219,3 +219,14 @@ def test_explain_shows_user_stack_of_breaks_and_recompile_guards(capsys):
     assert "user stack (outermost first)" in text and "_explain_helper at" in text
     assert e.recompiles and "expected 2, actual 3" in e.recompiles[0]
     assert "Recompile 0: _explain_helper" in text
+
+
+def test_reduce_overhead_on_the_cpu_runs_the_compiled_graph():
+    def f(x):
+        return (x * 2).relu().sum(-1)
+
+    c = kiln.compile(f, mode="reduce-overhead")
+    for _ in range(3):
+        x = torch.randn(8, 16)
+        torch.testing.assert_close(c(x), f(x))
+    assert kiln.stats()["graphs"] == 1
