@@ -540,6 +540,14 @@ static SourcePtr global_hook_source(Py_ssize_t i) {
   return sources.at(static_cast<size_t>(i));
 }
 
+// guards that nn.Module's global hook dicts stay empty (a module call inlines forward without them).
+void Interpreter::require_no_global_module_hooks() {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(g_torch.global_hook_dicts); ++i) {
+    if (PyDict_GET_SIZE(PyTuple_GET_ITEM(g_torch.global_hook_dicts, i)) > 0) unsupported("global nn.Module hooks are registered");
+    guard(global_hook_source(i), GuardLeaf::kLen, nullptr, 0);
+  }
+}
+
 VarPtr Interpreter::call_module(const VarPtr& mod, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs) {
   PyObject* m = mod->obj.get();
   // The forward is inlined without its hooks, so the graph is valid only while there are none:
@@ -564,109 +572,9 @@ VarPtr Interpreter::call_module(const VarPtr& mod, std::vector<VarPtr> args, std
   return call(wrap_unguarded(fwd.get(), "forward"), std::move(args), std::move(kwargs));
 }
 
-// Tensor.type(): without arguments the legacy type name ('torch.FloatTensor'), a constant of the
-// (guarded) dtype and device; with a dtype or such a name, the conversion `to(dtype)` does.
-VarPtr Interpreter::tensor_type_method(const VarPtr& t, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
-  PyRef dev_type = PyRef::steal(PyObject_GetAttrString(t->device.get(), "type"));
-  const bool cuda = dev_type && py_str(dev_type.get()) == "cuda";
-  PyErr_Clear();
-  // The legacy name of a dtype on the CPU, from a real empty tensor of it.
-  auto cpu_name = [](PyObject* dtype) -> std::string {
-    PyRef empty = PyRef::steal(PyObject_GetAttrString(g_torch.torch, "empty"));
-    PyRef a = PyRef::steal(Py_BuildValue("(i)", 0));
-    PyRef kw = PyRef::steal(Py_BuildValue("{s:O}", "dtype", dtype));
-    PyRef e = empty && a && kw ? PyRef::steal(PyObject_Call(empty.get(), a.get(), kw.get())) : PyRef();
-    PyRef n = e ? PyRef::steal(PyObject_CallMethod(e.get(), "type", nullptr)) : PyRef();
-    if (!n) { PyErr_Clear(); return ""; }
-    return py_str(n.get());
-  };
-  auto with_device = [&](const std::string& cpu) { return cuda ? "torch.cuda." + cpu.substr(6) : cpu; };
-  if (args.empty() && kwargs.empty()) {
-    PyRef dt = PyRef::steal(PyObject_GetAttrString(t->fake.get(), "dtype"));
-    std::string name = dt ? cpu_name(dt.get()) : "";
-    if (name.empty()) unsupported("tensor.type() of this dtype");
-    return make_const(PyRef::steal(PyUnicode_FromString(with_device(name).c_str())).get());
-  }
-  if (args.size() != 1 || !kwargs.empty() || !args[0]->is_const()) unsupported("tensor.type() with these arguments");
-  PyObject* want = args[0]->obj.get();
-  PyObject* dtype = nullptr;
-  if (PyObject_TypeCheck(want, reinterpret_cast<PyTypeObject*>(g_torch.dtype_type))) {
-    dtype = want;
-  } else if (PyUnicode_Check(want)) {
-    static const char* names[] = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool", "complex64", "complex128"};
-    for (const char* n : names) {
-      PyObject* d = module_attr("torch", n);
-      if (d && with_device(cpu_name(d)) == py_str(want)) dtype = d;
-    }
-    if (!dtype) unsupported("tensor.type(" + py_str(want) + ") names another device or no tensor type");
-  } else {
-    unsupported("tensor.type() with an argument that is not a dtype or a type name");
-  }
-  return record_op(graph::Op::kCallMethod, nullptr, "to", {t, make_const(dtype)}, {});
-}
-
-// numpy on Python and numpy scalars (`np.sqrt(d)`, `np.float32(2.5)`, `np.log(2.0)`,
-// `np.prod(x.shape)`): pure, so evaluated now when the result is a scalar too; sizes among the
-// arguments are specialised (guarded). numpy on tensors or arrays, and numpy.random, are not.
-VarPtr Interpreter::fold_numpy_scalar_call(PyObject* f, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
-  std::string mod = PyType_Check(f) ? std::string(reinterpret_cast<PyTypeObject*>(f)->tp_name) : module_of(f);
-  const bool numpy_fn = mod.rfind("numpy", 0) == 0 && mod.rfind("numpy.random", 0) != 0;
-  const bool ufunc = std::strcmp(Py_TYPE(f)->tp_name, "numpy.ufunc") == 0;
-  if (!numpy_fn && !ufunc) return nullptr;
-  std::function<bool(PyObject*)> scalar_tree = [&](PyObject* o) {
-    if (PyTuple_Check(o) || PyList_Check(o)) {
-      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i)
-        if (!scalar_tree(PySequence_Fast_GET_ITEM(o, i))) return false;
-      return true;
-    }
-    return o == Py_None || PyBool_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyUnicode_Check(o) || is_numpy_scalar(o) ||
-           PyObject_TypeCheck(o, &PyType_Type);
-  };
-  for (auto& a : args) {
-    a = specialize_sizes(a);
-    PyRef p = as_python(a);
-    if (!p || !scalar_tree(p.get())) return nullptr;
-  }
-  for (auto& kv : kwargs) {
-    kv.second = specialize_sizes(kv.second);
-    PyRef p = as_python(kv.second);
-    if (!p || !scalar_tree(p.get())) return nullptr;
-  }
-  VarPtr r = fold(f, args, kwargs);
-  if (!r->is_const()) unsupported("numpy call " + py_repr(f).substr(0, 60) + " gave something other than a scalar");
-  return r;
-}
-
 bool is_dynamo_generation_tag(PyObject* fn) {
   auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn));
   return py_str(code->co_qualname) == "GenerationTracker.tag" && py_str(code->co_filename).find("/torch/_dynamo/") != std::string::npos;
-}
-
-// guards that nn.Module's global hook dicts stay empty (a module call inlines forward without them).
-void Interpreter::require_no_global_module_hooks() {
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(g_torch.global_hook_dicts); ++i) {
-    if (PyDict_GET_SIZE(PyTuple_GET_ITEM(g_torch.global_hook_dicts, i)) > 0) unsupported("global nn.Module hooks are registered");
-    guard(global_hook_source(i), GuardLeaf::kLen, nullptr, 0);
-  }
-}
-
-// A call of an object made during capture: an nn.Module built inside the function calls its
-// forward (its hook dicts, made by its __init__, are part of the symbolic state and must be
-// empty); any other class its Python __call__.
-VarPtr Interpreter::call_new_object(const VarPtr& obj, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs) {
-  auto* cls = reinterpret_cast<PyTypeObject*>(obj->obj.get());
-  if (PyType_IsSubtype(cls, reinterpret_cast<PyTypeObject*>(g_torch.module_type))) {
-    for (const char* h : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"}) {
-      VarPtr d = new_object_attr(obj, PyRef::steal(PyUnicode_FromString(h)).get());
-      if (d->kind != VarKind::kDict || !d->items.empty()) unsupported(std::string("module ") + cls->tp_name + " built here has " + h);
-    }
-    require_no_global_module_hooks();
-    return call(new_object_attr(obj, PyRef::steal(PyUnicode_FromString("forward")).get()), std::move(args), std::move(kwargs));
-  }
-  PyObject* call_attr = _PyType_Lookup(cls, PyRef::steal(PyUnicode_FromString("__call__")).get());
-  if (!call_attr || !PyFunction_Check(call_attr)) unsupported(std::string("call of a new ") + cls->tp_name + " without a Python __call__");
-  args.insert(args.begin(), obj);
-  return inline_function(call_attr, nullptr, std::move(args), std::move(kwargs), nullptr);
 }
 
 VarPtr Interpreter::inline_function(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,

@@ -1,12 +1,15 @@
 // Library functions interpreted on symbolic values rather than folded or broken on: sorting with
 // a key, filter, setattr, dict.fromkeys, namedtuple construction, functools.reduce and itertools'
 // chain, product, accumulate, combinations, permutations, zip_longest and repeat. Their results
-// are symbolic containers, so tensors inside stay graph values.
+// are symbolic containers, so tensors inside stay graph values. Also numpy on scalars (folded)
+// and Tensor.type().
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/torch_types.h"
 
 namespace kiln::frontend {
 
@@ -212,6 +215,79 @@ VarPtr Interpreter::call_library(PyObject* f, std::vector<VarPtr>& args, std::ve
   }
   *handled = false;
   return nullptr;
+}
+
+// Tensor.type(): without arguments the legacy type name ('torch.FloatTensor'), a constant of the
+// (guarded) dtype and device; with a dtype or such a name, the conversion `to(dtype)` does.
+VarPtr Interpreter::tensor_type_method(const VarPtr& t, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  PyRef dev_type = PyRef::steal(PyObject_GetAttrString(t->device.get(), "type"));
+  const bool cuda = dev_type && py_str(dev_type.get()) == "cuda";
+  PyErr_Clear();
+  // The legacy name of a dtype on the CPU, from a real empty tensor of it.
+  auto cpu_name = [](PyObject* dtype) -> std::string {
+    PyRef empty = PyRef::steal(PyObject_GetAttrString(g_torch.torch, "empty"));
+    PyRef a = PyRef::steal(Py_BuildValue("(i)", 0));
+    PyRef kw = PyRef::steal(Py_BuildValue("{s:O}", "dtype", dtype));
+    PyRef e = empty && a && kw ? PyRef::steal(PyObject_Call(empty.get(), a.get(), kw.get())) : PyRef();
+    PyRef n = e ? PyRef::steal(PyObject_CallMethod(e.get(), "type", nullptr)) : PyRef();
+    if (!n) { PyErr_Clear(); return ""; }
+    return py_str(n.get());
+  };
+  auto with_device = [&](const std::string& cpu) { return cuda ? "torch.cuda." + cpu.substr(6) : cpu; };
+  if (args.empty() && kwargs.empty()) {
+    PyRef dt = PyRef::steal(PyObject_GetAttrString(t->fake.get(), "dtype"));
+    std::string name = dt ? cpu_name(dt.get()) : "";
+    if (name.empty()) unsupported("tensor.type() of this dtype");
+    return make_const(PyRef::steal(PyUnicode_FromString(with_device(name).c_str())).get());
+  }
+  if (args.size() != 1 || !kwargs.empty() || !args[0]->is_const()) unsupported("tensor.type() with these arguments");
+  PyObject* want = args[0]->obj.get();
+  PyObject* dtype = nullptr;
+  if (PyObject_TypeCheck(want, reinterpret_cast<PyTypeObject*>(g_torch.dtype_type))) {
+    dtype = want;
+  } else if (PyUnicode_Check(want)) {
+    static const char* names[] = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool", "complex64", "complex128"};
+    for (const char* n : names) {
+      PyObject* d = module_attr("torch", n);
+      if (d && with_device(cpu_name(d)) == py_str(want)) dtype = d;
+    }
+    if (!dtype) unsupported("tensor.type(" + py_str(want) + ") names another device or no tensor type");
+  } else {
+    unsupported("tensor.type() with an argument that is not a dtype or a type name");
+  }
+  return record_op(graph::Op::kCallMethod, nullptr, "to", {t, make_const(dtype)}, {});
+}
+
+// numpy on Python and numpy scalars (`np.sqrt(d)`, `np.float32(2.5)`, `np.log(2.0)`,
+// `np.prod(x.shape)`): pure, so evaluated now when the result is a scalar too; sizes among the
+// arguments are specialised (guarded). numpy on tensors or arrays, and numpy.random, are not.
+VarPtr Interpreter::fold_numpy_scalar_call(PyObject* f, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  std::string mod = PyType_Check(f) ? std::string(reinterpret_cast<PyTypeObject*>(f)->tp_name) : module_of(f);
+  const bool numpy_fn = mod.rfind("numpy", 0) == 0 && mod.rfind("numpy.random", 0) != 0;
+  const bool ufunc = std::strcmp(Py_TYPE(f)->tp_name, "numpy.ufunc") == 0;
+  if (!numpy_fn && !ufunc) return nullptr;
+  std::function<bool(PyObject*)> scalar_tree = [&](PyObject* o) {
+    if (PyTuple_Check(o) || PyList_Check(o)) {
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i)
+        if (!scalar_tree(PySequence_Fast_GET_ITEM(o, i))) return false;
+      return true;
+    }
+    return o == Py_None || PyBool_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyUnicode_Check(o) || is_numpy_scalar(o) ||
+           PyObject_TypeCheck(o, &PyType_Type);
+  };
+  for (auto& a : args) {
+    a = specialize_sizes(a);
+    PyRef p = as_python(a);
+    if (!p || !scalar_tree(p.get())) return nullptr;
+  }
+  for (auto& kv : kwargs) {
+    kv.second = specialize_sizes(kv.second);
+    PyRef p = as_python(kv.second);
+    if (!p || !scalar_tree(p.get())) return nullptr;
+  }
+  VarPtr r = fold(f, args, kwargs);
+  if (!r->is_const()) unsupported("numpy call " + py_repr(f).substr(0, 60) + " gave something other than a scalar");
+  return r;
 }
 
 }  // namespace kiln::frontend

@@ -61,6 +61,25 @@ VarPtr Interpreter::construct(PyObject* cls, std::vector<VarPtr> args, std::vect
   return v;
 }
 
+// A call of an object made during capture: an nn.Module built inside the function calls its
+// forward (its hook dicts, made by its __init__, are part of the symbolic state and must be
+// empty); any other class its Python __call__.
+VarPtr Interpreter::call_new_object(const VarPtr& obj, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs) {
+  auto* cls = reinterpret_cast<PyTypeObject*>(obj->obj.get());
+  if (PyType_IsSubtype(cls, reinterpret_cast<PyTypeObject*>(g_torch.module_type))) {
+    for (const char* h : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"}) {
+      VarPtr d = new_object_attr(obj, PyRef::steal(PyUnicode_FromString(h)).get());
+      if (d->kind != VarKind::kDict || !d->items.empty()) unsupported(std::string("module ") + cls->tp_name + " built here has " + h);
+    }
+    require_no_global_module_hooks();
+    return call(new_object_attr(obj, PyRef::steal(PyUnicode_FromString("forward")).get()), std::move(args), std::move(kwargs));
+  }
+  PyObject* call_attr = _PyType_Lookup(cls, PyRef::steal(PyUnicode_FromString("__call__")).get());
+  if (!call_attr || !PyFunction_Check(call_attr)) unsupported(std::string("call of a new ") + cls->tp_name + " without a Python __call__");
+  args.insert(args.begin(), obj);
+  return inline_function(call_attr, nullptr, std::move(args), std::move(kwargs), nullptr);
+}
+
 // An exception instance (to be raised, or matched and printed by a handler): made for real at
 // capture time from Python values, when its class constructs as the builtin exceptions do (a
 // Python __init__ or __new__ could do anything). See exceptions.cpp for where it may go.
