@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import sys
@@ -21,7 +22,7 @@ Unsupported = _C.Unsupported
 backend = _backends.dynamo_backend
 
 __all__ = ["compile", "reset", "stats", "explain", "list_backends", "register_backend", "list_mode_options",
-           "list_options", "disable", "Unsupported", "backend", "CompiledModule"]
+           "list_options", "disable", "Unsupported", "backend", "CompiledModule", "report"]
 
 _MODES = {
     "default": {},
@@ -178,7 +179,7 @@ def reset() -> None:
     _C.reset()
     _notes.clear()
     from . import _codegen
-    _codegen.GRAPHS.clear()
+    _codegen.clear()
 
 
 def stats() -> dict:
@@ -189,6 +190,25 @@ def stats() -> dict:
     s["codegen"] = [{"status": g.status, "kernels": g.num_kernels, "externs": g.num_externs, "timings": dict(g.timings),
                      "specializations": g.num_specializations, "training": g.training_status} for g in _codegen.GRAPHS]
     return s
+
+
+def report(path: str) -> str:
+    """Write the HTML compile report of this process so far (timeline, graphs with breaks, guards,
+    recompiles, kernels and a picture of each graph; kiln/_report.py) to `path`; returns the path."""
+    from . import _report
+    return _report.write(path)
+
+
+def _report_at_exit() -> None:
+    path = _options.get("report")
+    if path:
+        try:
+            report(path)
+        except Exception as e:  # noqa: BLE001 - exiting; say why the report is missing
+            print(f"kiln: could not write the compile report to {path!r}: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+atexit.register(_report_at_exit)
 
 
 def list_mode_options(mode: str | None = None) -> dict:

@@ -11,11 +11,22 @@ import torch
 
 from . import _C, _debug, _logging, _options
 
-# Compiled graphs of this process, for kiln.stats() and tests.
+# Compiled graphs of this process, for kiln.stats(), kiln.report() and tests; per graph, the index
+# of the frontend's graph record it was compiled from (-1 under PyTorch's Dynamo), and when each
+# graph's build finished (kiln._C._now()'s clock; the report's timeline).
 GRAPHS: list = []
+GRAPH_OWNERS: list = []
+FINISHED_AT: dict = {}
+
+
+def clear() -> None:
+    GRAPHS.clear()
+    GRAPH_OWNERS.clear()
+    FINISHED_AT.clear()
 
 
 def _report(g, dump_to=None) -> None:
+    FINISHED_AT[id(g)] = _C._now()
     if dump_to is not None:
         _debug.record_codegen(dump_to, g)
     channels = _options.log_channels()
@@ -47,6 +58,7 @@ def compile_fx(gm, example_inputs, frontend=False, extern_only=False):
                         _options.get("size_specializations"), _options.get("partitioner") == "min_cut", extern_only,
                         _enables_grad(gm))
     GRAPHS.append(g)
+    GRAPH_OWNERS.append(_C._graph_record_count() if frontend else -1)
     return g
 
 

@@ -37,6 +37,7 @@ _opt("recompile_limit", int, 8, "cache entries per code object and compiled call
 _opt("debug_dir", str, "", "write a debug dump of every capture there: the frame's code, the captured and ATen graphs, loop IR, "
      "kernels, guards, break and recompile reasons, index.md and manifest.json (see kiln/_debug.py)", env="KILN_DEBUG_DIR",
      per_compile=True)
+_opt("report", str, "", "write the HTML compile report (kiln.report) to this path when the process exits", env="KILN_REPORT")
 _opt("logs", str, "", "comma list of log channels: " + ",".join(LOG_CHANNELS), env="KILN_LOGS")
 _opt("memoize_shape_propagation", bool, True, "reuse meta-tensor results for repeated operator signatures", env="KILN_MEMOIZE_META")
 _opt("cache_dir", str, "", "where compiled kernels are cached (default: $XDG_CACHE_HOME/kiln or ~/.cache/kiln)", env="KILN_CACHE_DIR")

@@ -42,6 +42,8 @@ static py::dict stats_dict() {
     r["backend"] = g.backend; r["ops"] = g.ops; r["inputs"] = g.inputs; r["guard_count"] = g.guard_count;
     r["inlined_functions"] = g.inlined;
     r["meta_hits"] = g.meta_hits; r["meta_misses"] = g.meta_misses; r["capture_s"] = g.capture_s; r["backend_s"] = g.backend_s;
+    r["started_s"] = g.started_s;
+    r["break_reason"] = g.break_reason; r["break_where"] = g.break_where; r["recompile_reason"] = g.recompile_reason;
     graphs.append(r);
   }
   d["graph_records"] = graphs;
@@ -78,6 +80,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_fx_compiler", [](py::object fn) { set_fx_compiler(fn.ptr()); });
   m.def("set_debug_sink", [](py::object fn) { set_debug_sink(fn.ptr()); });
   m.def("stats", &stats_dict);
+  m.def("_now", &steady_seconds, "seconds on the clock of the graph records' started_s");
+  m.def("_graph_record_count", [] { return stats().graph_records.size(); });
   m.def("reset", [] { clear_all_code_states(); reset_stats(); });
   m.def("hook_installed", [] { return kiln_hook_installed() != 0; });
   m.def("decode_bytecode", [](py::bytes code, int major, int minor) {

@@ -199,3 +199,55 @@ def test_list_insert_and_pop_at_a_symbolic_position():
         a, b = [torch.ones(1)] * 4, [torch.ones(1)] * 4
         t = torch.randn(3)
         assert_same(compiled(a, t, n), fn(b, t, n))
+
+
+class _RenamingMeta(type):
+    """Like transformers 5.24's ModelOutput metaclass: it only changes what the class itself is given."""
+
+    def __setattr__(cls, name, value):
+        super().__setattr__(name, value)
+
+
+class _CountingMeta(type):
+    calls = 0
+
+    def __call__(cls, *args, **kwargs):
+        _CountingMeta.calls += 1
+        return super().__call__(*args, **kwargs)
+
+
+class _OutputWithSetattr(OrderedDict, metaclass=_RenamingMeta):
+    def __init__(self, hidden, extra=None):
+        super().__init__()
+        self.hidden = hidden
+        self.extra = extra
+
+    def __setattr__(self, name, value):
+        name = "cache" if name == "past" else name
+        if value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+
+class _Counted(metaclass=_CountingMeta):
+    def __init__(self, x):
+        self.x = x
+
+
+def test_object_whose_metaclass_keeps_type_call_is_built_in_the_graph():
+    def fn(x):
+        out = _OutputWithSetattr(x * 2)
+        out.past = x + 1  # its __setattr__ renames and also stores the item
+        return out
+
+    check(fn, lambda: (torch.randn(3, 4),))  # one graph, no break
+    r = kiln.compile(fn)(torch.ones(2))
+    assert type(r) is _OutputWithSetattr and list(r.keys()) == ["hidden", "cache"] and r.extra is None
+
+
+def test_metaclass_call_still_runs_for_every_construction():
+    _CountingMeta.calls = 0
+    f = kiln.compile(lambda x: _Counted(x + 1).x * 2)
+    for _ in range(3):
+        assert_same(f(torch.ones(3)), torch.full((3,), 4.0))
+    assert _CountingMeta.calls == 3  # never skipped by a graph that builds the object itself

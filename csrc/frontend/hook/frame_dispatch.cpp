@@ -400,6 +400,10 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   rec.inlined = cap.inlined_functions;
   rec.meta_hits = interp->meta().hits();
   rec.meta_misses = interp->meta().misses();
+  rec.break_reason = break_reason;
+  rec.break_where = break_where;
+  rec.recompile_reason = recompile_reason;
+  rec.started_s = std::chrono::duration<double>(t0.time_since_epoch()).count();
   rec.capture_s = cs;
   rec.backend_s = bs;
   S.graph_records.push_back(rec);

@@ -1,6 +1,8 @@
 // Storage for kiln.stats() (reset by kiln.reset()).
 #include "frontend/hook/stats.h"
 
+#include <chrono>
+
 namespace kiln::frontend {
 
 Stats& stats() {
@@ -9,5 +11,7 @@ Stats& stats() {
 }
 
 void reset_stats() { stats() = Stats(); }
+
+double steady_seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 }  // namespace kiln::frontend

@@ -7,8 +7,11 @@ namespace kiln::frontend {
 
 struct GraphRecord {
   std::string function, where, code, guards, backend;
+  std::string break_reason, break_where;  // the graph break that ends this graph, if any
+  std::string recompile_reason;           // the guard failure that made this entry, if any
   int ops = 0, inputs = 0, guard_count = 0, inlined = 0;
   int meta_hits = 0, meta_misses = 0;
+  double started_s = 0;                   // when the capture began, on steady_seconds()'s clock
   double capture_s = 0, backend_s = 0;
 };
 
@@ -26,6 +29,8 @@ struct Stats {
 };
 
 Stats& stats();
+// Seconds on the monotonic clock the records use (the one Python's time.perf_counter reads on Linux).
+double steady_seconds();
 void reset_stats();
 
 }  // namespace kiln::frontend

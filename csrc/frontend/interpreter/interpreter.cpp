@@ -67,8 +67,12 @@ const DecodedCode& decoded_code(PyCodeObject* code) {
 }
 
 
+// file:line of an instruction; an instruction with no line of its own (a resume function's
+// prologue) takes the line of the first instruction after it that has one.
 static std::string code_location(PyCodeObject* code, int offset) {
   int line = PyCode_Addr2Line(code, offset);
+  const int size = static_cast<int>(Py_SIZE(code)) * 2;
+  for (int at = offset + 2; line < 0 && at < size; at += 2) line = PyCode_Addr2Line(code, at);
   return py_str(code->co_filename) + ":" + std::to_string(line);
 }
 

@@ -4,7 +4,6 @@
 // an instance that is returned is rebuilt after the graph runs from its final state, without
 // running __init__ again (OutputTemplate::kNewObject).
 #include <algorithm>
-#include <cstring>
 
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
@@ -41,9 +40,11 @@ VarPtr Interpreter::construct(PyObject* cls, std::vector<VarPtr> args, std::vect
   if (base != reinterpret_cast<PyObject*>(&PyBaseObject_Type) && !dict_based) unsupported("constructing " + tn + " (a subclass of a builtin type)");
   if (t->tp_new != PyBaseObject_Type.tp_new && t->tp_new != reinterpret_cast<PyTypeObject*>(base)->tp_new)
     unsupported("constructing " + tn + ", which defines __new__");
-  PyObject* meta = reinterpret_cast<PyObject*>(Py_TYPE(cls));
-  if (meta != reinterpret_cast<PyObject*>(&PyType_Type) && std::strcmp(Py_TYPE(cls)->tp_name, "ABCMeta") != 0)
-    unsupported("constructing " + tn + ", whose metaclass is " + Py_TYPE(cls)->tp_name);
+  // A metaclass matters here only through __call__ (what constructing runs): one that keeps
+  // type's (ABCMeta; transformers' ModelOutput metaclass, which only renames what the class
+  // itself is given) constructs as type does.
+  if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call)
+    unsupported("constructing " + tn + ", whose metaclass " + Py_TYPE(cls)->tp_name + " defines __call__");
   auto v = std::make_shared<Var>(VarKind::kNewObject);
   v->obj = PyRef::borrow(cls);
   v->fresh = true;
