@@ -1,6 +1,6 @@
 """kiln.explain(fn)(*args): compile and run once, then report graphs, graph breaks (reason, user
 file:line and the chain of inlined calls that led there), recompiles within the call (the guard
-that failed, with the value it expected and the one it found) and guards of what it captured."""
+that failed, with the value it expected and the one it found, and the user's stack at the call) and guards of what it captured."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,6 +14,7 @@ class ExplainOutput:
     breaks: list
     result: object = None
     recompiles: list = dataclasses.field(default_factory=list)
+    recompile_stacks: list = dataclasses.field(default_factory=list)  # per recompile: the user's stack at the call
 
     @property
     def graph_count(self):
@@ -31,6 +32,8 @@ class ExplainOutput:
                 out.append("  user stack (outermost first):\n" + "\n".join("    " + ln for ln in b["stack"].rstrip().splitlines()))
         for i, r in enumerate(self.recompiles):
             out.append(f"Recompile {i}: {r}")
+            if i < len(self.recompile_stacks) and self.recompile_stacks[i].strip():
+                out.append("  called from (outermost first):\n" + "\n".join("    " + ln for ln in self.recompile_stacks[i].rstrip().splitlines()))
         for i, g in enumerate(self.graphs):
             out.append(f"Graph {i}: {g['function']}, {g['ops']} ops, {g['inputs']} inputs, {g['guard_count']} guards")
             out.append(g["code"].rstrip())
@@ -46,7 +49,8 @@ def explain(fn, **compile_kwargs):
         compiled = compile(fn, **compile_kwargs)
         result = compiled(*args, **kwargs)
         after = _C.stats()
+        n = len(before["recompile_reasons"])
         return ExplainOutput(after["graph_records"][len(before["graph_records"]):], after["breaks"][len(before["breaks"]):], result,
-                             after["recompile_reasons"][len(before["recompile_reasons"]):])
+                             after["recompile_reasons"][n:], after["recompile_stacks"][n:])
 
     return run

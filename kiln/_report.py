@@ -356,7 +356,10 @@ def build(stats: dict | None = None, graphs=None, owners=None, finished=None, ti
     if not reasons:
         out.append("<p>No recompiles.</p>")
     else:
-        out.append("<ol>" + "".join(f"<li><code>{_esc(r)}</code></li>" for r in reasons) + "</ol>")
+        stacks = stats.get("recompile_stacks", [])
+        out.append("<ol>" + "".join(f"<li id='recompile-{i}'><code>{_esc(r)}</code>"
+                                    f"{'<pre>' + src.link_lines_in(stacks[i]) + '</pre>' if i < len(stacks) else ''}</li>"
+                                    for i, r in enumerate(reasons)) + "</ol>")
 
     out.append("<h2 id='sources'>Sources</h2>")
     out.append(src.render())

@@ -55,6 +55,7 @@ static py::dict stats_dict() {
   }
   d["breaks"] = breaks;
   d["recompile_reasons"] = s.recompile_reasons;
+  d["recompile_stacks"] = s.recompile_stacks;
   return d;
 }
 

@@ -219,6 +219,11 @@ def test_explain_shows_user_stack_of_breaks_and_recompile_guards(capsys):
     assert "user stack (outermost first)" in text and "_explain_helper at" in text
     assert e.recompiles and "expected 2, actual 3" in e.recompiles[0]
     assert "Recompile 0: _explain_helper" in text
+    # The recompile shows where the call came from: f's line calling the helper, then the helper.
+    stack = e.recompile_stacks[0].strip().splitlines()
+    call_line = f.__code__.co_firstlineno + 3
+    assert f"f at {__file__}:{call_line}" in stack[-2] and stack[-1].strip().startswith("_explain_helper at")
+    assert "called from (outermost first)" in text
 
 
 def test_reduce_overhead_on_the_cpu_runs_the_compiled_graph():

@@ -291,6 +291,29 @@ static PyRef dump_capture(CompiledFunction* ctx, const kiln_frame* frame, const 
   return r;
 }
 
+// The user's stack at a call of `frame` (outermost first, the called function last), one
+// "  function at file:line" per frame: what explain and the recompiles log show for a
+// recompile. Only for recompiles: it materialises the callers' frame objects.
+static std::string caller_stack(const kiln_frame* frame) {
+  std::vector<std::string> lines;
+  lines.push_back("  " + py_str(frame->code->co_qualname) + " at " + py_str(frame->code->co_filename) + ":" +
+                  std::to_string(frame->code->co_firstlineno) + "\n");
+  PyFrameObject* f = PyEval_GetFrame();  // borrowed: the caller (the called frame is not pushed yet)
+  Py_XINCREF(f);
+  for (int depth = 0; f && depth < 16; ++depth) {
+    PyCodeObject* code = PyFrame_GetCode(f);
+    lines.push_back("  " + py_str(code->co_qualname) + " at " + py_str(code->co_filename) + ":" + std::to_string(PyFrame_GetLineNumber(f)) + "\n");
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(f);
+    Py_DECREF(f);
+    f = back;
+  }
+  Py_XDECREF(f);
+  std::string out;
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) out += *it;
+  return out;
+}
+
 // Builds the cache entry for a frame: capture, then hand the graph to the backend.
 static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const kiln_frame* frame, CodeState* st,
                                                  const std::string& recompile_reason) {
@@ -644,7 +667,8 @@ static PyObject* on_frame(kiln_frame* frame, int* handled) {
     }
     stats().recompiles++;
     stats().recompile_reasons.push_back(label + ": " + reason);
-    log(kLogRecompiles, "recompiling " + label + " because guard failed: " + reason);
+    stats().recompile_stacks.push_back(caller_stack(frame));
+    log(kLogRecompiles, "recompiling " + label + " because guard failed: " + reason + "\n" + stats().recompile_stacks.back());
   }
   stats().frames_compiled++;
   auto entry = compile_frame(ctx, frame, st, recompile_reason);

@@ -26,6 +26,7 @@ struct Stats {
   std::vector<GraphRecord> graph_records;
   std::vector<BreakRecord> breaks;
   std::vector<std::string> recompile_reasons;
+  std::vector<std::string> recompile_stacks;  // per recompile: the user's call stack, outermost first
 };
 
 Stats& stats();
