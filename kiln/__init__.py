@@ -57,6 +57,17 @@ def _skip_rules() -> list[tuple[str, bool]]:
     return rules
 
 
+_debug_dirs: list[str] = []
+
+
+def _skip_debug_dir(debug_dir: str) -> None:
+    """The dump's graph_module.py files hold the graphs' own code: never offered to kiln as user frames."""
+    d = os.path.abspath(debug_dir) + os.sep
+    if d not in _debug_dirs:
+        _debug_dirs.append(d)
+        _C.set_skip_rules([(x, True) for x in _debug_dirs] + _skip_rules())
+
+
 def _push_options() -> None:
     ch = _options.log_channels()
     mask = 0
@@ -135,6 +146,9 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="kiln", mode=N
     debug_dir = opts.get("debug_dir", _options.get("debug_dir")) or None
     if debug_dir is not None:
         os.makedirs(debug_dir, exist_ok=True)
+        _skip_debug_dir(debug_dir)
+        if fn_backend is None and name == "eager":  # the captured graph's Python form, so a debugger steps through it
+            fn_backend = _backends.python_graph
     compiled = _C.CompiledFunction(model, fn_backend, name, fullgraph, limit, disable, dynamic, debug_dir)
     if isinstance(model, torch.nn.Module):
         return CompiledModule(model, compiled)

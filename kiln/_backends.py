@@ -58,12 +58,21 @@ def fx_compile(backend, rows, example_inputs, name, debug_folder=None):
     """Called by the C++ core for callable backends: build the fx graph, hand it over. With a
     debug dump on, `debug_folder` is this capture's folder (kiln/_debug.py)."""
     gm = _fx.to_graph_module(rows)
+    if debug_folder is not None:
+        _debug.steppable(gm, debug_folder)
+        _debug.note_file(debug_folder, "graph_module.py")
     cap = _ddp.active_bucket_cap()
     with _debug.compiling_for(debug_folder):
         compiled = backend(gm, example_inputs) if cap is None else _ddp.compile_by_buckets(gm, example_inputs, backend, cap)
     if not callable(compiled):
         raise TypeError(f"kiln: backend {backend!r} returned {type(compiled).__name__}, not a callable")
     return compiled
+
+
+def python_graph(gm, example_inputs):
+    """backend="eager" with a debug dump on: the graph's Python form itself, so a debugger steps
+    through it (its forward: a GraphModule has no hooks for nn.Module's call machinery to run)."""
+    return gm.forward
 
 
 def dynamo_backend(gm, example_inputs):

@@ -9,6 +9,9 @@ writes them. Layout, one folder per captured frame (resume functions are frames 
     <dir>/<NNN>_<function>/
         frame.txt                      the frame's code: kiln's own (a resume function) or the user's, disassembled
         graph.py                       the captured graph (torch.fx-style Python, user file:line per op)
+        graph_module.py                the same graph as the code torch.fx runs: with a dump on, the graph's
+                                       frames point at this file, so a debugger's breakpoints there are hit
+                                       (see steppable() below)
         guards.txt                     the guards, as readable code
         reasons.md                     why this entry exists: recompile reason, graph break and its stack
         aten_graph[_k].txt             the ATen graph the code generator traced (per size specialisation k)
@@ -16,6 +19,13 @@ writes them. Layout, one folder per captured frame (resume functions are frames 
                                        (forward and backward for training graphs)
         kernels[_k].cpp                the generated C++ kernels
         codegen[_k].json               build status and time per stage
+
+Step-through debugging: with a dump on, each graph a backend receives runs its forward from the
+code in graph_module.py (compiled with that file name), and whenever a debugger is tracing (pdb,
+sys.settrace, or a sys.monitoring debugger on 3.12) kiln runs that Python form instead of generated
+kernels, so a breakpoint set in graph_module.py is hit on every call and `step` walks the graph's
+ops with their values; a graph break's resume function has its own folder and graph_module.py.
+backend="eager" runs the Python form with a dump on.
 
 Nothing is written, and nothing on the per-call path runs, unless a debug directory is set."""
 from __future__ import annotations
@@ -61,6 +71,42 @@ def _write(path: str, name: str, text: str) -> str:
     with open(os.path.join(path, name), "w") as f:
         f.write(text)
     return name
+
+
+_USER_LOC = re.compile(r"^    (\w+) = .*#.*?\s(\S+:\d+)$")
+
+
+def steppable(gm, folder: str):
+    """Rebinds the fx GraphModule `gm`'s forward to its own code written as `folder`/graph_module.py
+    (each op's line annotated with the user's file:line from graph.py), so the graph's frames point
+    at that file. Returns gm; on any failure gm is left as it was (the dump never changes results)."""
+    try:
+        user_loc = {}
+        graph_py = os.path.join(folder, "graph.py")
+        if os.path.exists(graph_py):
+            with open(graph_py) as f:
+                for line in f:
+                    m = _USER_LOC.match(line.rstrip("\n"))
+                    if m:
+                        user_loc[m.group(1)] = m.group(2)
+        lines = ["# The captured graph as torch.fx runs it. kiln runs this code (not generated kernels) while a",
+                 "# debugger is tracing, so breakpoints set here are hit; see graph.py for shapes and dtypes.", ""]
+        for line in gm.code.strip("\n").splitlines():
+            m = re.match(r"^    (\w+) = ", line)
+            if m and m.group(1) in user_loc and "#" not in line:
+                line += f"  # {user_loc[m.group(1)]}"
+            lines.append(line)
+        source = "\n".join(lines) + "\n"
+        path = os.path.join(folder, "graph_module.py")
+        with open(path, "w") as f:
+            f.write(source)
+        cls = type(gm)
+        namespace = dict(cls.forward.__globals__)
+        exec(compile(source, path, "exec"), namespace)  # noqa: S102 - kiln's own generated graph code
+        cls.forward = namespace["forward"]
+    except Exception as e:  # noqa: BLE001
+        warnings.warn(f"kiln: making the graph in {folder!r} steppable failed: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
+    return gm
 
 
 def _disassemble(code) -> str:
@@ -119,7 +165,7 @@ def _record(debug_dir: str, facts: dict) -> str:
     return path
 
 
-_STAGES = {"frame.txt": "bytecode", "graph.py": "captured graph", "guards.txt": "guards",
+_STAGES = {"frame.txt": "bytecode", "graph.py": "captured graph", "graph_module.py": "graph as torch.fx runs it", "guards.txt": "guards",
            "reasons.md": "reasons", "aten_graph": "aten graph", "loop_ir": "loop ir", "kernels": "kernels", "codegen": "build"}
 
 
@@ -143,6 +189,19 @@ def record_codegen(path: str, g) -> None:
             for entry in _entries.get(debug_dir, []):
                 if entry["folder"] == os.path.basename(path):
                     entry["files"].extend({"file": f, "stage": s} for f, s in written)
+            _write_index(debug_dir)
+    except Exception as e:  # noqa: BLE001
+        warnings.warn(f"kiln: writing the debug dump to {path!r} failed: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
+
+
+def note_file(path: str, name: str) -> None:
+    """Lists a file written into the capture folder `path` in the manifest and index."""
+    try:
+        with _lock:
+            debug_dir = os.path.dirname(path)
+            for entry in _entries.get(debug_dir, []):
+                if entry["folder"] == os.path.basename(path) and os.path.exists(os.path.join(path, name)):
+                    entry["files"].append({"file": name, "stage": _STAGES[name]})
             _write_index(debug_dir)
     except Exception as e:  # noqa: BLE001
         warnings.warn(f"kiln: writing the debug dump to {path!r} failed: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)

@@ -131,6 +131,34 @@ static bool note_cuda_device(const std::vector<at::Tensor>& inputs, runtime::Bui
   return true;
 }
 
+// Whether a debugger is tracing this thread: sys.settrace (pdb, most IDEs) or, on 3.12, a tool
+// registered as sys.monitoring's debugger. Asked only by graphs compiled with a debug dump on.
+static bool debugger_attached() {
+  if (PyThreadState_Get()->c_traceobj) return true;
+#if PY_VERSION_HEX >= 0x030C0000
+  static PyObject* get_tool = [] {
+    PyObject* f = nullptr;
+    if (PyObject* sys = PyImport_ImportModule("sys")) {
+      if (PyObject* mon = PyObject_GetAttrString(sys, "monitoring")) {
+        f = PyObject_GetAttrString(mon, "get_tool");
+        Py_DECREF(mon);
+      }
+      Py_DECREF(sys);
+    }
+    PyErr_Clear();
+    return f;  // kept for the process's life
+  }();
+  if (get_tool) {
+    PyObject* tool = PyObject_CallFunction(get_tool, "i", 0);  // sys.monitoring.DEBUGGER_ID
+    bool on = tool && tool != Py_None;
+    Py_XDECREF(tool);
+    PyErr_Clear();
+    return on;
+  }
+#endif
+  return false;
+}
+
 // Sizes and strides of every tensor input and the value of every int input, flattened: which
 // specialisation of a graph a call needs.
 using IntArgs = std::vector<std::pair<size_t, int64_t>>;  // (argument position, value)
@@ -162,9 +190,9 @@ static std::vector<int64_t> size_signature(const std::vector<at::Tensor>& inputs
 class CodegenGraph {
  public:
   CodegenGraph(py::object eager, std::string cache_dir, py::object on_compiled, bool fuse, bool background, int jobs, bool frontend,
-               int max_variants = 8, bool min_cut = true, bool extern_only = false, bool enables_grad = false)
+               int max_variants = 8, bool min_cut = true, bool extern_only = false, bool enables_grad = false, bool debug = false)
       : eager_(std::move(eager)), on_compiled_(std::move(on_compiled)), background_(background), frontend_(frontend),
-        max_variants_(max_variants), min_cut_(min_cut), enables_grad_(enables_grad) {
+        max_variants_(max_variants), min_cut_(min_cut), enables_grad_(enables_grad), debug_(debug) {
     opts_.cache_dir = std::move(cache_dir);
     opts_.fuse = fuse;
     opts_.extern_only = extern_only;
@@ -180,6 +208,9 @@ class CodegenGraph {
     // Another thread is tracing or building this graph (it released the GIL to build): this
     // call runs the graph op by op rather than race on the graph's state.
     if (building_) return eager_(*args);
+    // With a debug dump on, a debugger that is tracing steps through the graph's Python form
+    // (kiln/_debug.py, graph_module.py) rather than generated kernels it cannot see into.
+    if (debug_ && debugger_attached()) return eager_(*args);
     if (state_ == kCompiling) {
       if (!pending_->done()) return eager_(*args);
       wait();
@@ -295,7 +326,7 @@ class CodegenGraph {
     // it raises makes the frame rerun eagerly, as for any graph).
     if (static_cast<int>(variants_.size()) >= max_variants_) return eager_(*args);
     auto g = std::make_unique<CodegenGraph>(eager_, opts_.cache_dir, on_compiled_, opts_.fuse, background_, opts_.jobs, frontend_, 0, min_cut_,
-                                            opts_.extern_only, enables_grad_);
+                                            opts_.extern_only, enables_grad_, debug_);
     variants_.emplace_back(std::move(sig), std::move(g));
     return variants_.back().second->call(args);
   }
@@ -494,6 +525,7 @@ class CodegenGraph {
   int max_variants_ = 8;
   bool min_cut_ = true;  // the partitioner for training graphs (else save everything the backward reads)
   bool enables_grad_ = false;  // the graph has a set_grad_enabled(True) node
+  bool debug_ = false;         // compiled with a debug dump on: a tracing debugger runs the Python form
   bool building_ = false;  // a thread is in first_call / the training build (set and read under the GIL)
   struct Building {
     bool& flag;
@@ -519,10 +551,10 @@ void bind_codegen(py::module_& m) {
       .def_readonly("output_requires_grad", &TrainingStages::output_requires_grad)
       .def_readonly("describe", &TrainingStages::describe);
   py::class_<CodegenGraph>(m, "CodegenGraph")
-      .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int, bool, bool, bool>(), py::arg("eager"), py::arg("cache_dir") = "",
+      .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int, bool, bool, bool, bool>(), py::arg("eager"), py::arg("cache_dir") = "",
            py::arg("on_compiled") = py::none(), py::arg("fuse") = true, py::arg("background") = false, py::arg("jobs") = 0,
            py::arg("frontend") = false, py::arg("max_variants") = 8, py::arg("min_cut") = true, py::arg("extern_only") = false,
-           py::arg("enables_grad") = false)
+           py::arg("enables_grad") = false, py::arg("debug") = false)
       .def("__call__", &CodegenGraph::call)
       .def("wait", &CodegenGraph::wait, "Wait for a background build to finish.")
       .def_property_readonly("capturable", &CodegenGraph::capturable)

@@ -6,10 +6,12 @@ import json
 import os
 import re
 
+import pytest
 import torch
 import torch.nn as nn
 
 import kiln
+from conftest import assert_same
 
 THIS = os.path.abspath(__file__)
 
@@ -90,3 +92,67 @@ def test_env_var_turns_the_dump_on(tmp_path):
     finally:
         kiln._options.set("debug_dir", "")
     assert json.load(open(os.path.join(d, "manifest.json")))["entries"]
+
+
+def _stepped(x):
+    y = torch.relu(x) * 2
+    print("between graphs")  # a graph break: the rest runs in a resume function
+    z = y.softmax(-1)
+    return z + 1
+
+
+def _first_op_line(path):
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if line.startswith("    ") and " = " in line:
+                return i, line
+    raise AssertionError(f"no op line in {path}")
+
+
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+def test_breakpoints_in_dumped_graphs_are_hit_under_pdb(tmp_path, backend, capsys):
+    import io
+    import pdb
+
+    c = kiln.compile(_stepped, backend=backend, options={"debug_dir": str(tmp_path)})
+    x = torch.randn(3, 4)
+    c(x)
+    c(x)  # kiln: kernels are built and run from here on
+    files = sorted(str(p) for p in tmp_path.glob("*/graph_module.py"))
+    assert len(files) == 2 and "__resume_at_" in files[1], files
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert all(any(f["file"] == "graph_module.py" for f in e["files"]) for e in manifest["entries"])
+    # Each op line carries the user's file:line, as graph.py does.
+    line0, text0 = _first_op_line(files[0])
+    assert text0.rstrip().endswith(f"{__file__}:{_stepped.__code__.co_firstlineno + 1}")
+    line1, _ = _first_op_line(files[1])
+
+    def call():  # pdb's runcall stops at its first line; "c" goes on to the breakpoints
+        return c(x)
+
+    def session(commands, breakpoints):
+        out = io.StringIO()
+        debugger = pdb.Pdb(stdin=io.StringIO(commands), stdout=out, nosigint=True)
+        for path, line in breakpoints:
+            assert debugger.set_break(path, line) is None
+        try:
+            result = debugger.runcall(call)
+        finally:
+            debugger.clear_all_breaks()
+        return result, out.getvalue()
+
+    # Breakpoints in both graphs are hit, in order, with the graphs' values in scope.
+    result, text = session("c\nn\np relu.shape\nc\nn\np softmax.shape\nc\n", [(files[0], line0), (files[1], line1)])
+    assert f"{files[0]}({line0})forward()" in text and f"{files[1]}({line1})forward()" in text, text[-2000:]
+    assert text.index(files[0]) < text.index(files[1])
+    assert text.count("torch.Size([3, 4])") == 2, text[-2000:]
+    assert_same(result, _stepped(x))
+    # Stepping from the first graph goes on, past the break's print, into the resume function's graph.
+    result, text = session("c\n" + "s\n" * 60 + "c\n", [(files[0], line0)])
+    assert f"{files[1]}({line1})forward()" in text, text[-2000:]
+    assert_same(result, _stepped(x))
+    # Without a debugger the compiled code runs as before.
+    assert_same(c(x), _stepped(x))
+    if backend == "kiln":
+        from kiln import _codegen
+        assert all(g.compiled for g in _codegen.GRAPHS)
