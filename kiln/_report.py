@@ -246,22 +246,8 @@ details{margin:6px 0} summary{cursor:pointer;font-weight:bold}
 """
 
 
-def build(stats: dict | None = None, graphs=None, owners=None, finished=None, title: str = "kiln compile report") -> str:
-    """The page as a string (kiln.report writes it). Defaults: this process's records."""
-    from . import _codegen
-    if stats is None:
-        from . import stats as _stats
-        stats = _stats()
-    graphs = list(_codegen.GRAPHS) if graphs is None else graphs
-    owners = list(_codegen.GRAPH_OWNERS) if owners is None else owners
-    finished = dict(_codegen.FINISHED_AT) if finished is None else finished
-    src = _Sources()
-    records = stats.get("graph_records", [])
-    by_record: dict[int, list] = {}  # graph record index -> the generated graphs compiled from it
-    for g, owner in zip(graphs, owners):
-        by_record.setdefault(owner, []).append(g)
-
-    # Timeline: a row per capture (capture, backend) and one per generated graph (its build stages).
+def _timeline_rows(records, by_record, finished):
+    """A row per capture (capture, backend) and one per graph generated from it (its build stages)."""
     rows = []
     for i, r in enumerate(records):
         start = r.get("started_s")
@@ -280,89 +266,108 @@ def build(stats: dict | None = None, graphs=None, owners=None, finished=None, ti
                     segs.append((stage, at, t[stage]))
                     at += t[stage]
             rows.append((f"  graph {i} codegen {k}", segs))
+    return rows
 
-    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_esc(title)}</title><style>{_CSS}</style></head><body>",
-           f"<h1>{_esc(title)}</h1>"]
-    out.append("<nav><a href='#summary'>summary</a> · <a href='#timeline'>timeline</a> · <a href='#graphs'>graphs</a> · "
-               "<a href='#breaks'>graph breaks</a> · <a href='#recompiles'>recompiles</a> · <a href='#sources'>sources</a></nav>")
-    out.append("<h2 id='summary'>Summary</h2><table>")
+
+def _summary(stats, graphs) -> str:
+    out = ["<table>"]
     for key in ("frames_compiled", "graphs", "graph_breaks", "recompiles", "guard_failures", "cache_hits", "cache_misses",
                 "eager_runs", "recompile_limit_hits", "skipped_frames"):
         out.append(f"<tr><th>{_esc(key.replace('_', ' '))}</th><td>{_esc(stats.get(key, 0))}</td></tr>")
     cs = stats.get("compile_s", {})
-    out.append(f"<tr><th>capture time</th><td>{cs.get('capture', 0) * 1e3:.1f} ms</td></tr>"
-               f"<tr><th>backend time (at capture)</th><td>{cs.get('backend', 0) * 1e3:.1f} ms</td></tr>")
     build_s = sum(dict(g.timings).get("total", 0.0) for g in graphs)
-    out.append(f"<tr><th>code generation time</th><td>{build_s * 1e3:.1f} ms over {len(graphs)} generated graphs</td></tr></table>")
-    for note in stats.get("notes", []):
-        out.append(f"<p>note: {_esc(note)}</p>")
+    out.append(f"<tr><th>capture time</th><td>{cs.get('capture', 0) * 1e3:.1f} ms</td></tr>"
+               f"<tr><th>backend time (at capture)</th><td>{cs.get('backend', 0) * 1e3:.1f} ms</td></tr>"
+               f"<tr><th>code generation time</th><td>{build_s * 1e3:.1f} ms over {len(graphs)} generated graphs</td></tr></table>")
+    out.extend(f"<p>note: {_esc(note)}</p>" for note in stats.get("notes", []))
+    return "".join(out)
 
-    out.append("<h2 id='timeline'>Timeline</h2>")
-    out.append(_timeline_svg(rows))
 
-    out.append("<h2 id='graphs'>Graphs</h2>")
-    if not records:
-        out.append("<p>No graphs were captured.</p>")
-    for i, r in enumerate(records):
-        out.append(f"<div class='card' id='graph-{i}'><h3>Graph {i}: <code>{_esc(r['function'])}</code></h3>")
-        out.append(f"<p>captured from {src.link(r.get('where', ''))}; backend <code>{_esc(r.get('backend', ''))}</code>; "
-                   f"{r['ops']} ops, {r['inputs']} inputs, {r['guard_count']} guards, {r.get('inlined_functions', 0)} inlined calls; "
-                   f"capture {r['capture_s'] * 1e3:.2f} ms</p>")
-        if r.get("recompile_reason"):
-            out.append(f"<p class='recompile'>recompiled because a guard failed: <code>{_esc(r['recompile_reason'])}</code></p>")
-        if r.get("break_reason"):
-            out.append(f"<p class='break'>ends at a graph break at {src.link(r.get('break_where', ''))}: "
-                       f"{_esc(r['break_reason'])}</p>")
-        out.append(f"<details><summary>captured graph</summary><pre>{src.link_lines_in(r['code'])}</pre></details>")
-        out.append(f"<details><summary>guards</summary><pre>{_esc(r['guards'])}</pre></details>")
-        for k, g in enumerate(by_record.get(i, [])):
-            t = dict(g.timings)
-            stages = ", ".join(f"{s} {t[s] * 1e3:.1f} ms" for s in _CODEGEN_STAGES if isinstance(t.get(s), float))
-            out.append(f"<h4>generated code {k}: {_esc(g.status)}</h4><p>{g.num_kernels} kernels, {g.num_externs} extern calls"
-                       f"{'; ' + stages if stages else ''}{'; cache hit' if t.get('cache_hit') else ''}"
-                       f"{'; training: ' + _esc(g.training_status) if g.training_status else ''}</p>")
-            graph_text, program_text = g.graph_text, g.program_text
-            kernels = parse_kernels(program_text or "")
-            if kernels:
-                nodes, owner, _ = parse_aten_graph(graph_text or "")
-                out.append("<table><tr><th>kernel</th><th>fused ATen ops</th></tr>")
-                for name, ids in kernels:
-                    ops = ", ".join(f"%{v} {nodes[owner[v]][0].replace('aten::', '')}" if v in owner else f"%{v}" for v in ids)
-                    out.append(f"<tr><td><code>{_esc(name)}</code></td><td>{_esc(ops)}</td></tr>")
-                out.append("</table>")
-            if graph_text:
-                out.append(f"<details open><summary>picture of the ATen graph</summary><div class='graphpic'>"
-                           f"{graph_svg(graph_text, program_text or '')}</div></details>")
-                out.append(f"<details><summary>ATen graph</summary><pre>{_esc(graph_text)}</pre></details>")
-            if program_text:
-                out.append(f"<details><summary>loop IR</summary><pre>{_esc(program_text)}</pre></details>")
-            if g.source:
-                out.append(f"<details><summary>generated kernels</summary><pre>{_esc(g.source)}</pre></details>")
-        out.append("</div>")
-
-    out.append("<h2 id='breaks'>Graph breaks</h2>")
-    breaks = stats.get("breaks", [])
-    if not breaks:
-        out.append("<p>No graph breaks.</p>")
-    else:
-        out.append("<table><tr><th>#</th><th>function</th><th>where</th><th>reason</th><th>user stack (outermost first)</th></tr>")
-        for i, b in enumerate(breaks):
-            out.append(f"<tr id='break-{i}'><td>{i}</td><td><code>{_esc(b['function'])}</code></td><td>{src.link(b['where'])}</td>"
-                       f"<td>{_esc(b['reason'])}</td><td><pre>{src.link_lines_in(b.get('stack', ''))}</pre></td></tr>")
+def _generated(k, g) -> str:
+    """What the code generator made of a graph: status, timings, kernels with fused ops, picture, IRs."""
+    t = dict(g.timings)
+    stages = ", ".join(f"{s} {t[s] * 1e3:.1f} ms" for s in _CODEGEN_STAGES if isinstance(t.get(s), float))
+    out = [f"<h4>generated code {k}: {_esc(g.status)}</h4><p>{g.num_kernels} kernels, {g.num_externs} extern calls"
+           f"{'; ' + stages if stages else ''}{'; cache hit' if t.get('cache_hit') else ''}"
+           f"{'; training: ' + _esc(g.training_status) if g.training_status else ''}</p>"]
+    graph_text, program_text = g.graph_text, g.program_text or ""
+    kernels = parse_kernels(program_text)
+    if kernels:
+        nodes, owner, _ = parse_aten_graph(graph_text or "")
+        out.append("<table><tr><th>kernel</th><th>fused ATen ops</th></tr>")
+        for name, ids in kernels:
+            ops = ", ".join(f"%{v} {nodes[owner[v]][0].replace('aten::', '')}" if v in owner else f"%{v}" for v in ids)
+            out.append(f"<tr><td><code>{_esc(name)}</code></td><td>{_esc(ops)}</td></tr>")
         out.append("</table>")
+    if graph_text:
+        out.append(f"<details open><summary>picture of the ATen graph</summary><div class='graphpic'>"
+                   f"{graph_svg(graph_text, program_text)}</div></details>")
+    for title, text in (("ATen graph", graph_text), ("loop IR", program_text), ("generated kernels", g.source)):
+        if text:
+            out.append(f"<details><summary>{title}</summary><pre>{_esc(text)}</pre></details>")
+    return "".join(out)
 
-    out.append("<h2 id='recompiles'>Recompiles</h2>")
-    reasons = stats.get("recompile_reasons", [])
+
+def _graph_card(i, r, generated, src) -> str:
+    out = [f"<div class='card' id='graph-{i}'><h3>Graph {i}: <code>{_esc(r['function'])}</code></h3>",
+           f"<p>captured from {src.link(r.get('where', ''))}; backend <code>{_esc(r.get('backend', ''))}</code>; "
+           f"{r['ops']} ops, {r['inputs']} inputs, {r['guard_count']} guards, {r.get('inlined_functions', 0)} inlined calls; "
+           f"capture {r['capture_s'] * 1e3:.2f} ms</p>"]
+    if r.get("recompile_reason"):
+        out.append(f"<p class='recompile'>recompiled because a guard failed: <code>{_esc(r['recompile_reason'])}</code></p>")
+    if r.get("break_reason"):
+        out.append(f"<p class='break'>ends at a graph break at {src.link(r.get('break_where', ''))}: {_esc(r['break_reason'])}</p>")
+    out.append(f"<details><summary>captured graph</summary><pre>{src.link_lines_in(r['code'])}</pre></details>")
+    out.append(f"<details><summary>guards</summary><pre>{_esc(r['guards'])}</pre></details>")
+    out.extend(_generated(k, g) for k, g in enumerate(generated))
+    out.append("</div>")
+    return "".join(out)
+
+
+def _breaks(breaks, src) -> str:
+    if not breaks:
+        return "<p>No graph breaks.</p>"
+    rows = "".join(f"<tr id='break-{i}'><td>{i}</td><td><code>{_esc(b['function'])}</code></td><td>{src.link(b['where'])}</td>"
+                   f"<td>{_esc(b['reason'])}</td><td><pre>{src.link_lines_in(b.get('stack', ''))}</pre></td></tr>"
+                   for i, b in enumerate(breaks))
+    return ("<table><tr><th>#</th><th>function</th><th>where</th><th>reason</th><th>user stack (outermost first)</th></tr>"
+            + rows + "</table>")
+
+
+def _recompiles(reasons, stacks, src) -> str:
     if not reasons:
-        out.append("<p>No recompiles.</p>")
-    else:
-        stacks = stats.get("recompile_stacks", [])
-        out.append("<ol>" + "".join(f"<li id='recompile-{i}'><code>{_esc(r)}</code>"
-                                    f"{'<pre>' + src.link_lines_in(stacks[i]) + '</pre>' if i < len(stacks) else ''}</li>"
-                                    for i, r in enumerate(reasons)) + "</ol>")
+        return "<p>No recompiles.</p>"
+    items = "".join(f"<li id='recompile-{i}'><code>{_esc(r)}</code>"
+                    f"{'<pre>' + src.link_lines_in(stacks[i]) + '</pre>' if i < len(stacks) else ''}</li>"
+                    for i, r in enumerate(reasons))
+    return "<ol>" + items + "</ol>"
 
-    out.append("<h2 id='sources'>Sources</h2>")
-    out.append(src.render())
+
+def build(stats: dict | None = None, graphs=None, owners=None, finished=None, title: str = "kiln compile report") -> str:
+    """The page as a string (kiln.report writes it). Defaults: this process's records."""
+    from . import _codegen
+    if stats is None:
+        from . import stats as _stats
+        stats = _stats()
+    graphs = list(_codegen.GRAPHS) if graphs is None else graphs
+    owners = list(_codegen.GRAPH_OWNERS) if owners is None else owners
+    finished = dict(_codegen.FINISHED_AT) if finished is None else finished
+    src = _Sources()
+    records = stats.get("graph_records", [])
+    by_record: dict[int, list] = {}  # graph record index -> the generated graphs compiled from it
+    for g, owner in zip(graphs, owners):
+        by_record.setdefault(owner, []).append(g)
+    cards = "".join(_graph_card(i, r, by_record.get(i, []), src) for i, r in enumerate(records)) or "<p>No graphs were captured.</p>"
+    sections = [("summary", "Summary", _summary(stats, graphs)),
+                ("timeline", "Timeline", _timeline_svg(_timeline_rows(records, by_record, finished))),
+                ("graphs", "Graphs", cards),
+                ("breaks", "Graph breaks", _breaks(stats.get("breaks", []), src)),
+                ("recompiles", "Recompiles", _recompiles(stats.get("recompile_reasons", []), stats.get("recompile_stacks", []), src)),
+                ("sources", "Sources", None)]  # last: it lists the lines the sections above link to
+    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_esc(title)}</title><style>{_CSS}</style></head><body>",
+           f"<h1>{_esc(title)}</h1><nav>" + " · ".join(f"<a href='#{a}'>{t.lower()}</a>" for a, t, _ in sections) + "</nav>"]
+    for anchor, heading, body in sections:
+        out.append(f"<h2 id='{anchor}'>{heading}</h2>{src.render() if body is None else body}")
     out.append("</body></html>")
     return "".join(out)
 

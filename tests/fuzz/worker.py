@@ -52,6 +52,9 @@ def same_printed(a: str, b: str) -> bool:
     _NUM = _NUM or re.compile(r"-?\d+\.\d*(?:e[+-]?\d+)?|-?\d+e[+-]?\d+")
     if a == b:
         return True
+    # a printed tensor names its autograd node (grad_fn=<SumBackward0>): kiln's compiled node has
+    # another name than eager's op for the same value
+    a, b = re.sub(r"grad_fn=<\w+>", "grad_fn", a), re.sub(r"grad_fn=<\w+>", "grad_fn", b)
     if _NUM.sub("#", a) != _NUM.sub("#", b):
         return False
     return all(math.isclose(float(x), float(y), rel_tol=1e-3, abs_tol=1e-3)
