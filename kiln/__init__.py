@@ -35,11 +35,13 @@ _notes: list[str] = []
 
 def _skip_rules() -> list[tuple[str, bool]]:
     """Ordered (path prefix, skip) rules for which frames kiln offers to capture; first match wins.
-    Built-in nn.Module code is captured (its forward is user-like code), the rest of torch,
-    kiln itself, test runners and the standard library are not; third-party packages are."""
+    Built-in nn.Module code is captured (its forward is user-like code), and so are torch.optim's
+    optimizers (a step inside a compiled function becomes a graph of its own, as with Dynamo); the
+    rest of torch, kiln itself, test runners and the standard library are not; third-party packages are."""
     torch_dir = os.path.dirname(torch.__file__) + os.sep
     modules_dir = os.path.join(torch_dir, "nn", "modules") + os.sep
-    rules = [(os.path.join(modules_dir, "module.py"), True), (modules_dir, False), (torch_dir, True),
+    rules = [(os.path.join(modules_dir, "module.py"), True), (modules_dir, False),
+             (os.path.join(torch_dir, "optim") + os.sep, False), (torch_dir, True),
              (os.path.dirname(os.path.abspath(__file__)) + os.sep, True)]
     for mod in ("_pytest", "pluggy", "typing_extensions", "numpy"):
         m = sys.modules.get(mod)

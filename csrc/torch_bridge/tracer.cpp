@@ -113,11 +113,22 @@ bool static_shape_indexing(const c10::OperatorHandle& op, const torch::jit::Stac
   return true;
 }
 
+// Whether an argument of the call on the stack is the meta device.
+static bool names_meta_device(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const size_t n_args = op.schema().arguments().size();
+  for (size_t i = 0; i < n_args; ++i) {
+    const c10::IValue& v = stack[stack.size() - n_args + i];
+    if (v.isDevice() && v.toDevice().is_meta()) return true;
+  }
+  return false;
+}
+
 void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const auto below = ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Fake);
   TraceState* s = t_state;
-  // Functionalization checks in-place ops on meta copies first: not part of the graph.
-  if (!s || ks.has_backend(c10::BackendComponent::MetaBit)) return op.redispatchBoxed(below, stack);
+  // Functionalization checks in-place ops on meta copies first: not part of the graph (nor the
+  // factories that make those copies, which name the meta device instead of taking a tensor).
+  if (!s || ks.has_backend(c10::BackendComponent::MetaBit) || names_meta_device(op, *stack)) return op.redispatchBoxed(below, stack);
   const c10::FunctionSchema& schema = op.schema();
   std::string name = schema.name();
   if (!schema.overload_name().empty()) name += "." + schema.overload_name();

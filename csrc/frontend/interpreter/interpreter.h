@@ -227,6 +227,8 @@ class Interpreter {
   VarPtr device_dependent_query(const VarPtr& t, const std::string& method);
 
   // --- operations
+  VarPtr addc_with_tensor_value(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                const std::vector<std::pair<std::string, VarPtr>>& kwargs);
   VarPtr call(const VarPtr& fn, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
   VarPtr call_builtin(PyObject* fn, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs, bool* handled);
   VarPtr call_library(PyObject* fn, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs, bool* handled);

@@ -247,10 +247,25 @@ VarPtr Interpreter::from_python_value(PyObject* r, bool shared) {
 
 // ---------------------------------------------------------------- calls
 
+// t.addcdiv(a, b, value=v) / addcmul (and their in-place forms) with a tensor `value` (optimizers
+// pass a 0-d step size under compilers): the operator takes a Scalar, which eager reads with
+// .item(); in the graph it is value * (a / b) added to t, the same arithmetic without the read.
+VarPtr Interpreter::addc_with_tensor_value(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                           const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  const std::string& m = fn->name;
+  if (m != "addcdiv" && m != "addcdiv_" && m != "addcmul" && m != "addcmul_") return nullptr;
+  if (args.size() != 2 || kwargs.size() != 1 || kwargs[0].first != "value" || !kwargs[0].second->is_tensor()) return nullptr;
+  const bool div = m.compare(0, 7, "addcdiv") == 0, inplace = m.back() == '_';
+  VarPtr prod = record_op(graph::Op::kCallMethod, nullptr, div ? "div" : "mul", {args[0], args[1]}, {});
+  prod = record_op(graph::Op::kCallMethod, nullptr, "mul", {prod, kwargs[0].second}, {});
+  return record_op(graph::Op::kCallMethod, nullptr, inplace ? "add_" : "add", {fn->self, prod}, {});
+}
+
 VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs) {
   switch (fn->kind) {
     case VarKind::kTensorMethod: {
       if (fn->name == "type") return tensor_type_method(fn->self, args, kwargs);
+      if (VarPtr r = addc_with_tensor_value(fn, args, kwargs)) return r;
       std::vector<VarPtr> full{fn->self};
       full.insert(full.end(), args.begin(), args.end());
       return record_op(graph::Op::kCallMethod, nullptr, fn->name, full, kwargs);

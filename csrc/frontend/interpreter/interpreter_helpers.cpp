@@ -94,7 +94,8 @@ PyObject* torch_query_answer(PyObject* fn) {
       {"torch.cuda.graphs.is_current_stream_capturing", Py_Ellipsis}, {"torch.cuda.is_available", Py_Ellipsis},
       {"torch.cuda.device_count", Py_Ellipsis}, {"torch.is_grad_enabled", Py_Ellipsis},
       {"torch.get_default_dtype", Py_Ellipsis}, {"torch.is_autocast_enabled", Py_Ellipsis},
-      {"torch.are_deterministic_algorithms_enabled", Py_Ellipsis}, {"torch.is_inference_mode_enabled", Py_Ellipsis}};
+      {"torch.are_deterministic_algorithms_enabled", Py_Ellipsis}, {"torch.is_inference_mode_enabled", Py_Ellipsis},
+      {"torch._C._get_privateuse1_backend_name", Py_Ellipsis}};
   auto it = answers.find(m + "." + py_str(qn.get()));
   return it == answers.end() ? nullptr : it->second;
 }
