@@ -49,7 +49,7 @@ class _CompiledPair(torch.autograd.Function):
         for g, i, reads in zip(res, st.grad_of, st.grad_tangents):
             # An input reached only from outputs the loss did not use gets no gradient, as in eager
             # (its .grad stays None rather than becoming zeros).
-            if reads and not any(given[j] for j in reads):
+            if not any(given[j] for j in reads):
                 continue
             out[i] = g
         return (None, *out)

@@ -3,8 +3,6 @@
 
 #include "autograd/min_cut.h"
 
-#include <algorithm>
-#include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <unordered_map>
@@ -175,41 +173,6 @@ JointSplit partition_joint(const AtenGraph& joint, int num_primals, int num_fwd_
     s.backward.outputs.push_back(it->second);
   }
   return s;
-}
-
-std::vector<std::vector<int>> tangents_read(const AtenGraph& joint, int num_primals, int first_output) {
-  const int num_tangents = joint.num_inputs - num_primals;
-  const size_t words = static_cast<size_t>(std::max(num_tangents, 0) + 63) / 64;
-  // Per value: a bit set of the tangents it reads. Nodes are in execution order.
-  std::vector<std::vector<uint64_t>> reads(joint.values.size(), std::vector<uint64_t>(words, 0));
-  for (size_t v = 0; v < joint.values.size(); ++v) {
-    const AtenValue& val = joint.values[v];
-    if (val.kind == AtenValue::kInput && val.index >= num_primals) {
-      int j = val.index - num_primals;
-      reads[v][j / 64] |= uint64_t{1} << (j % 64);
-    }
-  }
-  auto merge = [&](std::vector<uint64_t>& into, int from) {
-    if (from < 0) return;
-    for (size_t w = 0; w < words; ++w) into[w] |= reads[from][w];
-  };
-  for (const AtenNode& n : joint.nodes) {
-    std::vector<uint64_t> acc(words, 0);
-    for (const ir::AtenArg& a : n.args) {
-      if (a.kind == ir::AtenArg::kTensor) merge(acc, a.value);
-      else if (a.kind == ir::AtenArg::kTensorList) for (int v : a.values) merge(acc, v);
-    }
-    for (int o : n.outputs) if (o >= 0) reads[o] = acc;
-  }
-  std::vector<std::vector<int>> out;
-  for (size_t k = static_cast<size_t>(std::max(first_output, 0)); k < joint.outputs.size(); ++k) {
-    std::vector<int> js;
-    int v = joint.outputs[k];
-    for (int j = 0; j < num_tangents && v >= 0; ++j)
-      if (reads[v][j / 64] >> (j % 64) & 1) js.push_back(j);
-    out.push_back(std::move(js));
-  }
-  return out;
 }
 
 std::string JointSplit::describe() const {

@@ -34,11 +34,4 @@ enum class Partitioner { kSaveAll, kMinCut };
 JointSplit partition_joint(const ir::AtenGraph& joint, int num_primals, int num_fwd_outputs,
                            Partitioner how = Partitioner::kSaveAll);
 
-// Per joint output from `first_output` on (the gradients): the tangents (0-based, in input order
-// after the primals) it reads, directly or through other nodes. A gradient reads tangent j when
-// forward output j depends on that primal through autograd; when every tangent a gradient reads
-// is absent at run time (autograd gives None for outputs the loss does not use), eager leaves
-// the primal's .grad untouched, so the compiled node must return None for it, not zeros.
-std::vector<std::vector<int>> tangents_read(const ir::AtenGraph& joint, int num_primals, int first_output);
-
 }  // namespace kiln::autograd

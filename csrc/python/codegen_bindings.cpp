@@ -61,7 +61,7 @@ struct TrainingStages {
   std::vector<int> saved_primals, grad_of;
   std::vector<int> mutated_inputs;  // forward outputs after num_outputs: new contents of these inputs
   std::vector<bool> output_requires_grad;
-  std::vector<std::vector<int>> grad_tangents;  // per gradient: the tangents it reads (autograd::tangents_read)
+  std::vector<std::vector<int>> grad_tangents;  // per gradient: the outputs (tangents) whose autograd graph reaches it
   std::string describe;
 
   py::list run(runtime::CompiledGraph& g, py::list in) {
@@ -398,7 +398,7 @@ class CodegenGraph {
         st->saved_primals = split.saved_primals;
         st->grad_of = jt.grad_of;
         st->output_requires_grad = jt.output_requires_grad;
-        st->grad_tangents = autograd::tangents_read(jt.trace.graph, jt.num_primals, jt.num_fwd_outputs);
+        st->grad_tangents = jt.grad_outputs;
         st->describe = split.describe();
         training_ = st;
         training_status_ = "compiled forward and backward; " + st->describe;

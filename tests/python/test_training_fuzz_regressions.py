@@ -106,3 +106,27 @@ def test_output_viewing_another_output_can_be_written_in_place():
             res.append((t1.detach(), t3.detach()))
         torch.testing.assert_close(res[1], res[0])
         torch.testing.assert_close(xc.grad, xe.grad)
+
+
+def test_input_whose_gradient_formula_ignores_the_output_gradient_keeps_grad_none():
+    # copysign(p1, p0) gives p0 a gradient of zeros without reading the output's gradient: the
+    # unused output t2 still must not give p0 a .grad (eager leaves it None). Which inputs an
+    # output reaches is read off the autograd graph at trace time (trace_joint).
+    def f(p0, p1):
+        t2 = torch.copysign(p1, p0)
+        t3 = p1 * 1
+        t3.sqrt_()
+        loss = t3.sigmoid().sum()
+        return loss, t2
+
+    cf = kiln.compile(f)
+    for step in range(3):
+        res = []
+        for fn in (f, cf):
+            p0, p1 = _leaf(4, 5, 3), _leaf(5, 10, 3)[::2].detach().requires_grad_()
+            loss, _ = fn(p0, p1)
+            loss.backward()
+            res.append((p0.grad, p1.grad))
+        assert res[0][0] is None
+        assert res[1][0] is None, f"step {step}: p0.grad should stay None"
+        torch.testing.assert_close(res[1][1], res[0][1], equal_nan=True)
