@@ -61,6 +61,7 @@ struct TrainingStages {
   std::vector<int> saved_primals, grad_of;
   std::vector<int> mutated_inputs;  // forward outputs after num_outputs: new contents of these inputs
   std::vector<bool> output_requires_grad;
+  std::vector<std::vector<int>> grad_tangents;  // per gradient: the outputs (tangents) whose autograd graph reaches it
   std::string describe;
 
   py::list run(runtime::CompiledGraph& g, py::list in) {
@@ -428,6 +429,7 @@ class CodegenGraph {
         st->saved_primals = split.saved_primals;
         st->grad_of = jt.grad_of;
         st->output_requires_grad = jt.output_requires_grad;
+        st->grad_tangents = jt.grad_outputs;
         st->describe = split.describe();
         training_ = st;
         training_status_ = "compiled forward and backward; " + st->describe;
@@ -549,6 +551,7 @@ void bind_codegen(py::module_& m) {
       .def_readonly("grad_of", &TrainingStages::grad_of)
       .def_readonly("mutated_inputs", &TrainingStages::mutated_inputs)
       .def_readonly("output_requires_grad", &TrainingStages::output_requires_grad)
+      .def_readonly("grad_tangents", &TrainingStages::grad_tangents)
       .def_readonly("describe", &TrainingStages::describe);
   py::class_<CodegenGraph>(m, "CodegenGraph")
       .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int, bool, bool, bool, bool>(), py::arg("eager"), py::arg("cache_dir") = "",

@@ -8,12 +8,15 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace kiln::bridge {
 
@@ -316,6 +319,7 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
     }
   } restore{gen, rng_state};
   std::vector<at::Tensor> outs, grads;
+  std::vector<std::vector<int>> reaches;  // per leaf: the differentiable outputs whose autograd graph reaches it
   t_state = &s;
   try {
     c10::AutoGradMode grad_mode(true);
@@ -340,6 +344,30 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
       tangents.push_back(at::functionalization::impl::to_functional_tensor(tangent));
     }
     if (diff_outs.empty()) fail("no output requires grad");
+    // Which differentiable outputs reach each leaf through the autograd graph: a leaf reached only
+    // from outputs that get no gradient at run time must keep .grad None, as in eager, even where
+    // its formula gives zeros without reading the output's gradient (copysign's `other`).
+    reaches.assign(leaves.size(), {});
+    {
+      std::unordered_map<const torch::autograd::Node*, int> leaf_node;
+      for (size_t k = 0; k < leaves.size(); ++k)
+        if (auto acc = torch::autograd::impl::try_get_grad_accumulator(leaves[k])) leaf_node.emplace(acc.get(), static_cast<int>(k));
+      for (size_t j = 0; j < diff_outs.size(); ++j) {
+        std::vector<torch::autograd::Node*> stack;
+        std::unordered_set<torch::autograd::Node*> seen;
+        if (auto fn = diff_outs[j].grad_fn()) stack.push_back(fn.get());
+        else if (auto acc = torch::autograd::impl::try_get_grad_accumulator(diff_outs[j])) stack.push_back(acc.get());
+        while (!stack.empty()) {
+          torch::autograd::Node* n = stack.back();
+          stack.pop_back();
+          if (!seen.insert(n).second) continue;
+          auto it = leaf_node.find(n);
+          if (it != leaf_node.end()) reaches[it->second].push_back(static_cast<int>(j));
+          for (const auto& e : n->next_edges())
+            if (e.function) stack.push_back(e.function.get());
+        }
+      }
+    }
     unlocked([&] {
       grads = torch::autograd::grad(diff_outs, leaves, tangents, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
     });
@@ -365,6 +393,7 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
     if (!grads[k].defined()) continue;
     s.result.graph.outputs.push_back(value_of(s, grads[k]));
     jt.grad_of.push_back(leaf_of[k]);
+    jt.grad_outputs.push_back(reaches[k]);
   }
   s.result.outputs = std::move(outs);
   jt.trace = std::move(s.result);

@@ -55,6 +55,8 @@ struct JointTrace {
   std::vector<int> mutated_inputs;         // per extra forward output: the input it overwrites
   std::vector<bool> output_requires_grad;  // per forward output
   std::vector<int> grad_of;                // per gradient output: the primal it belongs to
+  std::vector<std::vector<int>> grad_outputs;  // per gradient output: the differentiable outputs
+                                               // (0-based among them) whose autograd graph reaches it
 };
 // `unlocked` runs a block with the caller's interpreter lock released (PyTorch's autograd engine
 // refuses to run while the GIL is held; the bridge knows nothing of Python).

@@ -696,6 +696,9 @@ def generate(seed: int) -> Program:
 
 
 def _generate(seed: int) -> Program:
+    from . import training  # a separate branch: the other seeds' programs do not change
+    if training.is_training_seed(seed):
+        return training.generate_training(seed)
     g = Gen(seed)
     r = g.r
     g.init_args()

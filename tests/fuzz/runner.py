@@ -141,6 +141,7 @@ def run_seeds(seeds, compiler="kiln", backend="kiln", jobs=2, timeout=60.0, out=
                 res = w.run(s, prog.source, timeout)
                 res["source"] = prog.source
                 res["expects_error"] = prog.expects_error
+                res["training"] = "training" in prog.features
                 if res["outcome"] in ("crash", "timeout"):
                     w = None
                 with lock:
@@ -187,6 +188,11 @@ def summarize(results, wall, label=""):
         if c.get(o) or o in ("pass",) + FAILURES[:4]:
             lines.append(f"  {o:<20}{c.get(o, 0):>7}")
     lines.append(f"  {'(eager_error, passed)':<20}{eager_err:>7}  (both raised identically; {100 * eager_err / max(1, len(results)):.1f}%)")
+    tr = [r for r in results if r.get("training")]
+    if tr:
+        ct = Counter(r["outcome"] for r in tr)
+        lines.append(f"  {'(training programs)':<20}{len(tr):>7}  ("
+                     + ", ".join(f"{o} {ct.get(o, 0)}" for o in OUTCOMES if ct.get(o) or o == "pass") + ")")
     lines.append(f"  {'graphs':<20}{graphs:>7}")
     lines.append(f"  {'graph_breaks':<20}{breaks:>7}")
     return "\n".join(lines)
@@ -209,8 +215,13 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--out", default="/tmp/kiln_fuzz")
     ap.add_argument("--json", help="write all results (without sources) to this file")
+    ap.add_argument("--kind", default="all", choices=["all", "training", "plain"],
+                    help="only the training-step programs' seeds, or only the others")
     a = ap.parse_args(argv)
     seeds = parse_seeds(a.seeds)
+    if a.kind != "all":
+        from .training import is_training_seed
+        seeds = [s for s in seeds if is_training_seed(s) == (a.kind == "training")]
     out = os.path.join(a.out, a.compiler if a.compiler != "kiln" else f"kiln-{a.backend}")
     results, wall = run_seeds(seeds, a.compiler, a.backend, a.jobs, a.timeout, out, progress=True)
     print(summarize(results, wall, f"[{a.compiler}{'/' + a.backend if a.compiler == 'kiln' else ''}, seeds {a.seeds}]"))

@@ -224,3 +224,29 @@ def test_data_dependent_sizes_break_the_graph_and_stay_correct(backend):
         return picked.sum() * x.shape[0], idx.shape[0], torch.ones(n + x.shape[1]).sum()
     s = run_sizes(fn, lambda t: (torch.randn(t, 3),), [4, 6, 9, 5, 2], backend=backend)
     assert s["graph_breaks"] >= 1
+
+
+def test_dynamic_shape_handed_back_at_a_break_is_a_torch_size():
+    # Found by the program fuzzer: after the recapture with a dynamic dimension, `x.shape` printed at
+    # a graph break (and returned, and sliced) came back as a plain tuple: `(9, 1)` instead of
+    # `torch.Size([9, 1])`.
+    import io
+    sink = io.StringIO()
+
+    def f(x):
+        s = x.shape
+        t = s[1:]
+        print("mid", s, t, file=sink)
+        return x.reshape(s[::-1]) * 2, s, t
+
+    cf = kiln.compile(f)
+    for n in (5, 8, 9):
+        x = torch.randn(n, 3)
+        out = cf(x)
+        ref = f(x)
+        for a, b in zip(out[1:], ref[1:]):
+            assert type(a) is torch.Size and a == b
+        assert out[0].shape == ref[0].shape
+    lines = sink.getvalue().splitlines()
+    assert lines[0::2] == lines[1::2], lines  # compiled and eager printed the same
+    assert "mid torch.Size([9, 3]) torch.Size([3])" in lines

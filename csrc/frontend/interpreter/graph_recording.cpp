@@ -366,6 +366,8 @@ VarPtr Interpreter::wrap_symbolic(PyObject* o, int node) {
   }
   if (node >= 0 && (PyTuple_Check(o) || PyList_Check(o)) && holds_symint(o)) {
     auto v = make_seq(PyList_Check(o) ? VarKind::kList : VarKind::kTuple, {});
+    // x.shape with a dynamic dimension: a torch.Size, also when handed back at a graph break
+    if (PyTuple_Check(o) && !PyTuple_CheckExact(o)) v->obj = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o)));
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
       PyObject* item = PySequence_Fast_GET_ITEM(o, i);
       v->items.push_back(wrap_symbolic(item, holds_symint(item) ? getitem_node(node, i, "") : -1));

@@ -253,7 +253,10 @@ VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
       if (PySlice_GetIndicesEx(i, n, &start, &stop, &step, &len) < 0) unsupported(take_python_error());
       std::vector<VarPtr> out;
       for (Py_ssize_t k = 0, p = start; k < len; ++k, p += step) out.push_back(obj->items[p]);
-      return make_seq(obj->kind == VarKind::kTuple ? VarKind::kTuple : VarKind::kList, out);
+      VarPtr r = make_seq(obj->kind == VarKind::kTuple ? VarKind::kTuple : VarKind::kList, out);
+      if (obj->kind == VarKind::kTuple && obj->obj && obj->obj.get() == module_attr("torch", "Size"))
+        r->obj = obj->obj;  // a slice of a torch.Size is a torch.Size (of a namedtuple, a tuple)
+      return r;
     }
     unsupported("index of type " + std::string(Py_TYPE(i)->tp_name));
   }

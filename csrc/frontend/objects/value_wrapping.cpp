@@ -239,6 +239,8 @@ PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
         if (v->kind == VarKind::kTuple) PyTuple_SET_ITEM(out.get(), i, it.release());
         else PyList_SET_ITEM(out.get(), i, it.release());
       }
+      if (v->kind == VarKind::kTuple && v->obj && v->obj.get() == module_attr("torch", "Size"))
+        return PyRef::steal(PyObject_CallOneArg(v->obj.get(), out.get()));
       return out;
     }
     case VarKind::kDict: {
