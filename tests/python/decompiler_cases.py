@@ -252,8 +252,8 @@ def generator(n):
     return list(gen(n))
 @case(([1, 2, 3],),)
 def augassign(xs):
-    class O: pass
-    o = O()
+    import types
+    o = types.SimpleNamespace()
     o.v = 1
     o.v += 2
     xs[0] += 5
@@ -417,8 +417,8 @@ def yield_expression(n):
     return it.send(n), it.send(3)
 @case(([1, 2],),)
 def del_attr_and_global_name(xs):
-    class C: pass
-    c = C()
+    import types
+    c = types.SimpleNamespace()
     c.a = 1
     del c.a
     return hasattr(c, "a"), len(xs)

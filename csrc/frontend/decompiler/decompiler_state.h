@@ -70,6 +70,7 @@ class Decompiler {
   std::vector<ExceptionEntry> exc;
   int minor;
   std::set<std::string> globals_declared, nonlocals_declared;
+  int swap_skip_to = -1;  // set by a SWAP that rebuilt a tuple assignment: where to continue
 
   [[noreturn]] void fail(const std::string& what, int index) const;
   int offset(int index) const { return index >= 0 && index < bc.size() ? bc.at(index).offset : -1; }
@@ -77,7 +78,11 @@ class Decompiler {
   std::string local(int i) const;
   // Follows unconditional jumps and NOPs.
   int resolve(int index) const;
-  bool same_label(int a, int b) const { return a == b || (a >= 0 && b >= 0 && resolve(a) == resolve(b)); }
+  bool same_label(int a, int b) const {
+    return a == b || (a >= 0 && b >= 0 && (resolve(a) == resolve(b) || same_exit_block(resolve(a), resolve(b))));
+  }
+  // Two copies of one small exit block (the compiler duplicates `return None` and the like).
+  bool same_exit_block(int a, int b) const;
   bool is_cond_jump(int index) const;
   bool is_uncond_jump(int index) const;
 

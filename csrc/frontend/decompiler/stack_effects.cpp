@@ -90,6 +90,16 @@ ExP yield_ex(const ExP& v) {
 
 }  // namespace
 
+static bool mentions(const std::string& text, const std::string& name);
+
+static std::string render_safe(const ExP& e) {
+  try {
+    return render(e);
+  } catch (const DecompileError&) {
+    return e->text;
+  }
+}
+
 // Assigns `value` to the target `target` (source text), emitting the statement.
 static void store(Decompiler& d, int i, const std::string& target, bool is_name, Stack& st, ExP value,
                   std::vector<Stmt>& out) {
@@ -154,6 +164,11 @@ static void store(Decompiler& d, int i, const std::string& target, bool is_name,
       d.fail("store of a value with no source form", i);
     default: break;
   }
+  // a value still on the stack that reads the variable would see the new value
+  if (is_name)
+    for (auto& e : st)
+      if (e != value && !e->text.empty() && e->kind != ExKind::Dummy && e->kind != ExKind::Sink && mentions(render_safe(e), target))
+        d.fail("a value read before an assignment to the same name (" + target + ")", i);
   // chained assignment / assignment expression: the value is still on the stack
   bool dup = false;
   for (auto& e : st) dup |= e == value;
@@ -166,6 +181,64 @@ static void store(Decompiler& d, int i, const std::string& target, bool is_name,
     for (auto& e : st)
       if (e == value) e = n;
   }
+}
+
+// True when `text` reads the variable `name` (a whole identifier, not an attribute).
+static bool mentions(const std::string& text, const std::string& name) {
+  auto ident = [](char c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || (c & 0x80); };
+  for (size_t p = text.find(name); p != std::string::npos; p = text.find(name, p + 1)) {
+    bool left = p == 0 || (!ident(text[p - 1]) && text[p - 1] != '.');
+    bool right = p + name.size() >= text.size() || !ident(text[p + name.size()]);
+    if (left && right) return true;
+  }
+  return false;
+}
+
+// `a, b = b, a`: 3.11+ compiles small tuple assignments to loads, SWAPs and stores. Rebuilt as
+// one tuple assignment, so no value is read after a target it depends on was assigned.
+static int swap_assignment(Decompiler& d, int i, Stack& st, std::vector<Stmt>& out) {
+  int j = i;
+  Stack s = st;
+  while (j < d.bc.size() && !std::strcmp(d.bc.at(j).name, "SWAP")) {
+    int n = d.bc.at(j).arg;
+    if (n < 2 || n > static_cast<int>(s.size())) return -1;
+    std::swap(s.back(), s[s.size() - n]);
+    ++j;
+  }
+  const bool swapped = j > i;
+  std::vector<std::string> targets, values;
+  std::vector<ExP> stored;
+  while (j < d.bc.size()) {
+    const auto& in = d.bc.at(j);
+    bool fast = !std::strcmp(in.name, "STORE_FAST") || !std::strcmp(in.name, "STORE_DEREF");
+    bool glob = !std::strcmp(in.name, "STORE_GLOBAL") || !std::strcmp(in.name, "STORE_NAME");
+    if (!fast && !glob) break;
+    if (s.empty()) return -1;
+    ExP v = s.back();
+    if (v->kind != ExKind::Value && v->kind != ExKind::Name && v->kind != ExKind::Const && v->kind != ExKind::Compare &&
+        v->kind != ExKind::Not && v->kind != ExKind::Display && v->kind != ExKind::FString)
+      return -1;
+    for (auto& o : stored)
+      if (o == v && v->kind != ExKind::Name && v->kind != ExKind::Const) return -1;  // chained assignment
+    stored.push_back(v);
+    s.pop_back();
+    targets.push_back(fast ? d.local(in.arg) : d.name(in.arg));
+    if (!std::strcmp(in.name, "STORE_GLOBAL")) d.globals_declared.insert(targets.back());
+    values.push_back(wrap(v, kPrecLambda + 1));
+    ++j;
+  }
+  if (targets.size() < 2) return -1;
+  bool hazard = false;
+  for (size_t a = 0; a < targets.size(); ++a)
+    for (size_t b = a + 1; b < targets.size(); ++b) hazard |= mentions(values[b], targets[a]);
+  for (auto& e : s)
+    for (auto& t : targets) hazard |= !e->text.empty() && mentions(e->text, t);
+  if (!swapped && !hazard) return -1;
+  std::string t, v;
+  for (size_t k = 0; k < targets.size(); ++k) t += (k ? ", " : "") + targets[k], v += (k ? ", " : "") + values[k];
+  out.push_back(line(t + " = " + v));
+  st = s;
+  return j;
 }
 
 bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx) {
@@ -240,6 +313,13 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     return true;
   }
   if (op == "SWAP") {
+    if (!ctx.pure) {
+      int j = swap_assignment(*this, i, st, out);
+      if (j >= 0) {
+        swap_skip_to = j;
+        return true;
+      }
+    }
     if (arg < 2 || arg > static_cast<int>(st.size())) fail("SWAP beyond the stack", i);
     std::swap(st.back(), st[st.size() - arg]);
     return true;
@@ -565,6 +645,13 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
   // ---- statements ----
   if (op == "STORE_FAST" || op == "STORE_DEREF" || op == "STORE_GLOBAL" || op == "STORE_NAME") {
     impure();
+    if (st.size() >= 2 && i + 1 < bc.size() && std::strstr(bc.at(i + 1).name, "STORE_")) {
+      int j = swap_assignment(*this, i, st, out);
+      if (j >= 0) {
+        swap_skip_to = j;
+        return true;
+      }
+    }
     std::string n = op == "STORE_FAST" || op == "STORE_DEREF" ? local(arg) : name(arg);
     if (op == "STORE_GLOBAL") globals_declared.insert(n);
     if (op == "STORE_DEREF" && std::find(code.freevars.begin(), code.freevars.end(), n) != code.freevars.end())

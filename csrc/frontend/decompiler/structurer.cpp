@@ -51,6 +51,17 @@ bool Decompiler::is_uncond_jump(int index) const {
   return !std::strcmp(n, "JUMP_FORWARD") || !std::strcmp(n, "JUMP_BACKWARD") || !std::strcmp(n, "JUMP_BACKWARD_NO_INTERRUPT");
 }
 
+bool Decompiler::same_exit_block(int a, int b) const {
+  if (a < 0 || b < 0 || a >= bc.size() || b >= bc.size()) return false;
+  for (int q = 0; q < 8 && a + q < bc.size() && b + q < bc.size(); ++q) {
+    const auto &x = bc.at(a + q), &y = bc.at(b + q);
+    if (x.opcode != y.opcode || x.arg != y.arg || x.target >= 0) return false;
+    if (!std::strcmp(x.name, "RETURN_VALUE") || !std::strcmp(x.name, "RETURN_CONST")) return true;
+    if (std::strncmp(x.name, "LOAD_", 5) && std::strcmp(x.name, "NOP")) return false;
+  }
+  return false;
+}
+
 int Decompiler::resolve(int index) const {
   for (int guard = 0; guard < 64 && index >= 0 && index < bc.size(); ++guard) {
     const char* n = bc.at(index).name;
@@ -216,7 +227,13 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       i = end;
       continue;
     }
+    swap_skip_to = -1;
     if (!exec(i, st, out, ctx)) fail(std::string("unsupported instruction ") + n, i);
+    if (swap_skip_to >= 0) {
+      i = swap_skip_to;
+      swap_skip_to = -1;
+      continue;
+    }
     ++i;
   }
   return hi;
@@ -427,7 +444,7 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   int last = F - 1;
   if (last >= B && is_uncond_jump(last)) {
     int J = bc.at(last).target;
-    if (J > F && J <= hi) { then_end = last; else_lo = F; else_end = J; join = J; }
+    if (J > F && (J < hi || (J == hi && ctx.follow >= 0 && same_label(J, ctx.follow)))) { then_end = last; else_lo = F; else_end = J; join = J; }
     else if (J > hi && ctx.follow >= 0 && same_label(J, ctx.follow)) { then_end = last; else_lo = F; else_end = hi; join = hi; }
   }
   sub.follow = join;
@@ -574,7 +591,7 @@ int Decompiler::handle_while_true(int h, int hi, const RegionCtx& ctx, Stack& st
   bctx.base = static_cast<int>(st.size());
   Stack sb = st;
   if (is_uncond_jump(L)) {
-    int X = loop_exit_label(h, L, -1);
+    int X = loop_exit_label(h, L + 1, -1);
     info.break_label = X;
     bctx.follow = h;
     region(h, L, bctx, sb, w.body);
