@@ -39,7 +39,8 @@ struct RegionCtx {
   // finally blocks around this region: (handler index, first and end index of its body). Their
   // copies on the normal paths out of the try body (before return/break/continue) are skipped.
   std::vector<std::array<int, 3>> finallies;
-  std::vector<PendingExit>* pending = nullptr;  // collects PendingExits of a conditional's branch
+  std::vector<PendingExit>* pending = nullptr;
+  int loop_start = -1;  // the header of the while loop whose body this region starts  // collects PendingExits of a conditional's branch
 };
 
 // Thrown inside a pure scan when an instruction has side effects.

@@ -125,7 +125,7 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
         continue;
       }
     }
-    if (!ctx.pure && static_cast<int>(st.size()) == ctx.base && std::strcmp(n, "FOR_ITER")) {
+    if (!ctx.pure && static_cast<int>(st.size()) == ctx.base && std::strcmp(n, "FOR_ITER") && i != ctx.loop_start) {
       bool header = false;
       int L = -1;
       for (int j = i; j < hi; ++j)
@@ -142,6 +142,7 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       }
     }
     if (is_cond_jump(i)) {
+      if (st.empty()) fail("conditional jump with an empty stack", i);
       if (ctx.stop_at_cond && static_cast<int>(st.size()) - 1 == ctx.base) return i;
       int r = handle_cond(i, hi, ctx, st, out, stmt_start);
       if (r < 0) return -1;
@@ -196,6 +197,7 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       if (ctx.pure) throw NotPure{};
       Stmt s;
       s.kind = Stmt::Kind::Raise;
+      if (static_cast<int>(st.size()) < in.arg) fail("raise with a short stack", i);
       if (in.arg == 0) s.text = "raise";
       else if (in.arg == 1) {
         s.e1 = st.back();
@@ -216,6 +218,7 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       // GET_YIELD_FROM_ITER; LOAD_CONST None; SEND end; YIELD_VALUE; RESUME; JUMP_BACKWARD_NO_INTERRUPT; end: [END_SEND]
       if (i + 2 >= bc.size() || std::strcmp(bc.at(i + 1).name, "LOAD_CONST") || std::strcmp(bc.at(i + 2).name, "SEND"))
         fail("GET_YIELD_FROM_ITER outside `yield from`", i);
+      if (st.empty()) fail("yield from with an empty stack", i);
       ExP v = st.back();
       st.pop_back();
       auto e = make_ex("yield from " + wrap(v, kPrecOr), kPrecYield);
@@ -242,6 +245,7 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
 int Decompiler::handle_value_boolop(int i, int hi, const RegionCtx& ctx, Stack& st) {
   const auto& in = bc.at(i);
   bool is_and = has(in.name, "FALSE");
+  if (st.empty()) fail("and/or with an empty stack", i);
   int t = in.target;
   if (t > hi && ctx.pending) {
     ctx.pending->push_back({t, st.back(), is_and});
@@ -588,6 +592,7 @@ int Decompiler::handle_while_true(int h, int hi, const RegionCtx& ctx, Stack& st
   w.text = "while True";
   RegionCtx bctx = ctx;
   bctx.loop = &info;
+  bctx.loop_start = h;
   bctx.base = static_cast<int>(st.size());
   Stack sb = st;
   if (is_uncond_jump(L)) {

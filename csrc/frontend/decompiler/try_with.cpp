@@ -115,9 +115,15 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     bctx.finallies.push_back({h, h + 1, reraise0});
     bctx.follow = E;
     Stack sb = st;
-    region(i, E, bctx, sb, t.body);
+    int rb = region(i, E, bctx, sb, t.body);
     int len = reraise0 - (h + 1), k = E;
-    if (E < h) {
+    if (rb == E && sb.size() != st.size() && E < h) {
+      // `return value` at the end of the body: the finally copy and the return follow the range
+      RegionCtx rctx = bctx;
+      int r = region(E, h, rctx, sb, t.body);
+      if (r >= 0) fail("try body leaving a value on the stack", E);
+      k = h;
+    } else if (E < h) {
       for (int q = 0; q < len; ++q) {
         const auto &a = bc.at(h + 1 + q), &b = bc.at(E + q);
         if (E + q >= h || a.opcode != b.opcode || (a.target < 0 && a.arg != b.arg)) fail("finally block without its normal-exit copy", E);
@@ -156,9 +162,16 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
   RegionCtx bctx = ctx;
   bctx.follow = E;
   Stack sb = st;
-  region(i, E, bctx, sb, t.body);
+  int rb = region(i, E, bctx, sb, t.body);
   std::vector<Stmt> else_body;
-  if (E < h) {
+  if (rb == E && sb.size() != st.size() && E < h) {
+    // the body's last value is used (returned) just after the protected range: part of the body
+    RegionCtx ectx = ctx;
+    ectx.follow = join;
+    int end = is_uncond_jump(h - 1) && bc.at(h - 1).target == join ? h - 1 : h;
+    int r = region(E, end, ectx, sb, t.body);
+    if (r >= 0 && sb.size() != st.size()) fail("try body leaving a value on the stack", E);
+  } else if (E < h) {
     RegionCtx ectx = ctx;
     ectx.follow = join;
     Stack se = st;
@@ -192,7 +205,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     }
     std::string header = "except";
     int body_start = p, next = C;
-    if (r >= 0 && r < C && is_cond_jump(r) && s2.back()->text == "<excmatch>") {
+    if (r >= 0 && r < C && is_cond_jump(r) && !s2.empty() && s2.back()->text == "<excmatch>") {
       header += " " + wrap(s2.back()->a, kPrecLambda + 1);
       body_start = r + 1;
       next = bc.at(r).target;
@@ -219,6 +232,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
 }
 
 int Decompiler::handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
+  if (st.empty()) fail("with block with an empty stack", i);
   ExP mgr = st.back();
   st.pop_back();
   int H = covering_handler(i + 1);
