@@ -292,6 +292,9 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
         fail("discarded assignment target", i);
       default: break;
     }
+    // a value of the enclosing expression consumed inside a branch (3.12 `a and b`: COPY 1;
+    // POP_JUMP_IF_FALSE; POP_TOP): no statement
+    if (static_cast<int>(st.size()) < ctx.base) return true;
     impure();
     if (e->name == "<yield>") {
       Stmt s = line(e->text);

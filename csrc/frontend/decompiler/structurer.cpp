@@ -452,6 +452,7 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     else if (J > hi && ctx.follow >= 0 && same_label(J, ctx.follow)) { then_end = last; else_lo = F; else_end = hi; join = hi; }
   }
   sub.follow = join;
+  sub.base = static_cast<int>(st.size());
   Stack s1 = st;
   std::vector<Stmt> body1, body2;
   std::vector<PendingExit> pend;
@@ -493,6 +494,7 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   }
   if (ctx.pure) throw NotPure{};
   if ((r1 >= 0 && s1.size() != n0) || (r2 >= 0 && s2.size() != n0)) fail("branches leave different stacks", i);
+  if (static_cast<int>(n0) != ctx.base) fail("a conditional inside an expression", i);
   Stmt s;
   s.kind = Stmt::Kind::If;
   s.e1 = E;

@@ -108,6 +108,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     sf.push_back(make_marker(ExKind::Dummy));
     RegionCtx fctx = ctx;
     fctx.follow = reraise0;
+    fctx.base = static_cast<int>(st.size()) + 2;
     std::vector<Stmt> fbody;
     int r = region(h + 1, reraise0, fctx, sf, fbody);
     if (r != reraise0) fail("finally block that does not reach its end", h);
@@ -213,6 +214,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     }
     RegionCtx cctx = ctx;
     cctx.follow = join;
+    cctx.base = static_cast<int>(st.size()) + 1;
     std::vector<Stmt> cbody;
     region(body_start, next, cctx, s, cbody);
     if (sink->filled) header += " as " + sink->targets[0];
@@ -254,6 +256,7 @@ int Decompiler::handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   sb.push_back(se);
   RegionCtx bctx = ctx;
   bctx.follow = after;
+  bctx.base = static_cast<int>(sb.size()) - 1;
   Stmt w;
   w.kind = Stmt::Kind::With;
   int r = region(i + 1, H, bctx, sb, w.body);
