@@ -17,12 +17,13 @@ import torch
 from . import _C, _backends, _debug, _logging, _meta_kernels, _options
 from ._backends import list_backends, register_backend
 from ._module import CompiledModule
+from ._decompile import DecompileError, decompile
 
 Unsupported = _C.Unsupported
 backend = _backends.dynamo_backend
 
 __all__ = ["compile", "reset", "stats", "explain", "list_backends", "register_backend", "list_mode_options",
-           "list_options", "disable", "Unsupported", "backend", "CompiledModule", "report"]
+           "list_options", "disable", "Unsupported", "backend", "CompiledModule", "report", "decompile", "DecompileError"]
 
 _MODES = {
     "default": {},

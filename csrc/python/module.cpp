@@ -15,7 +15,10 @@
 #include "frontend/objects/torch_types.h"
 
 namespace py = pybind11;
-namespace kiln::python { void bind_codegen(py::module_& m); }
+namespace kiln::python {
+void bind_codegen(py::module_& m);
+void bind_decompiler(py::module_& m);
+}
 using namespace kiln::frontend;
 
 static py::dict stats_dict() {
@@ -60,6 +63,7 @@ static py::dict stats_dict() {
 }
 
 PYBIND11_MODULE(_C, m) {
+  kiln::python::bind_decompiler(m);
   m.doc() = "kiln's C++ core";
   if (!register_compiled_function_type(m.ptr()) || !register_eager_graph_type(m.ptr())) throw py::error_already_set();
   g_unsupported_error = PyErr_NewExceptionWithDoc("kiln.Unsupported", "kiln could not capture a frame (raised with fullgraph=True)",

@@ -1,0 +1,109 @@
+// Internal to the decompiler: the per-code-object state shared by the structurer
+// (structurer.cpp: regions, conditions, loops, try/with), the stack effects of straight-line
+// instructions (stack_effects.cpp) and comprehension/function reconstruction (functions.cpp).
+#pragma once
+#include <array>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "frontend/bytecode/bytecode.h"
+#include "frontend/decompiler/code_desc.h"
+#include "frontend/decompiler/exception_table.h"
+#include "frontend/decompiler/expr.h"
+#include "frontend/decompiler/stmt.h"
+
+namespace kiln::decompiler {
+
+using Stack = std::vector<ExP>;
+
+struct LoopInfo {
+  std::vector<int> continue_labels;  // instruction indices a `continue` jumps to
+  int break_label = -1;              // where a `break` goes (-1: none)
+};
+
+// A 3.11 JUMP_IF_TRUE/FALSE_OR_POP whose target the optimizer moved past the enclosing branch.
+struct PendingExit {
+  int target;
+  ExP value;
+  bool is_and;
+};
+
+struct RegionCtx {
+  int follow = -1;                 // where control goes after falling off the region's end
+  const LoopInfo* loop = nullptr;  // innermost enclosing loop
+  bool pure = false;               // scanning a condition atom: statements are not allowed
+  int base = 0;                    // stack depth of the statement level
+  bool stop_at_cond = false;       // stop before a conditional jump that leaves `base` values
+  // finally blocks around this region: (handler index, first and end index of its body). Their
+  // copies on the normal paths out of the try body (before return/break/continue) are skipped.
+  std::vector<std::array<int, 3>> finallies;
+  std::vector<PendingExit>* pending = nullptr;
+  int loop_start = -1;  // the header of the while loop whose body this region starts  // collects PendingExits of a conditional's branch
+};
+
+// Thrown inside a pure scan when an instruction has side effects.
+struct NotPure {};
+
+class Decompiler {
+ public:
+  explicit Decompiler(const CodeDesc& code);
+  // The function body's statements.
+  std::vector<Stmt> body();
+
+  // structurer.cpp
+  // Decompiles instructions [lo, hi). Returns the index it stopped at (hi when it fell off the
+  // end, the conditional jump in stop_at_cond mode) or -1 when control left (return, raise, jump).
+  int region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
+
+  // stack_effects.cpp: a straight-line instruction. Returns false if it is not one.
+  bool exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx);
+
+  // functions.cpp
+  std::string function_source(const FunctionInfo& fn, const std::string& name);
+  std::string lambda_source(const FunctionInfo& fn);
+  ExP comprehension(const FunctionInfo& fn, const ExP& iterable, int at);
+  ExP inline_comprehension(const Stmt& loop, const ExP& acc, int at);
+
+  const CodeDesc& code;
+  frontend::Bytecode bc;
+  std::vector<ExceptionEntry> exc;
+  int minor;
+  std::set<std::string> globals_declared, nonlocals_declared;
+  int swap_skip_to = -1;  // set by a SWAP that rebuilt a tuple assignment: where to continue
+
+  [[noreturn]] void fail(const std::string& what, int index) const;
+  int offset(int index) const { return index >= 0 && index < bc.size() ? bc.at(index).offset : -1; }
+  const std::string& name(int i) const;
+  std::string local(int i) const;
+  // Follows unconditional jumps and NOPs.
+  int resolve(int index) const;
+  bool same_label(int a, int b) const {
+    return a == b || (a >= 0 && b >= 0 && (resolve(a) == resolve(b) || same_exit_block(resolve(a), resolve(b))));
+  }
+  // Two copies of one small exit block (the compiler duplicates `return None` and the like).
+  bool same_exit_block(int a, int b) const;
+  bool is_cond_jump(int index) const;
+  bool is_uncond_jump(int index) const;
+
+ private:
+  int handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out, int stmt_start);
+  int handle_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
+  int handle_while_true(int h, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
+  int handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
+  int handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
+  int handle_jump(int i, int target, int hi, const RegionCtx& ctx, std::vector<Stmt>& out);
+  int handle_value_boolop(int i, int hi, const RegionCtx& ctx, Stack& st);
+  int loop_exit_label(int lo, int hi_excl, int natural_exit, const std::vector<int>& ignore = {}) const;
+  // try_with.cpp helpers
+  int covering_handler(int index) const;   // handler of the innermost exception entry, or -1
+  bool chain_contains(int index, int handler) const;
+  int skip_finally_copy(int i, const RegionCtx& ctx) const;  // index after a copy at i, or i
+  int handler_depth(int handler) const;
+  int span_end(int handler) const;  // index after the last range protected by `handler`
+  std::set<int> handled_try_;
+  std::vector<int> cover_;          // per instruction: index into exc, or -1
+};
+
+}  // namespace kiln::decompiler

@@ -1,0 +1,203 @@
+// Functions: the `def` header (parameters, defaults, decorators, global/nonlocal declarations)
+// around a decompiled body, lambdas, and comprehensions rebuilt from the loop that fills them
+// (3.11's nested <listcomp>/<setcomp>/<dictcomp>/<genexpr> code objects, 3.12's inlined ones).
+#include <functional>
+
+#include "frontend/decompiler/decompiler_state.h"
+
+namespace kiln::decompiler {
+
+namespace {
+
+std::string indent_text(const std::string& s) {
+  std::string out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t nl = s.find('\n', start);
+    std::string ln = s.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    if (!ln.empty()) out += "    " + ln;
+    out += "\n";
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  return out;
+}
+
+std::string parameters(const CodeDesc& c, const std::vector<std::string>& defaults,
+                       const std::vector<std::pair<std::string, std::string>>& kwdefaults) {
+  std::vector<std::string> parts;
+  int npos = c.argcount;
+  int first_default = npos - static_cast<int>(defaults.size());
+  for (int k = 0; k < npos; ++k) {
+    std::string p = c.varnames.at(k);
+    if (k >= first_default) p += "=" + defaults[k - first_default];
+    parts.push_back(p);
+    if (c.posonlyargcount > 0 && k == c.posonlyargcount - 1) parts.push_back("/");
+  }
+  int idx = npos + c.kwonlyargcount;
+  if (c.flags & kCoVarargs) parts.push_back("*" + c.varnames.at(idx));
+  else if (c.kwonlyargcount) parts.push_back("*");
+  for (int k = 0; k < c.kwonlyargcount; ++k) {
+    std::string n = c.varnames.at(npos + k), p = n;
+    for (auto& [kn, kv] : kwdefaults)
+      if (kn == n) p += "=" + kv;
+    parts.push_back(p);
+  }
+  if (c.flags & kCoVarkeywords) parts.push_back("**" + c.varnames.at(idx + ((c.flags & kCoVarargs) ? 1 : 0)));
+  std::string s;
+  for (size_t k = 0; k < parts.size(); ++k) s += (k ? ", " : "") + parts[k];
+  return s;
+}
+
+// Strips the implicit trailing `return None`.
+void drop_final_return(std::vector<Stmt>& body) {
+  if (!body.empty() && body.back().kind == Stmt::Kind::Return && body.back().e1 && body.back().e1->cst &&
+      body.back().e1->cst->is_none && body.back().text == "return None")
+    body.pop_back();
+}
+
+std::string def_source(const CodeDesc& c, const std::string& name, const std::vector<std::string>& defaults,
+                       const std::vector<std::pair<std::string, std::string>>& kwdefaults,
+                       const std::vector<std::string>& decorators) {
+  if (c.flags & (kCoCoroutine | kCoAsyncGenerator)) throw DecompileError("async functions are not supported", 0);
+  Decompiler d(c);
+  std::vector<Stmt> body = d.body();
+  drop_final_return(body);
+  std::string head;
+  for (auto& dec : decorators) head += "@" + dec + "\n";
+  head += "def " + name + "(" + parameters(c, defaults, kwdefaults) + "):\n";
+  std::string decl;
+  if (!d.globals_declared.empty()) {
+    decl += "    global ";
+    bool first = true;
+    for (auto& g : d.globals_declared) decl += (first ? "" : ", ") + g, first = false;
+    decl += "\n";
+  }
+  if (!d.nonlocals_declared.empty()) {
+    decl += "    nonlocal ";
+    bool first = true;
+    for (auto& g : d.nonlocals_declared) decl += (first ? "" : ", ") + g, first = false;
+    decl += "\n";
+  }
+  std::string text = print_block(body, 1);
+  // a generator whose body never yields (after dead-code removal) must stay a generator
+  if ((c.flags & kCoGenerator) && text.find("yield") == std::string::npos) text += "    if False:\n        yield\n";
+  return head + decl + text;
+}
+
+}  // namespace
+
+std::string decompile(const CodeDesc& code, const std::vector<std::string>& defaults,
+                      const std::vector<std::pair<std::string, std::string>>& kwdefaults) {
+  std::string name = is_identifier(code.name) ? code.name : "_decompiled";
+  return def_source(code, name, defaults, kwdefaults, {});
+}
+
+std::string Decompiler::function_source(const FunctionInfo& fn, const std::string& name) {
+  return def_source(*fn.code, name, fn.defaults, fn.kwdefaults, fn.decorators);
+}
+
+std::string Decompiler::lambda_source(const FunctionInfo& fn) {
+  Decompiler d(*fn.code);
+  std::vector<Stmt> body = d.body();
+  if (body.size() != 1 || body[0].kind != Stmt::Kind::Return || !body[0].e1)
+    fail("lambda whose body is not a single expression", 0);
+  std::string params = parameters(*fn.code, fn.defaults, fn.kwdefaults);
+  ExP v = body[0].e1;
+  std::string value = v->name == "<yield>" ? "(" + v->text + ")" : wrap(v, kPrecLambda);
+  return "lambda" + (params.empty() ? std::string() : " " + params) + ": " + value;
+}
+
+namespace {
+
+struct CompParts {
+  std::vector<std::string> clauses;  // "for x in y", "if c"
+  const Stmt* element = nullptr;
+};
+
+void walk(const std::vector<Stmt>& body, CompParts& parts, const Decompiler& d, int at) {
+  if (body.empty()) d.fail("comprehension without an element", at);
+  const Stmt& s = body[0];
+  if (body.size() >= 2 && s.kind == Stmt::Kind::If && s.clauses.empty() && s.body.size() == 1 &&
+      s.body[0].kind == Stmt::Kind::Continue) {
+    parts.clauses.push_back("if " + wrap(negate(s.e1), kPrecOr));
+    std::vector<Stmt> rest(body.begin() + 1, body.end());
+    walk(rest, parts, d, at);
+    return;
+  }
+  if (body.size() == 2 && body[1].kind == Stmt::Kind::Continue) {
+    std::vector<Stmt> one(body.begin(), body.begin() + 1);
+    walk(one, parts, d, at);
+    return;
+  }
+  if (body.size() != 1) d.fail("comprehension loop with more than one statement", at);
+  switch (s.kind) {
+    case Stmt::Kind::For:
+      if (!s.clauses.empty()) d.fail("comprehension loop with an else", at);
+      parts.clauses.push_back("for " + s.target + " in " + wrap(s.e1, kPrecOr));
+      walk(s.body, parts, d, at);
+      return;
+    case Stmt::Kind::If:
+      if (!s.clauses.empty()) d.fail("comprehension condition with an else", at);
+      parts.clauses.push_back("if " + wrap(s.e1, kPrecOr));
+      walk(s.body, parts, d, at);
+      return;
+    case Stmt::Kind::Append: parts.element = &s; return;
+    default: d.fail("statement inside a comprehension", at);
+  }
+}
+
+ExP build_comprehension(const Stmt& loop, const std::string& iterable, char kind, const Decompiler& d, int at) {
+  CompParts parts;
+  if (!loop.clauses.empty()) d.fail("comprehension loop with an else", at);
+  parts.clauses.push_back("for " + loop.target + " in " + iterable);
+  walk(loop.body, parts, d, at);
+  const Stmt& el = *parts.element;
+  std::string elem;
+  if (kind == 'd') {
+    if (!el.e2) d.fail("dict comprehension without a key", at);
+    elem = wrap(el.e2, kPrecLambda + 1) + ": " + wrap(el.e1, kPrecLambda + 1);
+  } else {
+    elem = wrap(el.e1, kPrecLambda);
+  }
+  std::string body = elem;
+  for (auto& c : parts.clauses) body += " " + c;
+  std::string open = kind == '[' ? "[" : kind == '(' ? "(" : "{", close = kind == '[' ? "]" : kind == '(' ? ")" : "}";
+  return make_ex(open + body + close);
+}
+
+const Stmt* find_loop(const std::vector<Stmt>& body) {
+  for (auto& s : body)
+    if (s.kind == Stmt::Kind::For) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
+ExP Decompiler::inline_comprehension(const Stmt& loop, const ExP& acc, int at) {
+  char kind = acc->display == 'd' ? 'd' : acc->display == '{' ? '{' : '[';
+  if (acc->kind != ExKind::Display || !acc->items.empty()) fail("comprehension into a non-empty display", at);
+  return build_comprehension(loop, wrap(loop.e1, kPrecOr), kind, *this, at);
+}
+
+ExP Decompiler::comprehension(const FunctionInfo& fn, const ExP& iterable, int at) {
+  Decompiler d(*fn.code);
+  std::vector<Stmt> body = d.body();
+  const std::string& n = fn.code->name;
+  std::string it = wrap(iterable, kPrecOr);
+  if (n == "<genexpr>") {
+    const Stmt* loop = find_loop(body);
+    if (!loop) fail("generator expression without a loop", at);
+    return build_comprehension(*loop, it, '(', d, at);
+  }
+  // 3.11: the loop became an inline comprehension returned by the code object
+  if (body.size() != 1 || body[0].kind != Stmt::Kind::Return || !body[0].e1) fail("comprehension code of an unexpected shape", at);
+  std::string t = render(body[0].e1);
+  // the first clause iterates `.0`: substitute the real iterable
+  size_t pos = t.find(" in .0");
+  if (pos == std::string::npos) fail("comprehension not iterating its argument", at);
+  t.replace(pos, 6, " in " + it);
+  return make_ex(t);
+}
+
+}  // namespace kiln::decompiler

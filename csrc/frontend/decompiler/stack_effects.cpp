@@ -1,0 +1,744 @@
+// Stack effects of straight-line instructions: loads, operators, calls, displays, f-strings,
+// imports and stores, each turning the symbolic stack of expressions into new expressions or
+// into simple statements (assignments, expression statements, del, raise, return).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "frontend/decompiler/decompiler_state.h"
+
+namespace kiln::decompiler {
+
+namespace {
+
+bool is_trivial(const ExP& e) { return e->kind == ExKind::Name || e->kind == ExKind::Const; }
+
+ExP pop(Stack& st, const Decompiler& d, int i) {
+  if (st.empty()) d.fail("stack underflow", i);
+  ExP e = st.back();
+  st.pop_back();
+  return e;
+}
+
+ExP binop(const ExP& l, const std::string& op, const ExP& r) {
+  int p = kPrecArith;
+  if (op == "*" || op == "/" || op == "//" || op == "%" || op == "@") p = kPrecTerm;
+  else if (op == "<<" || op == ">>") p = kPrecShift;
+  else if (op == "&") p = kPrecBitAnd;
+  else if (op == "^") p = kPrecBitXor;
+  else if (op == "|") p = kPrecBitOr;
+  else if (op == "**") p = kPrecPower;
+  if (op == "**") return make_ex(wrap(l, kPrecPower + 1) + " ** " + wrap(r, kPrecUnary), kPrecPower);
+  return make_ex(wrap(l, p) + " " + op + " " + wrap(r, p + 1), p);
+}
+
+ExP display(char kind) {
+  auto e = make_ex("", kPrecAtom, ExKind::Display);
+  e->display = kind;
+  return e;
+}
+
+ExP starred(const ExP& x) {
+  auto s = make_ex("", kPrecAtom, ExKind::Starred);
+  s->a = x;
+  return s;
+}
+
+std::string attr_base(const ExP& obj) {
+  std::string t = wrap(obj, kPrecAtom);
+  if (obj->kind == ExKind::Const && !t.empty() && t[0] >= '0' && t[0] <= '9') return "(" + t + ")";
+  return t;
+}
+
+// The positional arguments a tuple-valued expression stands for in f(*args) (items or `*x`).
+std::vector<std::string> star_args(const ExP& args) {
+  std::vector<std::string> out;
+  if (args->kind == ExKind::Display && (args->display == '(' || args->display == '[')) {
+    for (auto& it : args->items) out.push_back(it->kind == ExKind::Starred ? render(it) : wrap(it, kPrecLambda));
+  } else if (args->kind == ExKind::Const && args->cst && args->cst->kind == ConstDesc::Kind::Tuple) {
+    for (auto& c : args->cst->items) out.push_back(wrap(const_ex(c), kPrecLambda));
+  } else {
+    out.push_back("*" + wrap(args, kPrecBitOr));
+  }
+  return out;
+}
+
+std::vector<std::string> star_kwargs(const ExP& kw) {
+  std::vector<std::string> out;
+  if (kw->kind == ExKind::Display && kw->display == 'd') {
+    for (size_t i = 0; i < kw->items.size(); ++i) {
+      const ExP& k = kw->keys[i];
+      if (!k) out.push_back("**" + wrap(kw->items[i], kPrecBitOr));
+      else if (k->kind == ExKind::Const && k->cst && k->cst->is_str && is_identifier(k->cst->str))
+        out.push_back(k->cst->str + "=" + wrap(kw->items[i], kPrecLambda));
+      else out.push_back("**{" + wrap(k, kPrecLambda + 1) + ": " + wrap(kw->items[i], kPrecLambda + 1) + "}");
+    }
+  } else {
+    out.push_back("**" + wrap(kw, kPrecBitOr));
+  }
+  return out;
+}
+
+ExP yield_ex(const ExP& v) {
+  bool none = v->kind == ExKind::Const && v->cst && v->cst->is_none;
+  auto e = make_ex(none ? "yield" : "yield " + wrap(v, kPrecTuple), kPrecYield);
+  e->name = "<yield>";
+  e->a = v;
+  return e;
+}
+
+}  // namespace
+
+static bool mentions(const std::string& text, const std::string& name);
+
+static std::string render_safe(const ExP& e) {
+  try {
+    return render(e);
+  } catch (const DecompileError&) {
+    return e->text;
+  }
+}
+
+// Assigns `value` to the target `target` (source text), emitting the statement.
+static void store(Decompiler& d, int i, const std::string& target, bool is_name, Stack& st, ExP value,
+                  std::vector<Stmt>& out) {
+  switch (value->kind) {
+    case ExKind::Sink: {
+      auto s = value->sink;
+      if (s->kind == SinkState::Kind::Target) {
+        s->targets[0] = target;
+        s->filled = 1;
+        return;
+      }
+      s->targets[value->sink_index] = target;
+      if (++s->filled < static_cast<int>(s->targets.size())) return;
+      // complete: fill the parent or emit
+      std::shared_ptr<SinkState> cur = s;
+      while (cur->parent) {
+        auto p = cur->parent;
+        p->targets[p->kind == SinkState::Kind::Target ? 0 : cur->parent_index] = cur->kind == SinkState::Kind::Unpack && p->kind == SinkState::Kind::Unpack ? "(" + cur->result() + ")" : cur->result();
+        if (p->kind == SinkState::Kind::Target) { p->filled = 1; return; }
+        if (++p->filled < static_cast<int>(p->targets.size())) return;
+        cur = p;
+      }
+      Stmt s2 = line(cur->result() + " = " + wrap(cur->value, kPrecTuple));
+      out.push_back(s2);
+      return;
+    }
+    case ExKind::Function: {
+      const FunctionInfo& fn = *value->fn;
+      if (fn.code->name == "<lambda>" && fn.decorators.empty()) {
+        out.push_back(line(target + " = " + d.lambda_source(fn)));
+      } else {
+        out.push_back(line(d.function_source(fn, fn.code->name)));
+        if (target != fn.code->name) out.push_back(line(target + " = " + fn.code->name));
+      }
+      return;
+    }
+    case ExKind::Inplace: {
+      if (value->a->text != target && render(value->a) != target) d.fail("augmented assignment to a different target", i);
+      out.push_back(line(target + " " + binary_op_text(value->op) + " " + wrap(value->b, kPrecTuple)));
+      return;
+    }
+    case ExKind::Module: {
+      std::string mod = value->name;
+      std::string first = mod.substr(0, mod.find('.'));
+      std::string dots(value->level, '.');
+      if (value->level > 0 || (value->fromlist && !(value->fromlist->cst && value->fromlist->cst->is_none)))
+        d.fail("import of a module with a from-list stored directly", i);
+      if (target == first) out.push_back(line("import " + mod));
+      else if (mod.find('.') == std::string::npos) out.push_back(line("import " + mod + " as " + target));
+      else d.fail("`import a.b as c` form", i);
+      return;
+    }
+    case ExKind::ImportAttr: {
+      const ExP& m = value->a;
+      std::string src = std::string(m->level, '.') + m->name;
+      out.push_back(line("from " + src + " import " + value->name + (target == value->name ? "" : " as " + target)));
+      return;
+    }
+    case ExKind::Saved: return;  // 3.12: restoring an inlined comprehension's variable
+    case ExKind::Null: case ExKind::Iter: case ExKind::WithExit: case ExKind::Dummy: case ExKind::CodeRef:
+    case ExKind::Accumulator:
+      d.fail("store of a value with no source form", i);
+    default: break;
+  }
+  // a value still on the stack that reads the variable would see the new value
+  if (is_name)
+    for (auto& e : st)
+      if (e != value && !e->text.empty() && e->kind != ExKind::Dummy && e->kind != ExKind::Sink && mentions(render_safe(e), target))
+        d.fail("a value read before an assignment to the same name (" + target + ")", i);
+  // chained assignment / assignment expression: the value is still on the stack
+  bool dup = false;
+  for (auto& e : st) dup |= e == value;
+  std::string rhs = value->kind == ExKind::Display && value->display == '(' ? render(value) : wrap(value, kPrecTuple);
+  if (value->name == "<yield>") rhs = value->text;
+  out.push_back(line(target + " = " + rhs));
+  if (dup && !is_trivial(value)) {
+    if (!is_name) d.fail("chained assignment of an expression to an attribute or item", i);
+    auto n = make_ex(target, kPrecAtom, ExKind::Name);
+    for (auto& e : st)
+      if (e == value) e = n;
+  }
+}
+
+// True when `text` reads the variable `name` (a whole identifier, not an attribute).
+static bool mentions(const std::string& text, const std::string& name) {
+  auto ident = [](char c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || (c & 0x80); };
+  for (size_t p = text.find(name); p != std::string::npos; p = text.find(name, p + 1)) {
+    bool left = p == 0 || (!ident(text[p - 1]) && text[p - 1] != '.');
+    bool right = p + name.size() >= text.size() || !ident(text[p + name.size()]);
+    if (left && right) return true;
+  }
+  return false;
+}
+
+// `a, b = b, a`: 3.11+ compiles small tuple assignments to loads, SWAPs and stores. Rebuilt as
+// one tuple assignment, so no value is read after a target it depends on was assigned.
+static int swap_assignment(Decompiler& d, int i, Stack& st, std::vector<Stmt>& out) {
+  int j = i;
+  Stack s = st;
+  while (j < d.bc.size() && !std::strcmp(d.bc.at(j).name, "SWAP")) {
+    int n = d.bc.at(j).arg;
+    if (n < 2 || n > static_cast<int>(s.size())) return -1;
+    std::swap(s.back(), s[s.size() - n]);
+    ++j;
+  }
+  const bool swapped = j > i;
+  std::vector<std::string> targets, values;
+  std::vector<ExP> stored;
+  while (j < d.bc.size()) {
+    const auto& in = d.bc.at(j);
+    bool fast = !std::strcmp(in.name, "STORE_FAST") || !std::strcmp(in.name, "STORE_DEREF");
+    bool glob = !std::strcmp(in.name, "STORE_GLOBAL") || !std::strcmp(in.name, "STORE_NAME");
+    if (!fast && !glob) break;
+    if (s.empty()) return -1;
+    ExP v = s.back();
+    if (v->kind != ExKind::Value && v->kind != ExKind::Name && v->kind != ExKind::Const && v->kind != ExKind::Compare &&
+        v->kind != ExKind::Not && v->kind != ExKind::Display && v->kind != ExKind::FString)
+      return -1;
+    for (auto& o : stored)
+      if (o == v && v->kind != ExKind::Name && v->kind != ExKind::Const) return -1;  // chained assignment
+    stored.push_back(v);
+    s.pop_back();
+    targets.push_back(fast ? d.local(in.arg) : d.name(in.arg));
+    if (!std::strcmp(in.name, "STORE_GLOBAL")) d.globals_declared.insert(targets.back());
+    values.push_back(wrap(v, kPrecLambda + 1));
+    ++j;
+  }
+  if (targets.size() < 2) return -1;
+  bool hazard = false;
+  for (size_t a = 0; a < targets.size(); ++a)
+    for (size_t b = a + 1; b < targets.size(); ++b) hazard |= mentions(values[b], targets[a]);
+  for (auto& e : s)
+    for (auto& t : targets) hazard |= !e->text.empty() && mentions(e->text, t);
+  if (!swapped && !hazard) return -1;
+  std::string t, v;
+  for (size_t k = 0; k < targets.size(); ++k) t += (k ? ", " : "") + targets[k], v += (k ? ", " : "") + values[k];
+  out.push_back(line(t + " = " + v));
+  st = s;
+  return j;
+}
+
+bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx) {
+  const frontend::Instruction& in = bc.at(i);
+  std::string_view op = in.name;
+  const int arg = in.arg;
+  auto P = [&]() { return pop(st, *this, i); };
+  auto impure = [&]() {
+    if (ctx.pure) throw NotPure{};
+  };
+  auto push_name = [&](const std::string& n) { st.push_back(make_ex(n, kPrecAtom, ExKind::Name)); };
+
+  if (op == "NOP" || op == "RESUME" || op == "PRECALL" || op == "COPY_FREE_VARS" || op == "MAKE_CELL" || op == "CACHE" ||
+      op == "EXTENDED_ARG") return true;
+  if (op == "RETURN_GENERATOR") { st.push_back(make_marker(ExKind::Dummy)); return true; }
+  if (op == "PUSH_NULL") { st.push_back(make_marker(ExKind::Null)); return true; }
+  if (op == "LOAD_CONST") { st.push_back(const_ex(code.consts.at(arg))); return true; }
+  if (op == "LOAD_FAST" || op == "LOAD_FAST_CHECK" || op == "LOAD_DEREF" || op == "LOAD_CLASSDEREF") { push_name(local(arg)); return true; }
+  if (op == "LOAD_CLOSURE") { auto e = make_marker(ExKind::Dummy, local(arg)); st.push_back(e); return true; }
+  if (op == "LOAD_FAST_AND_CLEAR") { auto e = make_marker(ExKind::Saved); e->name = local(arg); st.push_back(e); return true; }
+  if (op == "LOAD_GLOBAL") {
+    if (arg & 1) st.push_back(make_marker(ExKind::Null));
+    push_name(name(arg >> 1));
+    return true;
+  }
+  if (op == "LOAD_NAME") { push_name(name(arg)); return true; }
+  if (op == "LOAD_ATTR" || op == "LOAD_METHOD") {
+    ExP obj = P();
+    bool method = op == "LOAD_METHOD" || (minor >= 12 && (arg & 1));
+    const std::string& attr = name(minor >= 12 && op == "LOAD_ATTR" ? arg >> 1 : arg);
+    if (method) st.push_back(make_marker(ExKind::Null));
+    st.push_back(make_ex(attr_base(obj) + "." + attr));
+    return true;
+  }
+  if (op == "LOAD_SUPER_ATTR") {
+    ExP self = P(), cls = P(), sup = P();
+    if (!st.empty() && st.back()->kind == ExKind::Null) st.pop_back();
+    std::string call = (arg & 2) ? render(sup) + "(" + render(cls) + ", " + render(self) + ")" : render(sup) + "()";
+    if (arg & 1) st.push_back(make_marker(ExKind::Null));
+    st.push_back(make_ex(call + "." + name(arg >> 2)));
+    return true;
+  }
+  if (op == "LOAD_ASSERTION_ERROR") { st.push_back(make_ex("AssertionError", kPrecAtom, ExKind::AssertError)); return true; }
+  if (op == "POP_TOP") {
+    ExP e = P();
+    switch (e->kind) {
+      case ExKind::Null: case ExKind::Iter: case ExKind::Dummy: case ExKind::Saved: case ExKind::Module:
+        return true;
+      case ExKind::Sink:
+        if (e->text == "<exc>" || e->text == "<with>") return true;
+        fail("discarded assignment target", i);
+      default: break;
+    }
+    // a value of the enclosing expression consumed inside a branch (3.12 `a and b`: COPY 1;
+    // POP_JUMP_IF_FALSE; POP_TOP): no statement
+    if (static_cast<int>(st.size()) < ctx.base) return true;
+    impure();
+    if (e->name == "<yield>") {
+      Stmt s = line(e->text);
+      s.kind = Stmt::Kind::Append;
+      s.is_yield = true;
+      s.e1 = e->a;
+      out.push_back(s);
+      return true;
+    }
+    if (e->kind == ExKind::Function) {
+      fail("function object discarded", i);
+    }
+    out.push_back(line(render(e)));
+    return true;
+  }
+  if (op == "COPY") {
+    if (arg < 1 || arg > static_cast<int>(st.size())) fail("COPY beyond the stack", i);
+    st.push_back(st[st.size() - arg]);
+    return true;
+  }
+  if (op == "SWAP") {
+    if (!ctx.pure) {
+      int j = swap_assignment(*this, i, st, out);
+      if (j >= 0) {
+        swap_skip_to = j;
+        return true;
+      }
+    }
+    if (arg < 2 || arg > static_cast<int>(st.size())) fail("SWAP beyond the stack", i);
+    std::swap(st.back(), st[st.size() - arg]);
+    return true;
+  }
+  if (op == "UNARY_NEGATIVE" || op == "UNARY_INVERT" || op == "UNARY_POSITIVE") {
+    ExP v = P();
+    const char* s = op == "UNARY_NEGATIVE" ? "-" : op == "UNARY_INVERT" ? "~" : "+";
+    st.push_back(make_ex(std::string(s) + wrap(v, kPrecUnary), kPrecUnary));
+    return true;
+  }
+  if (op == "UNARY_NOT") { st.push_back(negate(P())); return true; }
+  if (op == "BINARY_OP") {
+    ExP r = P(), l = P();
+    std::string t = binary_op_text(arg);
+    if (t.empty()) fail("unknown BINARY_OP", i);
+    if (t.back() == '=' && t != "==") {
+      auto e = make_ex("", kPrecAtom, ExKind::Inplace);
+      e->a = l;
+      e->b = r;
+      e->op = arg;
+      st.push_back(e);
+    } else {
+      st.push_back(binop(l, t, r));
+    }
+    return true;
+  }
+  if (op == "COMPARE_OP") {
+    static const char* ops[] = {"<", "<=", "==", "!=", ">", ">="};
+    int k = minor >= 12 ? arg >> 4 : arg;
+    if (k < 0 || k > 5) fail("unknown COMPARE_OP", i);
+    ExP r = P(), l = P();
+    st.push_back(compare_ex(l, ops[k], r));
+    return true;
+  }
+  if (op == "IS_OP" || op == "CONTAINS_OP") {
+    ExP r = P(), l = P();
+    std::string o = op == "IS_OP" ? (arg ? "is not" : "is") : (arg ? "not in" : "in");
+    st.push_back(compare_ex(l, o, r));
+    return true;
+  }
+  if (op == "BINARY_SUBSCR") {
+    ExP idx = P(), obj = P();
+    st.push_back(make_ex(attr_base(obj) + "[" + subscript_text(idx) + "]"));
+    return true;
+  }
+  if (op == "BINARY_SLICE") {
+    ExP stop = P(), start = P(), obj = P();
+    auto s = make_ex("", kPrecAtom, ExKind::Slice);
+    s->items = {start, stop};
+    st.push_back(make_ex(attr_base(obj) + "[" + subscript_text(s) + "]"));
+    return true;
+  }
+  if (op == "BUILD_SLICE") {
+    auto s = make_ex("", kPrecAtom, ExKind::Slice);
+    s->items.resize(arg);
+    for (int k = arg - 1; k >= 0; --k) s->items[k] = P();
+    st.push_back(s);
+    return true;
+  }
+  if (op == "BUILD_TUPLE" || op == "BUILD_LIST" || op == "BUILD_SET") {
+    auto e = display(op == "BUILD_TUPLE" ? '(' : op == "BUILD_LIST" ? '[' : '{');
+    e->items.resize(arg);
+    for (int k = arg - 1; k >= 0; --k) e->items[k] = P();
+    // a tuple of closure cells (MAKE_FUNCTION's closure) stays a marker
+    if (arg > 0 && e->items[0]->kind == ExKind::Dummy && !e->items[0]->text.empty()) {
+      st.push_back(make_marker(ExKind::Dummy));
+      return true;
+    }
+    st.push_back(e);
+    return true;
+  }
+  if (op == "BUILD_MAP") {
+    auto e = display('d');
+    e->items.resize(arg);
+    e->keys.resize(arg);
+    for (int k = arg - 1; k >= 0; --k) {
+      e->items[k] = P();
+      e->keys[k] = P();
+    }
+    st.push_back(e);
+    return true;
+  }
+  if (op == "BUILD_CONST_KEY_MAP") {
+    ExP keys = P();
+    if (!keys->cst || keys->cst->kind != ConstDesc::Kind::Tuple || static_cast<int>(keys->cst->items.size()) != arg)
+      fail("BUILD_CONST_KEY_MAP without a constant key tuple", i);
+    auto e = display('d');
+    e->items.resize(arg);
+    for (int k = arg - 1; k >= 0; --k) e->items[k] = P();
+    for (int k = 0; k < arg; ++k) e->keys.push_back(const_ex(keys->cst->items[k]));
+    st.push_back(e);
+    return true;
+  }
+  if (op == "LIST_APPEND" || op == "SET_ADD" || op == "MAP_ADD") {
+    ExP v = P(), key;
+    if (op == "MAP_ADD") key = P();
+    if (arg > static_cast<int>(st.size())) fail("append beyond the stack", i);
+    ExP target = st[st.size() - arg];
+    if (arg == 1 && target->kind == ExKind::Display) {
+      if (key) { target->keys.push_back(key); }
+      target->items.push_back(v);
+      return true;
+    }
+    impure();
+    Stmt s;
+    s.kind = Stmt::Kind::Append;
+    s.e1 = v;
+    s.e2 = key;
+    s.e3 = target;
+    s.text = "<append>";
+    out.push_back(s);
+    return true;
+  }
+  if (op == "LIST_EXTEND" || op == "SET_UPDATE" || op == "DICT_UPDATE" || op == "DICT_MERGE") {
+    ExP v = P();
+    if (arg > static_cast<int>(st.size())) fail("extend beyond the stack", i);
+    ExP target = st[st.size() - arg];
+    if (target->kind != ExKind::Display) fail(std::string(op) + " on a non-display", i);
+    if (target->display == 'd') {
+      if (v->kind == ExKind::Display && v->display == 'd') {
+        for (size_t k = 0; k < v->items.size(); ++k) target->keys.push_back(v->keys[k]), target->items.push_back(v->items[k]);
+      } else {
+        target->keys.push_back(nullptr);
+        target->items.push_back(v);
+      }
+      return true;
+    }
+    if (v->kind == ExKind::Const && v->cst && (v->cst->kind == ConstDesc::Kind::Tuple || v->cst->kind == ConstDesc::Kind::FrozenSet)) {
+      for (auto& c : v->cst->items) target->items.push_back(const_ex(c));
+      return true;
+    }
+    target->items.push_back(starred(v));
+    return true;
+  }
+  if (op == "LIST_TO_TUPLE" || (op == "CALL_INTRINSIC_1" && arg == 6)) {
+    ExP v = P();
+    if (v->kind != ExKind::Display) fail("LIST_TO_TUPLE of a non-display", i);
+    auto t = display('(');
+    t->items = v->items;
+    st.push_back(t);
+    return true;
+  }
+  if (op == "CALL_INTRINSIC_1" && arg == 5) {
+    ExP v = P();
+    st.push_back(make_ex("+" + wrap(v, kPrecUnary), kPrecUnary));
+    return true;
+  }
+  if (op == "CHECK_EXC_MATCH") {
+    ExP type = P();
+    auto e = make_ex("<excmatch>");
+    e->a = type;
+    st.push_back(e);
+    return true;
+  }
+  if (op == "KW_NAMES") {
+    // remembered on the stack as a marker consumed by the next CALL
+    auto e = make_marker(ExKind::Dummy, "<kwnames>");
+    e->cst = &code.consts.at(arg);
+    st.push_back(e);
+    return true;
+  }
+  if (op == "CALL") {
+    const ConstDesc* kwnames = nullptr;
+    std::vector<ExP> args(arg);
+    // KW_NAMES sits just below the arguments it names? No: it is emitted right before CALL.
+    if (!st.empty() && st.back()->kind == ExKind::Dummy && st.back()->text == "<kwnames>") {
+      kwnames = st.back()->cst;
+      st.pop_back();
+    }
+    for (int k = arg - 1; k >= 0; --k) args[k] = P();
+    ExP y = P(), x = P();
+    if (x->kind == ExKind::WithExit || y->kind == ExKind::WithExit) {  // __exit__(None, None, None)
+      st.push_back(make_marker(ExKind::Dummy));
+      return true;
+    }
+    ExP callable;
+    if (x->kind == ExKind::Null) callable = y;
+    else { callable = x; args.insert(args.begin(), y); }
+    // comprehensions (3.11 code objects; generator expressions in both versions)
+    if (callable->kind == ExKind::Function && args.size() == 1 && args[0]->kind == ExKind::Iter && !kwnames) {
+      const std::string& n = callable->fn->code->name;
+      if (n == "<listcomp>" || n == "<setcomp>" || n == "<dictcomp>" || n == "<genexpr>") {
+        st.push_back(comprehension(*callable->fn, args[0]->a, i));
+        return true;
+      }
+    }
+    // decorators
+    if (args.size() == 1 && !kwnames && args[0]->kind == ExKind::Function && args[0]->fn->code->name != "<lambda>") {
+      auto f = std::make_shared<Ex>(*args[0]);
+      f->fn = std::make_shared<FunctionInfo>(*args[0]->fn);
+      f->fn->decorators.insert(f->fn->decorators.begin(), wrap(callable, kPrecAtom));
+      st.push_back(f);
+      return true;
+    }
+    impure();
+    size_t nkw = kwnames ? kwnames->items.size() : 0;
+    if (nkw > args.size()) fail("more keyword names than arguments", i);
+    std::string s = wrap(callable, kPrecAtom) + "(";
+    for (size_t k = 0; k < args.size(); ++k) {
+      if (k) s += ", ";
+      if (k >= args.size() - nkw) s += kwnames->items[k - (args.size() - nkw)].str + "=";
+      if (args[k]->kind == ExKind::Function && args[k]->fn->code->name != "<lambda>") fail("a def used as an argument", i);
+      s += wrap(args[k], kPrecLambda);
+    }
+    s += ")";
+    if (callable->kind == ExKind::AssertError) {
+      auto e = make_ex(s, kPrecAtom, ExKind::AssertError);
+      e->a = args.empty() ? nullptr : args[0];
+      st.push_back(e);
+      return true;
+    }
+    st.push_back(make_ex(s));
+    return true;
+  }
+  if (op == "CALL_FUNCTION_EX") {
+    ExP kw;
+    if (arg & 1) kw = P();
+    ExP args = P(), fn = P();
+    if (!st.empty() && st.back()->kind == ExKind::Null) st.pop_back();
+    impure();
+    std::vector<std::string> parts = star_args(args);
+    if (kw) for (auto& k : star_kwargs(kw)) parts.push_back(k);
+    std::string s = wrap(fn, kPrecAtom) + "(";
+    for (size_t k = 0; k < parts.size(); ++k) s += (k ? ", " : "") + parts[k];
+    st.push_back(make_ex(s + ")"));
+    return true;
+  }
+  if (op == "FORMAT_VALUE") {
+    ExP spec;
+    if (arg & 4) spec = P();
+    ExP v = P();
+    std::string inner = wrap(v, kPrecAtom);
+    if (v->kind != ExKind::Name && v->kind != ExKind::Const && inner.size() && inner[0] != '(') inner = "(" + render(v) + ")";
+    if (!inner.empty() && inner[0] == '{') inner = " " + inner;
+    std::string field = "{" + inner;
+    int conv = arg & 3;
+    if (conv == 1) field += "!s";
+    if (conv == 2) field += "!r";
+    if (conv == 3) field += "!a";
+    if (spec) {
+      field += ":";
+      if (spec->kind == ExKind::Const && spec->cst && spec->cst->is_str) field += fstring_literal_piece(spec->cst->str);
+      else if (spec->kind == ExKind::FString) for (auto& p : spec->fpieces) field += p.second;
+      else fail("format spec that is not a string", i);
+    }
+    field += "}";
+    auto e = make_ex("", kPrecAtom, ExKind::FString);
+    e->fpieces.push_back({false, field});
+    st.push_back(e);
+    return true;
+  }
+  if (op == "BUILD_STRING") {
+    std::vector<ExP> parts(arg);
+    for (int k = arg - 1; k >= 0; --k) parts[k] = P();
+    auto e = make_ex("", kPrecAtom, ExKind::FString);
+    for (auto& p : parts) {
+      if (p->kind == ExKind::FString) for (auto& q : p->fpieces) e->fpieces.push_back(q);
+      else if (p->kind == ExKind::Const && p->cst && p->cst->is_str) e->fpieces.push_back({true, fstring_literal_piece(p->cst->str)});
+      else fail("BUILD_STRING of a non-string piece", i);
+    }
+    st.push_back(e);
+    return true;
+  }
+  if (op == "GET_ITER") {
+    ExP v = P();
+    if (v->kind == ExKind::Iter) { st.push_back(v); return true; }
+    auto it = make_marker(ExKind::Iter);
+    it->a = v;
+    st.push_back(it);
+    return true;
+  }
+  if (op == "MAKE_FUNCTION") {
+    ExP c = P();
+    if (c->kind != ExKind::CodeRef || !c->cst || !c->cst->code) fail("MAKE_FUNCTION without a code constant", i);
+    auto fn = std::make_shared<FunctionInfo>();
+    fn->code = c->cst->code.get();
+    if (arg & 8) P();  // closure cells
+    if (arg & 4) P();  // annotations (dropped)
+    if (arg & 2) {
+      ExP kw = P();
+      if (kw->kind != ExKind::Display || kw->display != 'd') fail("keyword-only defaults that are not a dict display", i);
+      for (size_t k = 0; k < kw->items.size(); ++k) {
+        if (!kw->keys[k] || !kw->keys[k]->cst || !kw->keys[k]->cst->is_str) fail("keyword-only default with a non-string name", i);
+        fn->kwdefaults.push_back({kw->keys[k]->cst->str, wrap(kw->items[k], kPrecLambda + 1)});
+      }
+    }
+    if (arg & 1) {
+      ExP dv = P();
+      if (dv->kind == ExKind::Display) for (auto& it : dv->items) fn->defaults.push_back(wrap(it, kPrecLambda + 1));
+      else if (dv->cst && dv->cst->kind == ConstDesc::Kind::Tuple) for (auto& it : dv->cst->items) fn->defaults.push_back(wrap(const_ex(it), kPrecLambda + 1));
+      else fail("defaults that are not a tuple", i);
+    }
+    auto e = make_ex("", kPrecLambda, ExKind::Function);
+    e->fn = fn;
+    if (fn->code->name == "<lambda>") e->text = lambda_source(*fn);
+    st.push_back(e);
+    return true;
+  }
+  if (op == "YIELD_VALUE") {
+    impure();
+    st.push_back(yield_ex(P()));
+    return true;
+  }
+  if (op == "IMPORT_NAME") {
+    ExP fromlist = P(), level = P();
+    auto e = make_marker(ExKind::Module);
+    e->name = name(arg);
+    e->fromlist = fromlist;
+    e->level = level->cst ? std::atoi(level->cst->source.c_str()) : 0;
+    st.push_back(e);
+    return true;
+  }
+  if (op == "IMPORT_FROM") {
+    ExP m = st.empty() ? nullptr : st.back();
+    if (!m || m->kind != ExKind::Module) fail("IMPORT_FROM without a module", i);
+    auto e = make_marker(ExKind::ImportAttr);
+    e->a = m;
+    e->name = name(arg);
+    st.push_back(e);
+    return true;
+  }
+
+  // ---- statements ----
+  if (op == "STORE_FAST" || op == "STORE_DEREF" || op == "STORE_GLOBAL" || op == "STORE_NAME") {
+    impure();
+    if (st.size() >= 2 && i + 1 < bc.size() && std::strstr(bc.at(i + 1).name, "STORE_")) {
+      int j = swap_assignment(*this, i, st, out);
+      if (j >= 0) {
+        swap_skip_to = j;
+        return true;
+      }
+    }
+    std::string n = op == "STORE_FAST" || op == "STORE_DEREF" ? local(arg) : name(arg);
+    if (op == "STORE_GLOBAL") globals_declared.insert(n);
+    if (op == "STORE_DEREF" && std::find(code.freevars.begin(), code.freevars.end(), n) != code.freevars.end())
+      nonlocals_declared.insert(n);
+    ExP v = P();
+    store(*this, i, n, true, st, v, out);
+    return true;
+  }
+  if (op == "STORE_ATTR") {
+    impure();
+    ExP obj = P(), v = P();
+    store(*this, i, attr_base(obj) + "." + name(arg), false, st, v, out);
+    return true;
+  }
+  if (op == "STORE_SUBSCR") {
+    impure();
+    ExP idx = P(), obj = P(), v = P();
+    store(*this, i, attr_base(obj) + "[" + subscript_text(idx) + "]", false, st, v, out);
+    return true;
+  }
+  if (op == "STORE_SLICE") {
+    impure();
+    ExP stop = P(), start = P(), obj = P(), v = P();
+    auto s = make_ex("", kPrecAtom, ExKind::Slice);
+    s->items = {start, stop};
+    store(*this, i, attr_base(obj) + "[" + subscript_text(s) + "]", false, st, v, out);
+    return true;
+  }
+  if (op == "DELETE_FAST" || op == "DELETE_DEREF" || op == "DELETE_GLOBAL" || op == "DELETE_NAME") {
+    impure();
+    std::string n = op == "DELETE_FAST" || op == "DELETE_DEREF" ? local(arg) : name(arg);
+    if (op == "DELETE_GLOBAL") globals_declared.insert(n);
+    if (op == "DELETE_DEREF" && std::find(code.freevars.begin(), code.freevars.end(), n) != code.freevars.end())
+      nonlocals_declared.insert(n);
+    out.push_back(line("del " + n));
+    return true;
+  }
+  if (op == "DELETE_ATTR") {
+    impure();
+    ExP obj = P();
+    out.push_back(line("del " + attr_base(obj) + "." + name(arg)));
+    return true;
+  }
+  if (op == "DELETE_SUBSCR") {
+    impure();
+    ExP idx = P(), obj = P();
+    out.push_back(line("del " + attr_base(obj) + "[" + subscript_text(idx) + "]"));
+    return true;
+  }
+  if (op == "UNPACK_SEQUENCE" || op == "UNPACK_EX") {
+    impure();
+    ExP v = P();
+    auto s = std::make_shared<SinkState>();
+    s->kind = SinkState::Kind::Unpack;
+    int n = op == "UNPACK_SEQUENCE" ? arg : (arg & 0xff) + 1 + (arg >> 8);
+    if (op == "UNPACK_EX") s->star = arg & 0xff;
+    s->targets.assign(n, "");
+    if (v->kind == ExKind::Sink) {  // nested target
+      s->parent = v->sink;
+      s->parent_index = v->sink_index;
+    } else {
+      s->value = v;
+    }
+    for (int k = n - 1; k >= 0; --k) {
+      auto slot = make_marker(ExKind::Sink);
+      slot->sink = s;
+      slot->sink_index = k;
+      st.push_back(slot);
+    }
+    return true;
+  }
+  return false;
+}
+
+std::string SinkState::result() const {
+  if (kind == Kind::Target) return targets[0];
+  std::string s;
+  for (size_t k = 0; k < targets.size(); ++k) {
+    if (k) s += ", ";
+    if (static_cast<int>(k) == star) s += "*";
+    s += targets[k];
+  }
+  if (targets.size() == 1 && star < 0) s += ",";
+  return s;
+}
+
+}  // namespace kiln::decompiler

@@ -1,0 +1,627 @@
+// Structuring: walks instruction ranges with a symbolic stack and rebuilds Python's control flow
+// from CPython 3.11/3.12's layouts. Conditions made of several conditional jumps are combined
+// into and/or expressions by their jump targets; a conditional whose branches leave one more
+// value on the stack is a conditional expression; FOR_ITER ranges are for loops; a guard
+// condition repeated at the end of its body is a while loop; other backward jumps are
+// `while True` loops; jumps to a loop's exit or header are break/continue. try/except/finally
+// and with blocks are found from the exception table (try_with.cpp).
+#include <algorithm>
+#include <cstring>
+
+#include "frontend/decompiler/decompiler_state.h"
+
+namespace kiln::decompiler {
+
+namespace {
+
+bool has(const char* s, const char* sub) { return std::strstr(s, sub) != nullptr; }
+
+ExP and_or(const ExP& x, const ExP& y, bool is_and) {
+  if (is_and && x->kind == ExKind::Compare && y->kind == ExKind::Compare && !x->operands.empty() &&
+      !y->operands.empty() && x->operands.back() == y->operands.front() && !y->b) {
+    auto e = make_ex("", kPrecCompare, ExKind::Compare);
+    e->operands = x->operands;
+    e->ops = x->ops;
+    for (size_t k = 1; k < y->operands.size(); ++k) e->operands.push_back(y->operands[k]);
+    for (auto& o : y->ops) e->ops.push_back(o);
+    std::string t = wrap(e->operands[0], kPrecCompare + 1);
+    for (size_t k = 0; k < e->ops.size(); ++k) t += " " + e->ops[k] + " " + wrap(e->operands[k + 1], kPrecCompare + 1);
+    e->text = t;
+    return e;
+  }
+  int p = is_and ? kPrecAnd : kPrecOr;
+  return make_ex(wrap(x, p) + (is_and ? " and " : " or ") + wrap(y, p), p);
+}
+
+struct Atom {
+  int start, jump, target;
+  ExP cond;          // the condition the jump tests
+  bool jump_if_true;
+};
+
+}  // namespace
+
+bool Decompiler::is_cond_jump(int index) const {
+  const char* n = bc.at(index).name;
+  return has(n, "POP_JUMP") && has(n, "_IF_");
+}
+
+bool Decompiler::is_uncond_jump(int index) const {
+  const char* n = bc.at(index).name;
+  return !std::strcmp(n, "JUMP_FORWARD") || !std::strcmp(n, "JUMP_BACKWARD") || !std::strcmp(n, "JUMP_BACKWARD_NO_INTERRUPT");
+}
+
+bool Decompiler::same_exit_block(int a, int b) const {
+  if (a < 0 || b < 0 || a >= bc.size() || b >= bc.size()) return false;
+  for (int q = 0; q < 8 && a + q < bc.size() && b + q < bc.size(); ++q) {
+    const auto &x = bc.at(a + q), &y = bc.at(b + q);
+    if (x.opcode != y.opcode || x.arg != y.arg || x.target >= 0) return false;
+    if (!std::strcmp(x.name, "RETURN_VALUE") || !std::strcmp(x.name, "RETURN_CONST")) return true;
+    if (std::strncmp(x.name, "LOAD_", 5) && std::strcmp(x.name, "NOP")) return false;
+  }
+  return false;
+}
+
+int Decompiler::resolve(int index) const {
+  for (int guard = 0; guard < 64 && index >= 0 && index < bc.size(); ++guard) {
+    const char* n = bc.at(index).name;
+    if (!std::strcmp(n, "NOP")) { ++index; continue; }
+    if (is_uncond_jump(index)) { index = bc.at(index).target; continue; }
+    break;
+  }
+  return index;
+}
+
+int Decompiler::handle_jump(int i, int target, int hi, const RegionCtx& ctx, std::vector<Stmt>& out) {
+  if (ctx.follow >= 0 && same_label(target, ctx.follow)) return hi;
+  if (ctx.loop) {
+    for (int c : ctx.loop->continue_labels)
+      if (same_label(target, c)) {
+        Stmt s = line("continue");
+        s.kind = Stmt::Kind::Continue;
+        out.push_back(s);
+        return -1;
+      }
+    if (ctx.loop->break_label >= 0 && same_label(target, ctx.loop->break_label)) {
+      Stmt s = line("break");
+      s.kind = Stmt::Kind::Break;
+      out.push_back(s);
+      return -1;
+    }
+  }
+  if (target == hi) return hi;
+  fail("a jump that is neither break, continue nor the end of a block", i);
+}
+
+int Decompiler::loop_exit_label(int lo, int hi_excl, int natural_exit, const std::vector<int>& ignore) const {
+  int found = -1;
+  for (int j = lo; j < hi_excl; ++j) {
+    const auto& in = bc.at(j);
+    if (in.target < 0 || !std::strcmp(in.name, "FOR_ITER") || !std::strcmp(in.name, "SEND")) continue;
+    if (in.target >= lo - 1 && in.target < hi_excl) continue;
+    if (std::find(ignore.begin(), ignore.end(), in.target) != ignore.end()) continue;
+    if (natural_exit >= 0 && same_label(in.target, natural_exit)) continue;
+    if (in.target < lo && in.target >= 0) {
+      // a backward jump out of the loop: a break threaded to an enclosing loop's header
+    }
+    if (found < 0) found = in.target;
+    else if (!same_label(found, in.target)) fail("a loop with more than one exit", j);
+  }
+  return found < 0 ? natural_exit : found;
+}
+
+int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
+  int i = lo;
+  int stmt_start = lo;
+  while (i < hi) {
+    if (static_cast<int>(st.size()) <= ctx.base) stmt_start = i;
+    const frontend::Instruction& in = bc.at(i);
+    const char* n = in.name;
+    if (!ctx.pure) {
+      int r = handle_try(i, hi, ctx, st, out);
+      if (r != -2) {
+        if (r < 0) return -1;
+        i = r;
+        continue;
+      }
+    }
+    if (!ctx.pure && static_cast<int>(st.size()) == ctx.base && std::strcmp(n, "FOR_ITER") && i != ctx.loop_start) {
+      bool header = false;
+      int L = -1;
+      for (int j = i; j < hi; ++j)
+        if (bc.at(j).target == i && (is_uncond_jump(j) || is_cond_jump(j)) && has(bc.at(j).name, "BACKWARD")) header = true, L = j;
+      // a `continue` of a guarded while jumps to the guard: the loop's own back edge (to the
+      // body, after the guard) comes later
+      for (int j = L + 1; header && j < hi; ++j)
+        if (has(bc.at(j).name, "BACKWARD") && bc.at(j).target > i && bc.at(j).target <= L) header = false;
+      if (header) {
+        int r = handle_while_true(i, hi, ctx, st, out);
+        if (r < 0) return -1;
+        i = r;
+        continue;
+      }
+    }
+    if (is_cond_jump(i)) {
+      if (st.empty()) fail("conditional jump with an empty stack", i);
+      if (ctx.stop_at_cond && static_cast<int>(st.size()) - 1 == ctx.base) return i;
+      int r = handle_cond(i, hi, ctx, st, out, stmt_start);
+      if (r < 0) return -1;
+      i = r;
+      continue;
+    }
+    if (!std::strcmp(n, "JUMP_IF_FALSE_OR_POP") || !std::strcmp(n, "JUMP_IF_TRUE_OR_POP")) {
+      i = handle_value_boolop(i, hi, ctx, st);
+      continue;
+    }
+    if (is_uncond_jump(i)) {
+      if (ctx.pure) throw NotPure{};
+      return handle_jump(i, in.target, hi, ctx, out);
+    }
+    if (!std::strcmp(n, "FOR_ITER")) {
+      if (ctx.pure) throw NotPure{};
+      int r = handle_for(i, hi, ctx, st, out);
+      if (r < 0) return -1;
+      i = r;
+      continue;
+    }
+    if (!std::strcmp(n, "BEFORE_WITH")) {
+      if (ctx.pure) throw NotPure{};
+      int r = handle_with(i, hi, ctx, st, out);
+      if (r < 0) return -1;
+      i = r;
+      continue;
+    }
+    if (!std::strcmp(n, "RETURN_VALUE") || !std::strcmp(n, "RETURN_CONST")) {
+      if (ctx.pure) throw NotPure{};
+      ExP v;
+      if (n[7] == 'C') v = const_ex(code.consts.at(in.arg));
+      else {
+        if (st.empty()) fail("return with an empty stack", i);
+        v = st.back();
+        st.pop_back();
+      }
+      Stmt s;
+      s.kind = Stmt::Kind::Return;
+      s.e1 = v;
+      if (v->kind == ExKind::Function && v->fn->code->name != "<lambda>") {
+        out.push_back(line(function_source(*v->fn, v->fn->code->name)));
+        s.text = "return " + v->fn->code->name;
+      } else {
+        s.text = v->kind == ExKind::Const && v->cst && v->cst->is_none ? "return None" : "return " + wrap(v, kPrecTuple);
+        if (v->name == "<yield>") s.text = "return (" + v->text + ")";
+      }
+      out.push_back(s);
+      return -1;
+    }
+    if (!std::strcmp(n, "RAISE_VARARGS")) {
+      if (ctx.pure) throw NotPure{};
+      Stmt s;
+      s.kind = Stmt::Kind::Raise;
+      if (static_cast<int>(st.size()) < in.arg) fail("raise with a short stack", i);
+      if (in.arg == 0) s.text = "raise";
+      else if (in.arg == 1) {
+        s.e1 = st.back();
+        st.pop_back();
+        s.text = "raise " + wrap(s.e1, kPrecTuple + 1);
+      } else {
+        ExP cause = st.back();
+        st.pop_back();
+        s.e1 = st.back();
+        st.pop_back();
+        s.text = "raise " + wrap(s.e1, kPrecTuple + 1) + " from " + wrap(cause, kPrecTuple + 1);
+      }
+      out.push_back(s);
+      return -1;
+    }
+    if (!std::strcmp(n, "GET_YIELD_FROM_ITER")) {
+      if (ctx.pure) throw NotPure{};
+      // GET_YIELD_FROM_ITER; LOAD_CONST None; SEND end; YIELD_VALUE; RESUME; JUMP_BACKWARD_NO_INTERRUPT; end: [END_SEND]
+      if (i + 2 >= bc.size() || std::strcmp(bc.at(i + 1).name, "LOAD_CONST") || std::strcmp(bc.at(i + 2).name, "SEND"))
+        fail("GET_YIELD_FROM_ITER outside `yield from`", i);
+      if (st.empty()) fail("yield from with an empty stack", i);
+      ExP v = st.back();
+      st.pop_back();
+      auto e = make_ex("yield from " + wrap(v, kPrecOr), kPrecYield);
+      e->name = "<yield>";
+      e->a = v;
+      st.push_back(e);
+      int end = bc.at(i + 2).target;
+      if (end < bc.size() && !std::strcmp(bc.at(end).name, "END_SEND")) ++end;
+      i = end;
+      continue;
+    }
+    swap_skip_to = -1;
+    if (!exec(i, st, out, ctx)) fail(std::string("unsupported instruction ") + n, i);
+    if (swap_skip_to >= 0) {
+      i = swap_skip_to;
+      swap_skip_to = -1;
+      continue;
+    }
+    ++i;
+  }
+  return hi;
+}
+
+int Decompiler::handle_value_boolop(int i, int hi, const RegionCtx& ctx, Stack& st) {
+  const auto& in = bc.at(i);
+  bool is_and = has(in.name, "FALSE");
+  if (st.empty()) fail("and/or with an empty stack", i);
+  int t = in.target;
+  if (t > hi && ctx.pending) {
+    ctx.pending->push_back({t, st.back(), is_and});
+    st.pop_back();
+    return i + 1;
+  }
+  if (t > hi || t <= i) fail("and/or whose end lies outside its block", i);
+  ExP a = st.back();
+  Stack s1 = st;
+  s1.pop_back();
+  std::vector<Stmt> tmp;
+  RegionCtx c = ctx;
+  c.follow = t;
+  c.stop_at_cond = false;
+  c.base = static_cast<int>(s1.size());
+  int r = region(i + 1, t, c, s1, tmp);
+  if (r != t || s1.size() != st.size() || !tmp.empty()) fail("and/or operand with statements", i);
+  st.back() = and_or(a, s1.back(), is_and);
+  return t;
+}
+
+int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out, int stmt_start) {
+  auto sense = [&](int j, ExP c, Atom& a) {
+    const char* n = bc.at(j).name;
+    a.jump = j;
+    a.target = bc.at(j).target;
+    if (has(n, "NOT_NONE")) { a.cond = compare_ex(c, "is not", make_ex("None", kPrecAtom, ExKind::Name)); a.jump_if_true = true; }
+    else if (has(n, "NONE")) { a.cond = compare_ex(c, "is", make_ex("None", kPrecAtom, ExKind::Name)); a.jump_if_true = true; }
+    else { a.cond = c; a.jump_if_true = has(n, "TRUE"); }
+  };
+  std::vector<Atom> atoms;
+  Atom first;
+  first.start = stmt_start;
+  sense(i, st.back(), first);
+  st.pop_back();
+  atoms.push_back(first);
+  const int base = static_cast<int>(st.size());
+  for (int p = i + 1; p < hi;) {
+    Stack s2 = st;
+    RegionCtx c2 = ctx;
+    c2.pure = true;
+    c2.stop_at_cond = true;
+    c2.base = base;
+    c2.follow = -1;
+    std::vector<Stmt> tmp;
+    int r;
+    try {
+      r = region(p, hi, c2, s2, tmp);
+    } catch (const NotPure&) {
+      break;
+    } catch (const DecompileError&) {
+      break;
+    }
+    if (r < 0 || r >= hi || !is_cond_jump(r) || static_cast<int>(s2.size()) != base + 1 || !tmp.empty()) break;
+    bool same_below = true;
+    for (int k = 0; k < base; ++k) same_below &= s2[k] == st[k];
+    if (!same_below) break;
+    Atom a;
+    a.start = p;
+    sense(r, s2.back(), a);
+    atoms.push_back(a);
+    p = r + 1;
+  }
+  // the longest prefix whose jumps go to later atoms, its end, or one outside label
+  int k = static_cast<int>(atoms.size()) - 1, B = -1, F = -1;
+  for (; k >= 0; --k) {
+    B = atoms[k].jump + 1;
+    F = -1;
+    bool ok = true;
+    for (int m = 0; m <= k && ok; ++m) {
+      int t = atoms[m].target;
+      bool internal = t == B;
+      for (int x = m + 1; x <= k; ++x) internal |= t == atoms[x].start;
+      if (internal) continue;
+      if (F < 0) F = t;
+      else if (!same_label(F, t)) ok = false;
+    }
+    if (ok && F >= 0) break;
+  }
+  if (k < 0) fail("condition whose jumps cannot be combined", i);
+  atoms.resize(k + 1);
+  auto is_start = [&](int t) {
+    for (auto& a : atoms) if (a.start == t) return true;
+    return false;
+  };
+  auto lab_eq = [&](int a, int b) { return a == b || (!is_start(a) && !is_start(b) && same_label(a, b)); };
+  std::function<ExP(int, int, int, int)> build = [&](int l, int r, int S, int Fl) -> ExP {
+    if (l == r) {
+      const Atom& a = atoms[l];
+      int ft = l == k ? B : atoms[l + 1].start;
+      if (lab_eq(a.target, Fl) && lab_eq(ft, S)) return a.jump_if_true ? negate(a.cond) : a.cond;
+      if (lab_eq(a.target, S) && lab_eq(ft, Fl)) return a.jump_if_true ? a.cond : negate(a.cond);
+      return nullptr;
+    }
+    for (int m = l; m < r; ++m) {
+      int next = atoms[m + 1].start;
+      int kind = 0;  // 1: to Fl, 2: to S
+      bool ok = true;
+      for (int x = l; x <= m && ok; ++x) {
+        int t = atoms[x].target;
+        bool internal = t == next;
+        for (int y = x + 1; y <= m; ++y) internal |= t == atoms[y].start;
+        if (internal) continue;
+        int kk = lab_eq(t, Fl) ? 1 : lab_eq(t, S) ? 2 : 0;
+        if (!kk || (kind && kk != kind)) ok = false;
+        kind = kk;
+      }
+      if (!ok || !kind) continue;
+      ExP X = kind == 1 ? build(l, m, next, Fl) : build(l, m, S, next);
+      ExP Y = build(m + 1, r, S, Fl);
+      if (X && Y) return and_or(X, Y, kind == 1);
+    }
+    return nullptr;
+  };
+  ExP E = build(0, k, B, F);
+  if (!E) fail("condition whose jumps cannot be combined", i);
+  const int first_jump = i;
+
+  // a guard repeated at the end of the body: a while loop
+  if (!ctx.pure && base == ctx.base && F > B && F <= hi && stmt_start < B) {
+    int glen = B - stmt_start, last = F - 1, tail = -1;
+    if (minor == 11 && is_cond_jump(last) && bc.at(last).target == B) tail = F - glen;
+    if (minor >= 12 && is_uncond_jump(last) && bc.at(last).target == B) tail = F - 1 - glen;
+    bool match = tail >= B;
+    for (int q = 0; match && q < glen; ++q) {
+      const auto &x = bc.at(stmt_start + q), &y = bc.at(tail + q);
+      bool jx = is_cond_jump(stmt_start + q), jy = is_cond_jump(tail + q);
+      if (jx != jy) match = false;
+      else if (!jx && (x.opcode != y.opcode || x.arg != y.arg)) match = false;
+    }
+    if (match) {
+      LoopInfo L;
+      L.continue_labels = {stmt_start, tail};
+      int X = loop_exit_label(B, tail, F, {stmt_start, tail});
+      for (int j = tail; j < F; ++j) {  // the tail's own exits
+        int t = bc.at(j).target;
+        if (t >= 0 && t != B && (t < tail || t >= F) && !same_label(t, F) && !same_label(t, X)) fail("while condition with a second exit", j);
+      }
+      L.break_label = X;
+      RegionCtx bctx = ctx;
+      bctx.follow = tail;
+      bctx.loop = &L;
+      bctx.base = base;
+      Stack sb = st;
+      Stmt w;
+      w.kind = Stmt::Kind::While;
+      w.text = "while " + wrap(E, kPrecLambda + 1);
+      w.e1 = E;
+      region(B, tail, bctx, sb, w.body);
+      int next = F;
+      if (!same_label(X, F)) {
+        int else_end;
+        if (X <= hi && X > F) { else_end = X; next = X; }
+        else if (ctx.follow >= 0 && same_label(X, ctx.follow)) { else_end = hi; next = hi; }
+        else fail("while loop whose break target is not after its else block", first_jump);
+        Stmt::Clause c{"else", {}};
+        RegionCtx ectx = ctx;
+        ectx.follow = next;
+        Stack se = st;
+        int r = region(F, else_end, ectx, se, c.body);
+        if (r >= 0 && se.size() != st.size()) fail("stack mismatch after while-else", F);
+        w.clauses.push_back(c);
+      }
+      out.push_back(w);
+      return next;
+    }
+  }
+
+  RegionCtx sub = ctx;
+  sub.stop_at_cond = false;
+  sub.pure = ctx.pure;
+  // the false branch leaves the block: break / continue / end of the enclosing block
+  if (F <= i || F > hi) {
+    if (ctx.follow >= 0 && same_label(F, ctx.follow) && !(ctx.loop && !ctx.loop->continue_labels.empty() && false)) {
+      if (ctx.pure) throw NotPure{};
+      Stmt s;
+      s.kind = Stmt::Kind::If;
+      s.text = "if " + wrap(E, kPrecLambda + 1);
+      s.e1 = E;
+      sub.follow = ctx.follow;
+      Stack s1 = st;
+      int r = region(B, hi, sub, s1, s.body);
+      if (r >= 0 && s1.size() != st.size()) fail("stack mismatch in if", i);
+      out.push_back(s);
+      return hi;
+    }
+    std::vector<Stmt> jb;
+    int r = handle_jump(i, F, hi, ctx, jb);
+    if (r >= 0 || ctx.pure) fail("conditional jump out of a block", i);
+    Stmt s;
+    s.kind = Stmt::Kind::If;
+    ExP NE = negate(E);
+    s.text = "if " + wrap(NE, kPrecLambda + 1);
+    s.e1 = NE;
+    s.body = jb;
+    out.push_back(s);
+    return B;
+  }
+  int then_end = F, else_lo = -1, else_end = -1, join = F;
+  int last = F - 1;
+  if (last >= B && is_uncond_jump(last)) {
+    int J = bc.at(last).target;
+    if (J > F && (J < hi || (J == hi && ctx.follow >= 0 && same_label(J, ctx.follow)))) { then_end = last; else_lo = F; else_end = J; join = J; }
+    else if (J > hi && ctx.follow >= 0 && same_label(J, ctx.follow)) { then_end = last; else_lo = F; else_end = hi; join = hi; }
+  }
+  sub.follow = join;
+  sub.base = static_cast<int>(st.size());
+  Stack s1 = st;
+  std::vector<Stmt> body1, body2;
+  std::vector<PendingExit> pend;
+  RegionCtx tctx = sub;
+  tctx.pending = &pend;
+  int r1 = region(B, then_end, tctx, s1, body1);
+  if (!pend.empty()) {
+    // 3.11 `a and b or c` / `(a or b) and c` with the inner jump threaded past `c`
+    int J = pend[0].target;
+    if (pend.size() != 1 || else_lo >= 0 || r1 < 0 || s1.size() != st.size() || !body1.empty() || J > hi)
+      fail("and/or whose jumps cannot be combined", i);
+    Stack s2 = st;
+    std::vector<Stmt> tmp;
+    RegionCtx ectx = sub;
+    ectx.follow = J;
+    int r2 = region(F, J, ectx, s2, tmp);
+    if (r2 != J || s2.size() != st.size() + 1 || !tmp.empty()) fail("and/or whose jumps cannot be combined", i);
+    ExP b = pend[0].value, c = s2.back();
+    ExP v = pend[0].is_and ? and_or(and_or(negate(E), b, false), c, true) : and_or(and_or(E, b, true), c, false);
+    st.push_back(v);
+    return J;
+  }
+  Stack s2 = st;
+  int r2 = F;
+  if (else_lo >= 0) r2 = region(else_lo, else_end, sub, s2, body2);
+  const size_t n0 = st.size();
+  // conditional expression: both branches leave one more value
+  if (else_lo >= 0 && r1 >= 0 && r2 >= 0 && s1.size() == n0 + 1 && s2.size() == n0 + 1) {
+    if (!body1.empty() || !body2.empty()) fail("statements inside a conditional expression", i);
+    st.push_back(make_ex(wrap(s1.back(), kPrecTernary + 1) + " if " + wrap(E, kPrecTernary + 1) + " else " + wrap(s2.back(), kPrecTernary), kPrecTernary));
+    return join;
+  }
+  // 3.12 value and/or: COPY 1; POP_JUMP_IF_x end; POP_TOP; <b>; end:
+  if (else_lo < 0 && r1 >= 0 && s1.size() == n0 && n0 > 0 && s1.back() != st.back() && body1.empty() &&
+      (E == st.back() || (E->kind == ExKind::Not && E->a == st.back()))) {
+    bool is_and = E == st.back();
+    st.back() = and_or(st.back(), s1.back(), is_and);
+    return join;
+  }
+  if (ctx.pure) throw NotPure{};
+  if ((r1 >= 0 && s1.size() != n0) || (r2 >= 0 && s2.size() != n0)) fail("branches leave different stacks", i);
+  if (static_cast<int>(n0) != ctx.base) fail("a conditional inside an expression", i);
+  Stmt s;
+  s.kind = Stmt::Kind::If;
+  s.e1 = E;
+  s.text = "if " + wrap(E, kPrecLambda + 1);
+  s.body = body1;
+  if (!body2.empty()) s.clauses.push_back({"else", body2});
+  // assert
+  if (s.clauses.empty() && s.body.size() == 1 && s.body[0].kind == Stmt::Kind::Raise && s.body[0].e1 &&
+      s.body[0].e1->kind == ExKind::AssertError) {
+    ExP msg = s.body[0].e1->a;
+    out.push_back(line("assert " + wrap(negate(E), kPrecLambda + 1) + (msg ? ", " + wrap(msg, kPrecLambda + 1) : "")));
+    return join;
+  }
+  out.push_back(s);
+  if (r1 < 0 && (else_lo >= 0 ? r2 < 0 : false)) return -1;
+  return join;
+}
+
+int Decompiler::handle_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
+  if (!st.empty() && st.back()->kind == ExKind::Name && st.back()->text.size() && st.back()->text[0] == '.') {
+    auto w = make_marker(ExKind::Iter);  // a comprehension's `.0` argument is already an iterator
+    w->a = st.back();
+    st.back() = w;
+  }
+  if (st.empty() || st.back()->kind != ExKind::Iter) fail("FOR_ITER without an iterator", i);
+  ExP it = st.back();
+  int exit = bc.at(i).target;
+  int after = exit;
+  if (minor >= 12) {
+    if (std::strcmp(bc.at(exit).name, "END_FOR")) fail("FOR_ITER not ending at END_FOR", i);
+    after = exit + 1;
+  }
+  LoopInfo L;
+  L.continue_labels = {i};
+  int X = loop_exit_label(i + 1, exit, after);
+  L.break_label = X;
+  RegionCtx bctx = ctx;
+  bctx.follow = i;
+  bctx.loop = &L;
+  bctx.base = static_cast<int>(st.size());
+  bctx.pure = false;
+  bctx.stop_at_cond = false;
+  Stack sb = st;
+  auto sink = std::make_shared<SinkState>();
+  sink->targets = {""};
+  auto se = make_marker(ExKind::Sink);
+  se->sink = sink;
+  sb.push_back(se);
+  Stmt f;
+  f.kind = Stmt::Kind::For;
+  region(i + 1, exit, bctx, sb, f.body);
+  if (!sink->filled) fail("for loop whose target is not stored", i);
+  f.target = sink->targets[0];
+  f.e1 = it->a;
+  f.text = "for " + f.target + " in " + wrap(it->a, kPrecLambda + 1);
+  st.pop_back();
+  // 3.12 inlined comprehension: the loop appends to the list/set/dict just below its iterator
+  bool appends = false;
+  std::function<void(const std::vector<Stmt>&)> scan = [&](const std::vector<Stmt>& b) {
+    for (auto& s : b) {
+      if (s.kind == Stmt::Kind::Append && !s.is_yield && !st.empty() && s.e3 == st.back()) appends = true;
+      scan(s.body);
+      for (auto& c : s.clauses) scan(c.body);
+    }
+  };
+  scan(f.body);
+  if (appends) {
+    st.back() = inline_comprehension(f, st.back(), i);
+    if (!same_label(X, after)) fail("comprehension with a break", i);
+    return after;
+  }
+  int next = after;
+  if (!same_label(X, after)) {
+    int else_end;
+    if (X <= hi && X > after) { else_end = X; next = X; }
+    else if (ctx.follow >= 0 && same_label(X, ctx.follow)) { else_end = hi; next = hi; }
+    else fail("for loop whose break target is not after its else block", i);
+    Stmt::Clause c{"else", {}};
+    RegionCtx ectx = ctx;
+    ectx.follow = next;
+    Stack s2 = st;
+    region(after, else_end, ectx, s2, c.body);
+    f.clauses.push_back(c);
+  }
+  out.push_back(f);
+  return next;
+}
+
+int Decompiler::handle_while_true(int h, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
+  int L = -1;
+  for (int j = h; j < hi; ++j)
+    if (bc.at(j).target == h && has(bc.at(j).name, "BACKWARD")) L = j;
+  LoopInfo info;
+  info.continue_labels = {h};
+  Stmt w;
+  w.kind = Stmt::Kind::While;
+  w.text = "while True";
+  RegionCtx bctx = ctx;
+  bctx.loop = &info;
+  bctx.loop_start = h;
+  bctx.base = static_cast<int>(st.size());
+  Stack sb = st;
+  if (is_uncond_jump(L)) {
+    int X = loop_exit_label(h, L + 1, -1);
+    info.break_label = X;
+    bctx.follow = h;
+    region(h, L, bctx, sb, w.body);
+    out.push_back(w);
+    if (X < 0) return -1;
+    if (same_label(X, L + 1) && X <= hi) return X;
+    if (X > hi && ctx.follow >= 0 && same_label(X, ctx.follow)) return hi;
+    if (X == hi) return hi;
+    fail("while loop whose exit is not right after it", L);
+  }
+  // 3.11: a conditional backward jump ends the body; falling out of it leaves the loop
+  int X = loop_exit_label(h, L + 1, L + 1);
+  if (!same_label(X, L + 1)) fail("while loop with two exits", L);
+  info.break_label = L + 1;
+  bctx.follow = -1;
+  int r = region(h, L + 1, bctx, sb, w.body);
+  if (r >= 0) {
+    Stmt b = line("break");
+    b.kind = Stmt::Kind::Break;
+    w.body.push_back(b);
+  }
+  out.push_back(w);
+  return L + 1;
+}
+
+}  // namespace kiln::decompiler

@@ -1,0 +1,278 @@
+// try/except/else/finally and with blocks, found from the exception table (3.11+: no SETUP_*
+// instructions). A try body is the span of ranges whose handler starts with PUSH_EXC_INFO;
+// except clauses are CHECK_EXC_MATCH tests in that handler; a handler that tests nothing and
+// ends in RERAISE 0 is a finally block, whose copies on the normal exits of the body are
+// skipped. A with block's handler starts with WITH_EXCEPT_START; its __exit__(None, None, None)
+// calls disappear as values of the WithExit marker.
+#include <cstring>
+
+#include "frontend/decompiler/decompiler_state.h"
+
+namespace kiln::decompiler {
+
+namespace {
+bool is(const frontend::Instruction& in, const char* n) { return !std::strcmp(in.name, n); }
+}  // namespace
+
+int Decompiler::covering_handler(int index) const {
+  if (index < 0 || index >= bc.size() || cover_[index] < 0) return -1;
+  return bc.index_of_offset(exc[cover_[index]].target);
+}
+
+bool Decompiler::chain_contains(int index, int handler) const {
+  int x = covering_handler(index);
+  for (int steps = 0; x >= 0 && steps < 64; ++steps) {
+    if (x == handler) return true;
+    x = covering_handler(x);
+  }
+  return false;
+}
+
+int Decompiler::handler_depth(int handler) const {
+  for (auto& e : exc)
+    if (bc.index_of_offset(e.target) == handler) return e.depth;
+  return -1;
+}
+
+int Decompiler::span_end(int handler) const {
+  int end = -1;
+  for (auto& e : exc)
+    if (bc.index_of_offset(e.target) == handler) end = std::max(end, e.end);
+  if (end < 0) return -1;
+  int idx = bc.index_of_offset(end);
+  return idx < 0 ? bc.size() : idx;
+}
+
+int Decompiler::skip_finally_copy(int i, const RegionCtx& ctx) const {
+  for (auto it = ctx.finallies.rbegin(); it != ctx.finallies.rend(); ++it) {
+    int h = (*it)[0], lo = (*it)[1], hi = (*it)[2], len = hi - lo;
+    if (len <= 0 || i + len > bc.size() || i == lo) continue;
+    if (chain_contains(i, h)) continue;
+    bool match = true;
+    for (int q = 0; q < len && match; ++q) {
+      const auto &a = bc.at(lo + q), &b = bc.at(i + q);
+      if (a.opcode != b.opcode) match = false;
+      else if (a.target < 0 && a.arg != b.arg) match = false;
+    }
+    if (match) return i + len;
+  }
+  return i;
+}
+
+int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
+  if (!ctx.finallies.empty()) {
+    int j = skip_finally_copy(i, ctx);
+    if (j != i) return j;
+  }
+  const auto& cur = bc.at(i);
+  if (is(cur, "POP_EXCEPT")) {
+    if (st.empty() || st.back()->kind != ExKind::Dummy) fail("POP_EXCEPT without an exception state", i);
+    st.pop_back();
+    // `except E as e` ends with e = None; del e
+    int j = i + 1;
+    if (j + 2 < bc.size() && is(bc.at(j), "LOAD_CONST") && code.consts.at(bc.at(j).arg).is_none &&
+        (is(bc.at(j + 1), "STORE_FAST") || is(bc.at(j + 1), "STORE_DEREF") || is(bc.at(j + 1), "STORE_NAME")) &&
+        (is(bc.at(j + 2), "DELETE_FAST") || is(bc.at(j + 2), "DELETE_DEREF") || is(bc.at(j + 2), "DELETE_NAME")) &&
+        bc.at(j + 1).arg == bc.at(j + 2).arg)
+      j += 3;
+    return j;
+  }
+  // the outermost try handler around i that has not been structured yet
+  int chosen = -1;
+  for (int h = covering_handler(i), steps = 0; h >= 0 && steps < 64; h = covering_handler(h), ++steps) {
+    if (h + 1 >= bc.size() || !is(bc.at(h), "PUSH_EXC_INFO") || is(bc.at(h + 1), "WITH_EXCEPT_START")) continue;
+    if (handled_try_.count(h)) continue;
+    if (handler_depth(h) != static_cast<int>(st.size())) continue;
+    chosen = h;
+  }
+  if (chosen < 0) return -2;
+  const int h = chosen;
+  handled_try_.insert(h);
+  const int E = span_end(h), C = covering_handler(h);
+  if (E < 0 || C < 0 || E > h) fail("try block with an unexpected exception table", i);
+  bool is_except = is(bc.at(h + 1), "POP_TOP");
+  int reraise0 = -1;
+  for (int j = h + 1; j < C; ++j) {
+    if (covering_handler(j) != C) continue;
+    if (is(bc.at(j), "CHECK_EXC_MATCH")) is_except = true;
+    if (is(bc.at(j), "RERAISE") && bc.at(j).arg == 0) reraise0 = j;
+  }
+  Stmt t;
+  t.kind = Stmt::Kind::Try;
+  t.text = "try";
+  if (!is_except) {
+    // ---- try/finally ----
+    if (reraise0 < 0) fail("finally block without RERAISE", h);
+    Stack sf = st;
+    sf.push_back(make_marker(ExKind::Dummy));
+    sf.push_back(make_marker(ExKind::Dummy));
+    RegionCtx fctx = ctx;
+    fctx.follow = reraise0;
+    fctx.base = static_cast<int>(st.size()) + 2;
+    std::vector<Stmt> fbody;
+    int r = region(h + 1, reraise0, fctx, sf, fbody);
+    if (r != reraise0) fail("finally block that does not reach its end", h);
+    RegionCtx bctx = ctx;
+    bctx.finallies.push_back({h, h + 1, reraise0});
+    bctx.follow = E;
+    Stack sb = st;
+    int rb = region(i, E, bctx, sb, t.body);
+    int len = reraise0 - (h + 1), k = E;
+    if (rb == E && sb.size() != st.size() && E < h) {
+      // `return value` at the end of the body: the finally copy and the return follow the range
+      RegionCtx rctx = bctx;
+      int r = region(E, h, rctx, sb, t.body);
+      if (r >= 0) fail("try body leaving a value on the stack", E);
+      k = h;
+    } else if (E < h) {
+      for (int q = 0; q < len; ++q) {
+        const auto &a = bc.at(h + 1 + q), &b = bc.at(E + q);
+        if (E + q >= h || a.opcode != b.opcode || (a.target < 0 && a.arg != b.arg)) fail("finally block without its normal-exit copy", E);
+      }
+      k = E + len;
+    }
+    if (t.body.size() == 1 && t.body[0].kind == Stmt::Kind::Try && !t.body[0].clauses.empty() &&
+        t.body[0].clauses.back().header != "finally") {
+      Stmt inner = t.body[0];
+      t.body = inner.body;
+      t.clauses = inner.clauses;
+    }
+    t.clauses.push_back({"finally", fbody});
+    out.push_back(t);
+    if (k >= h) return -1;
+    if (is_uncond_jump(k)) {
+      int J = bc.at(k).target;
+      if (J <= hi && J > k) return J;
+      std::vector<Stmt> tmp;
+      int r2 = handle_jump(k, J, hi, ctx, tmp);
+      for (auto& s : tmp) out.push_back(s);
+      return r2;
+    }
+    RegionCtx cctx = ctx;
+    return region(k, h, cctx, st, out) < 0 ? -1 : h;
+  }
+  // ---- try/except/else ----
+  int join = -1;
+  auto note_join = [&](int J, int at) {
+    if (join < 0) join = J;
+    else if (!same_label(join, J)) fail("except clauses that continue at different places", at);
+  };
+  if (E < h && is_uncond_jump(h - 1) && bc.at(h - 1).target > h) note_join(bc.at(h - 1).target, h - 1);
+  for (int j = h; j < C; ++j)
+    if (is_uncond_jump(j) && bc.at(j).target >= C + 3 && covering_handler(j) != C) note_join(bc.at(j).target, j);
+  RegionCtx bctx = ctx;
+  bctx.follow = E;
+  Stack sb = st;
+  int rb = region(i, E, bctx, sb, t.body);
+  std::vector<Stmt> else_body;
+  if (rb == E && sb.size() != st.size() && E < h) {
+    // the body's last value is used (returned) just after the protected range: part of the body
+    RegionCtx ectx = ctx;
+    ectx.follow = join;
+    int end = is_uncond_jump(h - 1) && bc.at(h - 1).target == join ? h - 1 : h;
+    int r = region(E, end, ectx, sb, t.body);
+    if (r >= 0 && sb.size() != st.size()) fail("try body leaving a value on the stack", E);
+  } else if (E < h) {
+    RegionCtx ectx = ctx;
+    ectx.follow = join;
+    Stack se = st;
+    int end = is_uncond_jump(h - 1) && bc.at(h - 1).target == join ? h - 1 : h;
+    region(E, end, ectx, se, else_body);
+  }
+  int p = h + 1;
+  while (p < C) {
+    if (is(bc.at(p), "RERAISE")) break;
+    Stack s = st;
+    s.push_back(make_marker(ExKind::Dummy));
+    auto sink = std::make_shared<SinkState>();
+    sink->targets = {""};
+    auto exs = make_marker(ExKind::Sink, "<exc>");
+    exs->sink = sink;
+    s.push_back(exs);
+    RegionCtx c2 = ctx;
+    c2.pure = true;
+    c2.stop_at_cond = true;
+    c2.base = static_cast<int>(st.size()) + 2;
+    c2.follow = -1;
+    Stack s2 = s;
+    std::vector<Stmt> tmp;
+    int r = -1;
+    try {
+      r = region(p, C, c2, s2, tmp);
+    } catch (const NotPure&) {
+      r = -1;
+    } catch (const DecompileError&) {
+      r = -1;
+    }
+    std::string header = "except";
+    int body_start = p, next = C;
+    if (r >= 0 && r < C && is_cond_jump(r) && !s2.empty() && s2.back()->text == "<excmatch>") {
+      header += " " + wrap(s2.back()->a, kPrecLambda + 1);
+      body_start = r + 1;
+      next = bc.at(r).target;
+      if (next <= r || next > C) fail("except clause whose test jumps backwards", r);
+    }
+    RegionCtx cctx = ctx;
+    cctx.follow = join;
+    cctx.base = static_cast<int>(st.size()) + 1;
+    std::vector<Stmt> cbody;
+    region(body_start, next, cctx, s, cbody);
+    if (sink->filled) header += " as " + sink->targets[0];
+    t.clauses.push_back({header, cbody});
+    if (next == C) break;
+    p = next;
+  }
+  if (!else_body.empty()) t.clauses.push_back({"else", else_body});
+  out.push_back(t);
+  if (join < 0) return -1;
+  if (join <= hi && join > i) return join;
+  if (ctx.follow >= 0 && same_label(join, ctx.follow)) return hi;
+  std::vector<Stmt> tmp;
+  int r = handle_jump(h, join, hi, ctx, tmp);
+  for (auto& s : tmp) out.push_back(s);
+  return r;
+}
+
+int Decompiler::handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
+  if (st.empty()) fail("with block with an empty stack", i);
+  ExP mgr = st.back();
+  st.pop_back();
+  int H = covering_handler(i + 1);
+  if (H < 0 || H + 1 >= bc.size() || !is(bc.at(H + 1), "WITH_EXCEPT_START")) fail("with block without its handler", i);
+  handled_try_.insert(H);
+  int after = -1;
+  for (int j = H + 2; j + 3 < bc.size(); ++j)
+    if (is(bc.at(j), "POP_TOP") && is(bc.at(j + 1), "POP_EXCEPT") && is(bc.at(j + 2), "POP_TOP") && is(bc.at(j + 3), "POP_TOP")) {
+      after = j + 4;
+      break;
+    }
+  if (after < 0) fail("with block whose handler has an unexpected shape", H);
+  Stack sb = st;
+  sb.push_back(make_marker(ExKind::WithExit));
+  auto sink = std::make_shared<SinkState>();
+  sink->targets = {""};
+  auto se = make_marker(ExKind::Sink, "<with>");
+  se->sink = sink;
+  sb.push_back(se);
+  RegionCtx bctx = ctx;
+  bctx.follow = after;
+  bctx.base = static_cast<int>(sb.size()) - 1;
+  Stmt w;
+  w.kind = Stmt::Kind::With;
+  int r = region(i + 1, H, bctx, sb, w.body);
+  std::string item = wrap(mgr, kPrecLambda + 1) + (sink->filled ? " as " + sink->targets[0] : "");
+  if (w.body.size() == 1 && w.body[0].kind == Stmt::Kind::With) {
+    Stmt inner = w.body[0];
+    w.text = "with " + item + ", " + inner.text.substr(5);
+    w.body = inner.body;
+  } else {
+    w.text = "with " + item;
+  }
+  out.push_back(w);
+  (void)r;
+  if (after <= hi) return after;
+  if (ctx.follow >= 0 && same_label(after, ctx.follow)) return hi;
+  fail("with block continuing outside its enclosing block", i);
+}
+
+}  // namespace kiln::decompiler
