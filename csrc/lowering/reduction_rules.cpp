@@ -129,7 +129,9 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     for (int64_t d : dims) count *= xs[d];
     double corr = 1;
     if (const AtenArg* c = n.arg("correction"); c && c->kind != AtenArg::kNone) corr = c->kind == AtenArg::kDouble ? c->d : static_cast<double>(c->i);
-    DType acc = xm.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    // ATen's CPU var/std accumulate in double whatever the input's floating type (squares of large
+    // float32 values overflow where eager's stay finite); on CUDA in float.
+    DType acc = xm.dtype == DType::kFloat64 || !L.cuda() ? DType::kFloat64 : DType::kFloat32;
     double denom = std::max(0.0, static_cast<double>(count) - corr);
     bool is_std = n.op == "aten::std.correction";
     std::vector<Lowerer::ReductionOut> outs;

@@ -166,3 +166,18 @@ CATS = {  # read once by a pointwise consumer: the cat is inlined (each element 
 @pytest.mark.parametrize("name", sorted(CATS))
 def test_cat_inlined_into_its_reader(name):
     run_both(CATS[name], torch.randn(5, 6))
+
+
+def test_var_and_std_of_values_whose_squares_overflow_float32_match_eager():
+    # ATen's CPU var/std accumulate in double: a variance past float32's range is inf (not NaN),
+    # its std finite; a merge of Welford partials from an empty one must not make NaN either.
+    def f(x):
+        return x.var(-2, unbiased=False), x.std(0), x.var(-1)
+
+    x = torch.tensor([[1e20, 3e19], [3e20, 1e18], [2e19, 5e20], [5e20, 2e20], [1e18, 7e19], [2e20, 4e20]], dtype=torch.float32)
+    c = kiln.compile(f)
+    c(x)
+    for inp in (x, x.t().contiguous(), x * 1e-10):
+        for a, e in zip(c(inp), f(inp)):
+            torch.testing.assert_close(a, e, rtol=1e-5, atol=0, equal_nan=True)
+    assert all(g.status == "compiled" for g in _codegen.GRAPHS)

@@ -248,6 +248,10 @@ template <class T> static inline void welford_add(T& mean, T& m2, T x, T inv_n) 
 }
 template <class T> static inline void welford_merge(T& n, T& mean, T& m2, T nb, T meanb, T m2b) {
   if (nb == 0) return;
+  if (n == 0) {  // taken as it is: d * d * 0 would be NaN once d * d overflows
+    n = nb; mean = meanb; m2 = m2b;
+    return;
+  }
   T nn = n + nb;
   T d = meanb - mean;
   mean += d * (nb / nn);

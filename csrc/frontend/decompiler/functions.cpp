@@ -9,20 +9,6 @@ namespace kiln::decompiler {
 
 namespace {
 
-std::string indent_text(const std::string& s) {
-  std::string out;
-  size_t start = 0;
-  while (start < s.size()) {
-    size_t nl = s.find('\n', start);
-    std::string ln = s.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-    if (!ln.empty()) out += "    " + ln;
-    out += "\n";
-    if (nl == std::string::npos) break;
-    start = nl + 1;
-  }
-  return out;
-}
-
 std::string parameters(const CodeDesc& c, const std::vector<std::string>& defaults,
                        const std::vector<std::pair<std::string, std::string>>& kwdefaults) {
   std::vector<std::string> parts;
