@@ -119,6 +119,11 @@ def compare(a, b, path="out", low_precision=False, training=False, grads=True):
             else:
                 rtol, atol = TOL.get(key, (1e-4, 1e-4))
             ok = torch.isclose(x, y, rtol=rtol, atol=atol, equal_nan=True)
+            if training:
+                # A NaN in eager's gradients or parameters is 0/0 or inf*0 (a variance of one
+                # element, fmod(x, x)); a recomputed forward's rounding can make that zero a tiny
+                # number and the NaN an inf. Any non-finite compiled value matches eager's NaN.
+                ok |= x.isnan() & ~y.isfinite()
             if not bool(ok.all()):
                 bad = (~ok).nonzero()[0].tolist()
                 idx = tuple(bad)
