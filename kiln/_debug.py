@@ -8,6 +8,7 @@ writes them. Layout, one folder per captured frame (resume functions are frames 
     <dir>/manifest.json                the same, machine-readable: function, entry, files, stages
     <dir>/<NNN>_<function>/
         frame.txt                      the frame's code: kiln's own (a resume function) or the user's, disassembled
+        frame.py                       the same code decompiled to Python (kiln.decompile), or why it could not be
         graph.py                       the captured graph (torch.fx-style Python, user file:line per op)
         graph_module.py                the same graph as the code torch.fx runs: with a dump on, the graph's
                                        frames point at this file, so a debugger's breakpoints there are hit
@@ -109,6 +110,16 @@ def steppable(gm, folder: str):
     return gm
 
 
+def _decompiled(code) -> str:
+    """The frame's code as Python source (kiln.decompile), or why it could not be decompiled."""
+    from ._decompile import decompile
+    head = f"# {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}), decompiled from its bytecode by kiln.decompile\n"
+    try:
+        return head + decompile(code)
+    except Exception as e:  # noqa: BLE001 - a construct the decompiler does not rebuild: say so, never guess
+        return head + f"# not decompiled: {type(e).__name__}: {e}\n# (frame.txt has the bytecode)\n"
+
+
 def _disassemble(code) -> str:
     out = io.StringIO()
     out.write(f"# {code.co_qualname} ({code.co_filename}:{code.co_firstlineno})\n")
@@ -136,6 +147,7 @@ def _record(debug_dir: str, facts: dict) -> str:
     os.makedirs(path, exist_ok=True)
     files = {}
     files["frame.txt"] = _write(path, "frame.txt", _disassemble(code))
+    files["frame.py"] = _write(path, "frame.py", _decompiled(code))
     if facts.get("graph"):
         files["graph.py"] = _write(path, "graph.py", facts["graph"])
     if facts.get("guards"):
@@ -165,7 +177,7 @@ def _record(debug_dir: str, facts: dict) -> str:
     return path
 
 
-_STAGES = {"frame.txt": "bytecode", "graph.py": "captured graph", "graph_module.py": "graph as torch.fx runs it", "guards.txt": "guards",
+_STAGES = {"frame.txt": "bytecode", "frame.py": "decompiled source", "graph.py": "captured graph", "graph_module.py": "graph as torch.fx runs it", "guards.txt": "guards",
            "reasons.md": "reasons", "aten_graph": "aten graph", "loop_ir": "loop ir", "kernels": "kernels", "codegen": "build"}
 
 

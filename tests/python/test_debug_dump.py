@@ -126,6 +126,10 @@ def test_breakpoints_in_dumped_graphs_are_hit_under_pdb(tmp_path, backend, capsy
     line0, text0 = _first_op_line(files[0])
     assert text0.rstrip().endswith(f"{__file__}:{_stepped.__code__.co_firstlineno + 1}")
     line1, _ = _first_op_line(files[1])
+    # The resume function's own code, decompiled: valid Python that continues after the print.
+    resume_src = (tmp_path / os.path.basename(os.path.dirname(files[1])) / "frame.py").read_text()
+    tree = ast.parse(resume_src)
+    assert isinstance(tree.body[0], ast.FunctionDef) and "y.softmax(-1)" in resume_src and "print" not in resume_src
 
     def call():  # pdb's runcall stops at its first line; "c" goes on to the breakpoints
         return c(x)

@@ -2,6 +2,8 @@
 // the function body as statements; name lookups for the stack effects.
 #include "frontend/decompiler/decompiler_state.h"
 
+#include <cstring>
+
 namespace kiln::decompiler {
 
 Decompiler::Decompiler(const CodeDesc& c)
@@ -28,12 +30,51 @@ std::string Decompiler::local(int i) const {
   return code.localsplus[i];
 }
 
+// Instructions control can reach from the first one: fall-through, jump targets, and the handlers
+// of exception-table ranges that hold a reachable instruction.
+std::vector<bool> Decompiler::reachable() const {
+  std::vector<bool> seen(bc.size(), false);
+  std::vector<int> work{0};
+  auto ends_flow = [&](int j) {
+    const char* n = bc.at(j).name;
+    return is_uncond_jump(j) || !std::strcmp(n, "RETURN_VALUE") || !std::strcmp(n, "RETURN_CONST") ||
+           !std::strcmp(n, "RAISE_VARARGS") || !std::strcmp(n, "RERAISE");
+  };
+  while (!work.empty()) {
+    int j = work.back();
+    work.pop_back();
+    if (j < 0 || j >= bc.size() || seen[j]) continue;
+    seen[j] = true;
+    if (bc.at(j).target >= 0) work.push_back(bc.at(j).target);
+    if (!ends_flow(j)) work.push_back(j + 1);
+    if (cover_[j] >= 0) work.push_back(bc.index_of_offset(exc[cover_[j]].target));
+  }
+  return seen;
+}
+
 std::vector<Stmt> Decompiler::body() {
   if (code.flags & (kCoCoroutine | kCoAsyncGenerator)) fail("async function", 0);
   Stack st;
   std::vector<Stmt> out;
   RegionCtx ctx;
-  region(0, bc.size(), ctx, st, out);
+  // A forward jump at the top level over code nothing else reaches (kiln's resume functions: a
+  // prologue that rebuilds the stack and locals, then a jump into a copy of the original code):
+  // the prologue, then the code from the jump's target, the dead range left out.
+  const std::vector<bool> live = reachable();
+  int lo = 0;
+  for (int j = 0; j < bc.size(); ++j) {
+    if (!is_uncond_jump(j) || bc.at(j).target <= j + 1) continue;
+    const int t = bc.at(j).target;
+    bool dead = true;  // and the code before the jump straight-line, as a prologue is
+    for (int k = j + 1; k < t && dead; ++k) dead = !live[k];
+    for (int k = 0; k < j && dead; ++k) dead = bc.at(k).target < 0 && cover_[k] < 0;
+    if (dead && cover_[j] < 0) {
+      if (region(lo, j, ctx, st, out) < 0) return out;
+      lo = t;
+    }
+    break;  // only the first unconditional jump is looked at: a prologue has no other
+  }
+  region(lo, bc.size(), ctx, st, out);
   return out;
 }
 

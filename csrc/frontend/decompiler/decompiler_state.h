@@ -51,6 +51,8 @@ class Decompiler {
   explicit Decompiler(const CodeDesc& code);
   // The function body's statements.
   std::vector<Stmt> body();
+  // Per instruction: whether control reaches it from the first instruction.
+  std::vector<bool> reachable() const;
 
   // structurer.cpp
   // Decompiles instructions [lo, hi). Returns the index it stopped at (hi when it fell off the
