@@ -687,6 +687,29 @@ def _op_misc(g):
 _LOCK = __import__("threading").Lock()  # redirect_stdout / catch_warnings are process-global
 
 
+def fill(g, table, target, tolerate=()):
+    """Draws statements from `table` ((weight, op, name) rows) into g until it has `target` of them
+    (200 tries at most); an op that raises _Reject, or one of `tolerate`, adds nothing."""
+    tries = 0
+    weights = [w for w, _, _ in table]
+    while len(g.stmts) < target and tries < 200 and not g.expects_error:
+        tries += 1
+        w, fn, name = g.r.choices(table, weights)[0]
+        g.pending = []
+        n_args = len(g.args)
+        try:
+            stmt = fn(g)
+        except (_Reject, *tolerate):
+            stmt = None
+        if stmt is not None and g.try_stmt(stmt):
+            g.features.append(name)
+        elif len(g.args) != n_args:  # drop the argument the rejected op added
+            dropped = {a for a, _ in g.args[n_args:]}
+            del g.args[n_args:]
+            g.vars = [v for v in g.vars if v not in dropped]
+            g.rebuild()
+
+
 def generate(seed: int) -> Program:
     import contextlib
     import warnings
@@ -704,24 +727,7 @@ def _generate(seed: int) -> Program:
     g.init_args()
     g.rebuild()
     target = r.randint(4, 14)
-    tries = 0
-    weights = [w for w, _, _ in OPS]
-    while len(g.stmts) < target and tries < 200 and not g.expects_error:
-        tries += 1
-        w, fn, name = r.choices(OPS, weights)[0]
-        g.pending = []
-        n_args = len(g.args)
-        try:
-            stmt = fn(g)
-        except _Reject:
-            stmt = None
-        if stmt is not None and g.try_stmt(stmt):
-            g.features.append(name)
-        elif len(g.args) != n_args:  # drop the argument the rejected op added
-            dropped = {a for a, _ in g.args[n_args:]}
-            del g.args[n_args:]
-            g.vars = [v for v in g.vars if v not in dropped]
-            g.rebuild()
+    fill(g, OPS, target)
     # return value: a few recent locals (tensors, python values, containers)
     cands = [v for v in g.vars if not v.startswith(("a", "l", "d", "s")) and v in g.env0]
     rets = cands[-r.choice([1, 2, 3]):] if cands else []

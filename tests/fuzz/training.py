@@ -27,7 +27,7 @@ import textwrap
 
 import torch
 
-from .generator import HEADER, OPS, Gen, Program, _Reject
+from .generator import HEADER, OPS, Gen, Program, _Reject, fill
 
 TRAIN_FRACTION = 0.2
 
@@ -361,27 +361,8 @@ def generate_training(seed: int) -> Program:
     g.init_args()
     g.rebuild()
     target = r.randint(3, 10)
-    tries = 0
     table = [(w, fn, name) for w, fn, name in OPS if name not in ("misc",)] + TRAIN_OPS
-    weights = [w for w, _, _ in table]
-    while len(g.stmts) < target and tries < 200 and not g.expects_error:
-        tries += 1
-        w, fn, name = r.choices(table, weights)[0]
-        g.pending = []
-        n_args = len(g.args)
-        try:
-            stmt = fn(g)
-        except _Reject:
-            stmt = None
-        except Exception:  # an op generator tripped over a value it did not expect
-            stmt = None
-        if stmt is not None and g.try_stmt(stmt):
-            g.features.append(name)
-        elif len(g.args) != n_args:
-            dropped = {a for a, _ in g.args[n_args:]}
-            del g.args[n_args:]
-            g.vars = [v for v in g.vars if v not in dropped]
-            g.rebuild()
+    fill(g, table, target, tolerate=(Exception,))  # an op generator may trip over a value it did not expect
     g.features.append("training")
     steps = r.choice([2, 3])
     backward_outside = r.random() < 0.55
