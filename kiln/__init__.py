@@ -93,7 +93,17 @@ def _sym_sum(self, nodes):
 # SymNode: they ask for `sym_sum` (torch.cat), and statically_known_true reads `_hint` and `expr`
 # (then finds no shape env and answers "not known", which only costs a guard). kiln's symbolic
 # sizes are C++ nodes (torch._C._SymNode, see csrc/torch_bridge/sym_node.cpp).
-for _name, _value in (("sym_sum", _sym_sum), ("_hint", property(lambda self: None)), ("expr", property(lambda self: self))):
+def _sym_free_symbols(self):
+    # The size symbols of the expression as sympy Symbols named like kiln's ("s0"): PyTorch's meta
+    # functions ask `free_unbacked_symbols` (copy_, in-place ops), which reads their names (kiln
+    # has no unbacked symbols). Only reached from PyTorch's Python, which has imported sympy.
+    import re
+    import sympy
+    return {sympy.Symbol(n, integer=True, positive=True) for n in re.findall(r"\bs\d+\b", self._graph_repr())}
+
+
+for _name, _value in (("sym_sum", _sym_sum), ("_hint", property(lambda self: None)), ("expr", property(lambda self: self)),
+                      ("free_symbols", property(_sym_free_symbols))):
     if not hasattr(torch._C._SymNode, _name):
         setattr(torch._C._SymNode, _name, _value)
 

@@ -250,3 +250,18 @@ def test_dynamic_shape_handed_back_at_a_break_is_a_torch_size():
     lines = sink.getvalue().splitlines()
     assert lines[0::2] == lines[1::2], lines  # compiled and eager printed the same
     assert "mid torch.Size([9, 3]) torch.Size([3])" in lines
+
+
+def test_in_place_op_on_a_transposed_input_with_symbolic_sizes_is_captured():
+    # PyTorch's copy_ meta function asks for the unbacked symbols among the sizes (free_symbols of
+    # kiln's size nodes); it was an AttributeError, so the frame broke before the in-place op.
+    def f(a):
+        a.clamp_(-1, 1)
+        return a * 2
+
+    c = kiln.compile(f, dynamic=True, fullgraph=True)
+    for n, m in ((7, 3), (5, 9), (12, 4)):
+        a = torch.randn(n, m).t()
+        ref = a.clone()
+        assert_same(c(a), f(ref))
+        assert_same(a, ref)
