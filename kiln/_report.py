@@ -106,9 +106,14 @@ def parse_kernels(program_text: str):
 
 # ---------------------------------------------------------------- the graph picture
 
+# Operators that only re-index their input: lowering folds them into their readers' indexing.
+_VIEW_OPS = {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "t", "transpose", "permute", "expand", "slice",
+             "select", "alias", "as_strided", "detach", "split", "split_with_sizes", "chunk", "unbind", "narrow", "diagonal"}
+
+
 def graph_svg(graph_text: str, program_text: str, max_nodes: int = 400) -> str:
-    """SVG of an ATen graph: ops as boxes, each kernel's fused ops stacked inside one cluster, a
-    layered left-to-right layout of clusters (a kernel, an extern call, an input), edges between ops."""
+    """SVG of an ATen graph: ops as boxes (blue clusters: a kernel's fused ops; orange: extern ATen
+    calls; white: views; grey: inputs and constants), a layered left-to-right layout, edges between ops."""
     nodes, owner, outputs = parse_aten_graph(graph_text)
     if not nodes:
         return "<p>(no ATen graph)</p>"
@@ -124,9 +129,12 @@ def graph_svg(graph_text: str, program_text: str, max_nodes: int = 400) -> str:
     for vid in sorted(nodes):
         if vid not in group_of:
             op = nodes[vid][0]
-            kind = "input" if op.startswith("input") else "constant" if op.startswith("constant") else "extern"
+            base = op.replace("aten::", "").split(".")[0]
+            kind = ("input" if op.startswith("input") else "constant" if op.startswith("constant")
+                    else "view" if base in _VIEW_OPS else "extern")
             group_of[vid] = len(groups)
-            groups.append(("" if kind != "extern" else "extern", kind, [vid]))
+            groups.append(("", kind, [vid]))
+
     def reads(vid):  # the nodes a node reads
         return [owner[a] for a in nodes[vid][1] if a in owner]
 
@@ -172,7 +180,7 @@ def graph_svg(graph_text: str, program_text: str, max_nodes: int = 400) -> str:
              f'viewBox="0 0 {width} {height + 10}" font-family="monospace" font-size="11">']
     parts.append('<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="6" markerHeight="6" orient="auto">'
                  '<path d="M0,0 L8,4 L0,8 z" fill="#888"/></marker></defs>')
-    fills = {"kernel": "#e8f1fb", "extern": "#fdf0e0", "input": "#eeeeee", "constant": "#f6f6f6"}
+    fills = {"kernel": "#e8f1fb", "extern": "#fdf0e0", "input": "#eeeeee", "constant": "#f6f6f6", "view": "#ffffff"}
     for g, (name, kind, members) in enumerate(groups):
         x, y, w, h = group_box[g]
         if kind == "kernel":
@@ -300,7 +308,8 @@ def _generated(k, g) -> str:
             out.append(f"<tr><td><code>{_esc(name)}</code></td><td>{_esc(ops)}</td></tr>")
         out.append("</table>")
     if graph_text:
-        out.append(f"<details open><summary>picture of the ATen graph</summary><div class='graphpic'>"
+        out.append(f"<details open><summary>picture of the ATen graph (blue clusters: kernels and the ops each fuses; "
+                   f"orange: extern ATen calls; white: views; grey: inputs and constants)</summary><div class='graphpic'>"
                    f"{graph_svg(graph_text, program_text)}</div></details>")
     for title, text in (("ATen graph", graph_text), ("loop IR", program_text), ("generated kernels", g.source)):
         if text:
