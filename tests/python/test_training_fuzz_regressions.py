@@ -130,3 +130,20 @@ def test_input_whose_gradient_formula_ignores_the_output_gradient_keeps_grad_non
         assert res[0][0] is None
         assert res[1][0] is None, f"step {step}: p0.grad should stay None"
         torch.testing.assert_close(res[1][1], res[0][1], equal_nan=True)
+
+
+def test_a_leaf_made_inside_the_function_keeps_autograd():
+    # `t.detach().requires_grad_()` makes a new leaf: what reads it records autograd in eager. A
+    # graph called without gradients returned a tensor with no grad_fn (fuzz seed 2057).
+    def f(a):
+        t = (a * 3).exp()
+        out = t.detach().requires_grad_() * 2
+        out.sum().backward()
+        return out
+
+    c = kiln.compile(f)
+    for _ in range(2):
+        a = torch.randn(4, dtype=torch.float64)
+        r, e = c(a), f(a)
+        assert r.requires_grad and e.requires_grad and r.grad_fn is not None
+        torch.testing.assert_close(r, e)

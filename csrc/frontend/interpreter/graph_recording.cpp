@@ -176,6 +176,11 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   for (const auto& kv : kwargs) collect_tensor_devices(kv.second, devs);
 
   const std::string name = op == graph::Op::kCallMethod ? method : qualified_name(target);
+  // A new autograd leaf made inside the graph (`t.detach().requires_grad_()`): what reads it records
+  // autograd, which a compiled graph called without gradients would not; it runs eagerly.
+  if (name == "requires_grad_" && !(args.size() > 1 && args[1]->is_const() && args[1]->obj.get() == Py_False) &&
+      !(kwargs.size() == 1 && kwargs[0].second->is_const() && kwargs[0].second->obj.get() == Py_False))
+    unsupported("requires_grad_() makes a new autograd leaf inside the graph");
   // The call as a graph node (its arguments as graph values).
   auto add_node = [&](const std::string& meta, bool removable) {
     std::vector<graph::Arg> gargs;
