@@ -278,7 +278,7 @@ def test_many_kernels_compile_in_concurrent_units(tmp_path):
     compare(g(x), _many_kernels(x))
     assert g.status == "compiled", g.status
     t = dict(g.timings)
-    assert g.num_kernels >= 8 and 2 <= t["cuda_units"] <= 4, (g.num_kernels, t)
+    assert g.num_kernels >= 6 and 2 <= t["cuda_units"] <= 4, (g.num_kernels, t)
     for _ in range(2):
         x = make((256, 384))
         compare(g(x), _many_kernels(x))
