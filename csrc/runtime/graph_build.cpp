@@ -77,10 +77,10 @@ std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program
   r.timings.push_back({"codegen", since(t1)});
   const int arch = opts.cuda_arch ? opts.cuda_arch : cuda_arch(device);
   if (!arch) throw std::runtime_error("the compute capability of CUDA device " + std::to_string(device) + " is not known");
-  // Programs of many kernels are split into units of about kCudaUnitBytes of kernel source, at
+  // Programs of many kernels are split into units of about kCudaUnitBytes of kernel source (in practice autotuning modules and large graphs), at
   // most one per compile job, compiled by NVRTC on as many threads; one unit is the whole
   // source as it always was (the same cubin cache entry).
-  constexpr size_t kCudaUnitBytes = 12000;
+  constexpr size_t kCudaUnitBytes = 48000;
   const size_t n = m.kernels.size();
   size_t total = 0;
   for (const std::string& ks : m.kernel_sources) total += ks.size();
