@@ -144,14 +144,17 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="kiln", mode=N
                                  options=options, disable=disable)
     opts = _validate(fullgraph, dynamic, backend, mode, options, disable)
     fn_backend, name = _backends.resolve(backend)
-    if mode is not None and _MODES[mode].get("cudagraphs"):
-        if backend == "kiln":  # replayed as CUDA graphs on CUDA devices (kiln/_cudagraphs.py)
-            from . import _codegen
-            fn_backend = _codegen.compile_frontend_fx_cudagraphs
-        else:
-            _note(f"mode={mode!r}: CUDA graphs need backend='kiln'; running backend {name!r} as mode='default'")
-    if mode is not None and _MODES[mode].get("autotune"):
-        _note(f"mode={mode!r}: autotuning is not implemented yet; kernels use their default configurations")
+    cudagraphs = mode is not None and _MODES[mode].get("cudagraphs", False)
+    autotune = mode is not None and _MODES[mode].get("autotune", False)
+    if (cudagraphs or autotune) and backend == "kiln":
+        # CUDA graphs: replayed as CUDA graphs on CUDA devices (kiln/_cudagraphs.py); autotune: each
+        # generated CUDA kernel's launch configuration timed on the first call (kiln/_codegen.py).
+        from . import _codegen
+        fn_backend = {(True, False): _codegen.compile_frontend_fx_cudagraphs,
+                      (True, True): _codegen.compile_frontend_fx_autotune_cudagraphs,
+                      (False, True): _codegen.compile_frontend_fx_autotune}[(cudagraphs, autotune)]
+    elif cudagraphs or autotune:
+        _note(f"mode={mode!r}: CUDA graphs and autotuning need backend='kiln'; running backend {name!r} as mode='default'")
     if not callable(model):
         raise TypeError(f"kiln.compile expects a callable or nn.Module, got {type(model).__name__}")
     limit = opts.get("recompile_limit", _options.get("recompile_limit"))

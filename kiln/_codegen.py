@@ -44,19 +44,23 @@ def _report(g, dump_to=None) -> None:
                       + f"; {g.num_kernels} kernels, {g.num_externs} extern calls; {g.status}")
 
 
-def compile_fx(gm, example_inputs, frontend=False, extern_only=False):
+def compile_fx(gm, example_inputs, frontend=False, extern_only=False, autotune=False):
     """fx.GraphModule -> callable running kiln's generated code (traced and compiled on first call).
 
     Under kiln's own frontend (frontend=True) a call the generated code cannot take with its inputs
     untouched raises kiln._C.GraphDeclined instead of running the graph eagerly itself: the frontend
     then runs the whole frame eagerly, so side effects it replays after the graph keep their order
-    with an exception the graph raises."""
+    with an exception the graph raises.
+
+    autotune (mode="max-autotune"): each generated CUDA kernel is built in several launch
+    configurations, timed on the first call's inputs, and the fastest kept; the choice is cached
+    beside the cubins, so a warm process does not time again (g.autotune_status says what was chosen)."""
     folder = _debug.current_entry()
     report = _report if folder is None else functools.partial(_report, dump_to=folder)
     g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), report, _options.get("fusion"),
                         _options.get("compile_background"), _options.get("compile_jobs"), frontend,
                         _options.get("size_specializations"), _options.get("partitioner") == "min_cut", extern_only,
-                        _enables_grad(gm), folder is not None)
+                        _enables_grad(gm), folder is not None, autotune)
     GRAPHS.append(g)
     GRAPH_OWNERS.append(_C._graph_record_count() if frontend else -1)
     return g
@@ -67,14 +71,24 @@ def _enables_grad(gm) -> bool:
                for n in gm.graph.nodes)
 
 
-def compile_frontend_fx_cudagraphs(gm, example_inputs):
+def compile_frontend_fx_cudagraphs(gm, example_inputs, autotune=False):
     """mode="reduce-overhead": the graph replayed as a CUDA graph where it can be (kiln/_cudagraphs.py)."""
     from ._cudagraphs import CudaGraphRunner
-    return CudaGraphRunner(compile_fx(gm, example_inputs, frontend=True))
+    return CudaGraphRunner(compile_fx(gm, example_inputs, frontend=True, autotune=autotune))
+
+
+def compile_frontend_fx_autotune_cudagraphs(gm, example_inputs):
+    """mode="max-autotune": autotuned CUDA kernels, replayed as CUDA graphs."""
+    return compile_frontend_fx_cudagraphs(gm, example_inputs, autotune=True)
 
 
 def compile_frontend_fx(gm, example_inputs):
     return compile_fx(gm, example_inputs, frontend=True)
+
+
+def compile_frontend_fx_autotune(gm, example_inputs):
+    """mode="max-autotune-no-cudagraphs": autotuned CUDA kernels."""
+    return compile_fx(gm, example_inputs, frontend=True, autotune=True)
 
 
 def compile_aot_eager_fx(gm, example_inputs):

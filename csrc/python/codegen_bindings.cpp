@@ -191,13 +191,14 @@ static std::vector<int64_t> size_signature(const std::vector<at::Tensor>& inputs
 class CodegenGraph {
  public:
   CodegenGraph(py::object eager, std::string cache_dir, py::object on_compiled, bool fuse, bool background, int jobs, bool frontend,
-               int max_variants = 8, bool min_cut = true, bool extern_only = false, bool enables_grad = false, bool debug = false)
+               int max_variants = 8, bool min_cut = true, bool extern_only = false, bool enables_grad = false, bool debug = false, bool autotune = false)
       : eager_(std::move(eager)), on_compiled_(std::move(on_compiled)), background_(background), frontend_(frontend),
         max_variants_(max_variants), min_cut_(min_cut), enables_grad_(enables_grad), debug_(debug) {
     opts_.cache_dir = std::move(cache_dir);
     opts_.fuse = fuse;
     opts_.extern_only = extern_only;
     opts_.jobs = jobs;
+    opts_.autotune = autotune;
   }
   ~CodegenGraph() {
     // The builder may release tensors whose Python objects need the GIL.
@@ -316,6 +317,7 @@ class CodegenGraph {
     return py::make_tuple(pack(outs), flag.defined() ? py::reinterpret_steal<py::object>(THPVariable_Wrap(flag)) : py::none());
   }
   std::string training_status() const { return training_status_; }
+  std::string autotune_status() const { return autotune_status_; }
 
  private:
   enum State { kNew, kCompiling, kReady, kEager };
@@ -327,7 +329,7 @@ class CodegenGraph {
     // it raises makes the frame rerun eagerly, as for any graph).
     if (static_cast<int>(variants_.size()) >= max_variants_) return eager_(*args);
     auto g = std::make_unique<CodegenGraph>(eager_, opts_.cache_dir, on_compiled_, opts_.fuse, background_, opts_.jobs, frontend_, 0, min_cut_,
-                                            opts_.extern_only, enables_grad_, debug_);
+                                            opts_.extern_only, enables_grad_, debug_, opts_.autotune);
     variants_.emplace_back(std::move(sig), std::move(g));
     return variants_.back().second->call(args);
   }
@@ -358,7 +360,7 @@ class CodegenGraph {
     double total = trace_s_;
     for (const auto& [stage, secs] : r.timings) {
       timings_[py::str(stage)] = secs;
-      total += secs;
+      if (stage != "cuda_units") total += secs;  // a count, not seconds
     }
     timings_["total"] = total;
     timings_["cache_hit"] = r.cache_hit;
@@ -505,6 +507,18 @@ class CodegenGraph {
         py::gil_scoped_release nogil;
         r = runtime::build_graph(std::move(tr), opts_);
       }
+      // mode="max-autotune": time each CUDA kernel's configurations on this call's inputs, or
+      // take the choices an earlier process made (before the graph is reported compiled).
+      if (opts_.autotune && r.graph && r.graph->on_cuda()) {
+        auto t = std::chrono::steady_clock::now();
+        try {
+          py::gil_scoped_release nogil;
+          autotune_status_ = r.graph->autotune(inputs);
+        } catch (const std::exception& e) {
+          autotune_status_ = std::string("autotuning failed: ") + e.what();
+        }
+        r.timings.push_back({"autotune", since(t)});
+      }
       finish(std::move(r));
     }
     return pack(results);
@@ -536,6 +550,7 @@ class CodegenGraph {
   };
   std::shared_ptr<TrainingStages> training_;
   std::string training_status_;     // empty until the first training call
+  std::string autotune_status_;     // mode="max-autotune": each kernel's chosen configuration
   std::vector<int64_t> signature_;  // of the call that traced this graph
   IntArgs int_args_;                // its int inputs, baked into the trace
   std::vector<std::pair<std::vector<int64_t>, std::unique_ptr<CodegenGraph>>> variants_;
@@ -554,10 +569,12 @@ void bind_codegen(py::module_& m) {
       .def_readonly("grad_tangents", &TrainingStages::grad_tangents)
       .def_readonly("describe", &TrainingStages::describe);
   py::class_<CodegenGraph>(m, "CodegenGraph")
-      .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int, bool, bool, bool, bool>(), py::arg("eager"), py::arg("cache_dir") = "",
+      .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int, bool, bool, bool, bool, bool>(), py::arg("eager"), py::arg("cache_dir") = "",
            py::arg("on_compiled") = py::none(), py::arg("fuse") = true, py::arg("background") = false, py::arg("jobs") = 0,
            py::arg("frontend") = false, py::arg("max_variants") = 8, py::arg("min_cut") = true, py::arg("extern_only") = false,
-           py::arg("enables_grad") = false, py::arg("debug") = false)
+           py::arg("enables_grad") = false, py::arg("debug") = false, py::arg("autotune") = false)
+      .def_property_readonly("autotune_status", &CodegenGraph::autotune_status,
+                             "mode='max-autotune': each CUDA kernel's chosen configuration, or why nothing was tuned")
       .def("__call__", &CodegenGraph::call)
       .def("wait", &CodegenGraph::wait, "Wait for a background build to finish.")
       .def_property_readonly("capturable", &CodegenGraph::capturable)

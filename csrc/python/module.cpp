@@ -87,6 +87,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("stats", &stats_dict);
   m.def("_now", &steady_seconds, "seconds on the clock of the graph records' started_s");
   m.def("_graph_record_count", [] { return stats().graph_records.size(); });
+  m.def("_fast_meta", [](py::object target, std::string method, py::tuple args, py::dict kwargs) -> py::object {
+    PyObject* r = probe_fast_meta(target.ptr(), method, args.ptr(), kwargs.ptr());
+    if (!r) return py::none();
+    return py::reinterpret_steal<py::object>(r);
+  }, "For tests: the C++ shape propagation of an elementwise operator on meta tensors, or None where it takes the Python path.");
   m.def("reset", [] { clear_all_code_states(); reset_stats(); });
   m.def("hook_installed", [] { return kiln_hook_installed() != 0; });
   m.def("decode_bytecode", [](py::bytes code, int major, int minor) {

@@ -8,8 +8,17 @@
 #include <optional>
 #include <stdexcept>
 
+#include "runtime/cpp_compiler.h"
+
 namespace kiln::runtime {
 using namespace ir;
+
+// The tune file: "kernel choice" lines (read back by graph_build.cpp). A cache that cannot be
+// written costs a retune in the next process, nothing else.
+static void store_tune_file(const std::string& path, const std::string& text, size_t) {
+  auto slash = path.rfind('/');
+  if (slash != std::string::npos && make_dirs(path.substr(0, slash))) store_verified(path, text);
+}
 
 CompiledGraph::CompiledGraph(bridge::TraceResult trace, Program program) : trace_(std::move(trace)), program_(std::move(program)) {
   ops_.resize(trace_.graph.nodes.size());
@@ -74,6 +83,34 @@ static bool matches(const Buffer& buf, const at::Tensor& t, const c10::Device& d
 }
 
 std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs, at::Tensor* device_flag) {
+  return run_steps(inputs, device_flag, false);
+}
+
+std::string CompiledGraph::autotune(const std::vector<at::Tensor>& inputs) {
+  if (!cuda_ || cuda_->tune_path.empty()) return "not autotuned (no CUDA kernels)";
+  if (!cuda_->needs_tuning) return "tuned choices loaded from " + cuda_->tune_path;
+  // A run draws no random numbers twice: graphs with random operators keep the defaults.
+  for (const AtenNode& n : trace_.graph.nodes)
+    for (const char* r : {"rand", "dropout", "bernoulli", "normal", "uniform", "multinomial", "exponential", "geometric", "cauchy"})
+      if (n.op.find(r) != std::string::npos) {
+        cuda_->needs_tuning = false;
+        return "not autotuned: the graph draws random numbers (" + n.op + ")";
+      }
+  std::vector<at::Tensor> copies;
+  for (const at::Tensor& t : inputs) copies.push_back(t.defined() ? t.clone(at::MemoryFormat::Preserve) : t);
+  run_steps(copies, nullptr, true);
+  std::string text, file;
+  for (size_t k = 0; k < cuda_->size(); ++k) {
+    const int c = cuda_->choice(static_cast<int>(k));
+    text += (k ? "; " : "") + cuda_->name(static_cast<int>(k)) + ": " + cuda_->configuration(static_cast<int>(k), c);
+    file += std::to_string(k) + " " + std::to_string(c) + "\n";
+  }
+  cuda_->needs_tuning = false;
+  store_tune_file(cuda_->tune_path, file, cuda_->size());
+  return text;
+}
+
+std::vector<at::Tensor> CompiledGraph::run_steps(const std::vector<at::Tensor>& inputs, at::Tensor* device_flag, bool tuning) {
   const size_t nb = program_.buffers.size();
   std::vector<at::Tensor> slots(nb);
   if (!program_.input_mutations.empty() && mutated_input_aliases(program_.input_mutations, inputs))
@@ -108,7 +145,7 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs
         if (slots[b].defined()) continue;
         const Buffer& buf = program_.buffers[b];
         // Reuse only memory nothing else still refers to (an extern view may alias it).
-        if (donated[b].defined() && donated[b].storage().use_count() == 1)
+        if (!tuning && donated[b].defined() && donated[b].storage().use_count() == 1)
           slots[b] = donated[b].as_strided(buf.sizes, buf.strides, 0);
         else
           slots[b] = at::empty_strided(buf.sizes, buf.strides, at::TensorOptions().dtype(static_cast<c10::ScalarType>(buf.dtype)).device(device_));
@@ -117,7 +154,9 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs
       }
       if (cuda_) {
 #ifdef KILN_WITH_CUDA
-        cuda_->launch(s.kernel, ptrs.data(), device_error.defined() ? device_error.data_ptr<int>() : nullptr);
+        int* err = device_error.defined() ? device_error.data_ptr<int>() : nullptr;
+        if (tuning) cuda_->tune(s.kernel, ptrs.data(), err);
+        else cuda_->launch(s.kernel, ptrs.data(), err);
 #endif
       } else {
         kernels_[s.kernel](ptrs.data());
@@ -163,7 +202,7 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs
     }
     if (si < program_.frees.size())
       for (int b : program_.frees[si]) {
-        if (donee_[b] >= 0) donated[donee_[b]] = std::move(slots[b]);
+        if (donee_[b] >= 0 && !tuning) donated[donee_[b]] = std::move(slots[b]);
         slots[b] = at::Tensor();
         ptrs[b] = nullptr;
       }

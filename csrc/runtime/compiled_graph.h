@@ -55,12 +55,19 @@ class CompiledGraph {
   // With `device_flag` (CUDA graphs being captured: no host sync allowed), the kernels' error
   // flag is handed back in device memory instead of being read; the caller reads it after replay.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs, at::Tensor* device_flag = nullptr);
+  // mode="max-autotune" on CUDA: one run on copies of these inputs (no memory reuse, so a kernel
+  // can run again on the same buffers) that times each kernel's configurations and keeps the
+  // fastest (CudaKernels::tune); the choices are written to the kernels' tune file so a warm
+  // process loads them instead of timing again. Returns "kernel: configuration" per kernel, or
+  // why nothing was tuned.
+  std::string autotune(const std::vector<at::Tensor>& inputs);
   const ir::Program& program() const { return program_; }
   const bridge::TraceResult& trace() const { return trace_; }
   size_t num_kernels() const { return program_.kernels.size(); }  // generated kernels (CPU or CUDA)
   size_t num_externs() const;
 
  private:
+  std::vector<at::Tensor> run_steps(const std::vector<at::Tensor>& inputs, at::Tensor* device_flag, bool tuning);
   bridge::TraceResult trace_;
   ir::Program program_;
   void* handle_ = nullptr;

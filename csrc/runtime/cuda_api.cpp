@@ -46,7 +46,8 @@ int a_cuGetErrorString(int r, const char** t) { return nv().cuGetErrorString(sta
 bool load_from_aten(CudaApi& a, std::string*) {
   a = CudaApi{a_nvrtcVersion, a_nvrtcCreateProgram, a_nvrtcCompileProgram, a_nvrtcGetProgramLogSize, a_nvrtcGetProgramLog,
               a_nvrtcGetCUBINSize, a_nvrtcGetCUBIN, a_nvrtcDestroyProgram, a_nvrtcGetErrorString, a_cuModuleLoadData,
-              a_cuModuleGetFunction, a_cuLaunchKernel, a_cuCtxGetCurrent, a_cuGetErrorString, nullptr, "ATen's NVRTC stub"};
+              a_cuModuleGetFunction, a_cuLaunchKernel, a_cuCtxGetCurrent, a_cuGetErrorString, nullptr, nullptr, nullptr, nullptr, nullptr,
+              nullptr, "ATen's NVRTC stub"};
   return true;
 }
 #endif
@@ -123,6 +124,18 @@ bool load_with_dlopen(CudaApi& a, std::string* why) {
   return ok;
 }
 
+// The event entry points (not in ATen's stub): from the driver library, already in the process.
+void load_events(CudaApi& a) {
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!driver) return;
+  std::string ignored;
+  sym(driver, "cuEventCreate", a.cuEventCreate, &ignored);
+  sym(driver, "cuEventRecord", a.cuEventRecord, &ignored);
+  sym(driver, "cuEventSynchronize", a.cuEventSynchronize, &ignored);
+  sym(driver, "cuEventElapsedTime", a.cuEventElapsedTime, &ignored);
+  sym(driver, "cuEventDestroy_v2", a.cuEventDestroy, &ignored);
+}
+
 }  // namespace
 
 const CudaApi* cuda_api(std::string* why) {
@@ -136,6 +149,7 @@ const CudaApi* cuda_api(std::string* why) {
 #else
     ok = load_with_dlopen(api, &error);
 #endif
+    if (ok) load_events(api);
   });
   if (!ok && why) *why = error;
   return ok ? &api : nullptr;

@@ -33,6 +33,12 @@ struct CudaApi {
   int (*cuCtxGetCurrent)(void** context);
   int (*cuGetErrorString)(int result, const char** text);
   int (*cuDeviceGetAttribute)(int* value, int attribute, int device);  // null where unavailable
+  // Events, for autotuning (from libcuda.so.1 in either case; null where unavailable).
+  int (*cuEventCreate)(void** event, unsigned flags);
+  int (*cuEventRecord)(void* event, void* stream);
+  int (*cuEventSynchronize)(void* event);
+  int (*cuEventElapsedTime)(float* ms, void* start, void* end);
+  int (*cuEventDestroy)(void* event);
   std::string source;  // where the entry points came from (for logs)
 };
 

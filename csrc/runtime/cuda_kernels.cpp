@@ -30,8 +30,8 @@ int cuda_arch(int device) {
   return major * 10 + minor;
 }
 
-std::shared_ptr<CudaKernels> CudaKernels::load(const std::string& cubin, std::vector<codegen::CudaKernel> kernels, int device,
-                                               std::string* error) {
+std::shared_ptr<CudaKernels> CudaKernels::load(const std::vector<std::string>& cubins, const std::vector<int>& unit_of,
+                                               std::vector<codegen::CudaKernel> kernels, int device, std::string* error) {
   const CudaApi* api = cuda_api(error);
   if (!api) return nullptr;
   const CudaApi& nv = *api;
@@ -43,14 +43,16 @@ std::shared_ptr<CudaKernels> CudaKernels::load(const std::string& cubin, std::ve
     return nullptr;
   }
   auto k = std::make_shared<CudaKernels>();
-  void* module = nullptr;
-  if (int r = nv.cuModuleLoadData(&module, cubin.data()); r != 0) {
-    *error = "cuModuleLoadData: " + cu_error(nv, r);
-    return nullptr;
-  }
-  k->module_ = module;
   k->device_ = device;
-  auto find = [&](const std::string& name, void** out) {
+  for (const std::string& cubin : cubins) {
+    void* module = nullptr;
+    if (int r = nv.cuModuleLoadData(&module, cubin.data()); r != 0) {
+      *error = "cuModuleLoadData: " + cu_error(nv, r);
+      return nullptr;
+    }
+    k->modules_.push_back(module);
+  }
+  auto find = [&](void* module, const std::string& name, void** out) {
     void* f = nullptr;
     if (int r = nv.cuModuleGetFunction(&f, module, name.c_str()); r != 0) {
       *error = "kernel " + name + " not in the module: " + cu_error(nv, r);
@@ -59,24 +61,35 @@ std::shared_ptr<CudaKernels> CudaKernels::load(const std::string& cubin, std::ve
     *out = f;
     return true;
   };
-  for (const auto& kernel : kernels) {
-    void* f = nullptr;
-    void* s = nullptr;
-    if (!find(kernel.name, &f) || (!kernel.scalar_name.empty() && !find(kernel.scalar_name, &s))) return nullptr;
-    k->functions_.push_back(f);
-    k->scalar_functions_.push_back(s);
-    k->checks_ = k->checks_ || kernel.checks;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    void* module = k->modules_.at(static_cast<size_t>(unit_of.at(i)));
+    std::vector<codegen::CudaKernel> all;
+    std::vector<codegen::CudaKernel> alternatives = std::move(kernels[i].alternatives);
+    kernels[i].alternatives.clear();
+    all.push_back(std::move(kernels[i]));
+    for (auto& a : alternatives) all.push_back(std::move(a));
+    std::vector<Variant> vs;
+    for (auto& kernel : all) {
+      Variant v;
+      if (!find(module, kernel.name, &v.function) || (!kernel.scalar_name.empty() && !find(module, kernel.scalar_name, &v.scalar)))
+        return nullptr;
+      k->checks_ = k->checks_ || kernel.checks;
+      v.config = kernel.config.empty() ? "default" : kernel.config;
+      v.kernel = std::move(kernel);
+      vs.push_back(std::move(v));
+    }
+    k->variants_.push_back(std::move(vs));
   }
-  k->kernels_ = std::move(kernels);
+  k->choice_.assign(k->variants_.size(), 0);
   return k;
 }
 
-void CudaKernels::launch(int k, void* const* ptrs, int* err) const {
-  const codegen::CudaKernel& kernel = kernels_[k];
+int CudaKernels::launch_variant(const Variant& v, void* const* ptrs, int* err, void* stream) const {
+  const codegen::CudaKernel& kernel = v.kernel;
   bool aligned = true;
   for (int b : kernel.aligned) aligned = aligned && reinterpret_cast<uintptr_t>(ptrs[b]) % 16 == 0;
   const bool vector = kernel.vector_width == 1 || aligned;
-  void* f = vector ? functions_[k] : scalar_functions_[k];
+  void* f = vector ? v.function : v.scalar;
   const codegen::CudaLaunch& l = vector ? kernel.launch : kernel.scalar_launch;
   // Each argument is the address of a pointer value.
   std::vector<void*> values(kernel.params.size() + 1);
@@ -84,10 +97,54 @@ void CudaKernels::launch(int k, void* const* ptrs, int* err) const {
   for (size_t i = 0; i < kernel.params.size(); ++i) values[i] = ptrs[kernel.params[i]];
   values.back() = err;
   for (size_t i = 0; i < values.size(); ++i) args[i] = &values[i];
-  void* stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
   const CudaApi& nv = *cuda_api(nullptr);  // loaded: the kernels were
-  int r = nv.cuLaunchKernel(f, l.grid, 1, 1, l.block, 1, 1, 0, stream, args.data(), nullptr);
-  if (r != 0) throw std::runtime_error("launching " + kernel.name + ": " + cu_error(nv, r));
+  return nv.cuLaunchKernel(f, l.grid, 1, 1, l.block, 1, 1, 0, stream, args.data(), nullptr);
+}
+
+void CudaKernels::launch(int k, void* const* ptrs, int* err) const {
+  const Variant& v = variants_[k][choice_[k]];
+  void* stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
+  if (int r = launch_variant(v, ptrs, err, stream); r != 0)
+    throw std::runtime_error("launching " + v.kernel.name + ": " + cu_error(*cuda_api(nullptr), r));
+}
+
+int CudaKernels::tune(int k, void* const* ptrs, int* err) {
+  const std::vector<Variant>& vs = variants_[k];
+  const CudaApi& nv = *cuda_api(nullptr);
+  void* stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
+  if (vs.size() < 2 || !nv.cuEventCreate || !nv.cuEventRecord || !nv.cuEventSynchronize || !nv.cuEventElapsedTime) {
+    launch(k, ptrs, err);
+    return choice_[k];
+  }
+  void *start = nullptr, *end = nullptr;
+  if (nv.cuEventCreate(&start, 0) != 0 || nv.cuEventCreate(&end, 0) != 0) {
+    launch(k, ptrs, err);
+    return choice_[k];
+  }
+  constexpr int kReps = 10;
+  int best = -1;
+  float best_ms = 0;
+  for (size_t c = 0; c < vs.size(); ++c) {
+    // A configuration that cannot launch (too many registers for its block size) is skipped.
+    if (launch_variant(vs[c], ptrs, err, stream) != 0) continue;
+    nv.cuEventRecord(start, stream);
+    bool ok = true;
+    for (int i = 0; i < kReps && ok; ++i) ok = launch_variant(vs[c], ptrs, err, stream) == 0;
+    nv.cuEventRecord(end, stream);
+    float ms = 0;
+    if (!ok || nv.cuEventSynchronize(end) != 0 || nv.cuEventElapsedTime(&ms, start, end) != 0) continue;
+    if (best < 0 || ms < best_ms) {
+      best = static_cast<int>(c);
+      best_ms = ms;
+    }
+  }
+  if (nv.cuEventDestroy) {
+    nv.cuEventDestroy(start);
+    nv.cuEventDestroy(end);
+  }
+  if (best >= 0) choice_[k] = best;
+  launch(k, ptrs, err);  // the outputs, from the chosen configuration
+  return choice_[k];
 }
 
 }  // namespace kiln::runtime

@@ -1,5 +1,5 @@
-// A graph's CUDA kernels, loaded from a cubin, and their launches on PyTorch's current stream
-// (DESIGN §3, Runtime). Built only with KILN_WITH_CUDA; the header needs no CUDA headers, so
+// A graph's CUDA kernels, loaded from one or more cubins, and their launches on PyTorch's current
+// stream (DESIGN §3, Runtime). Built only with KILN_WITH_CUDA; the header needs no CUDA headers, so
 // CompiledGraph can hold one in any build.
 #pragma once
 #include <memory>
@@ -12,23 +12,43 @@ namespace kiln::runtime {
 
 class CudaKernels {
  public:
-  // Loads `cubin` on CUDA device `device` and finds each kernel (and its scalar twin). Returns
-  // null with `error` set on failure.
-  static std::shared_ptr<CudaKernels> load(const std::string& cubin, std::vector<codegen::CudaKernel> kernels, int device,
-                                           std::string* error);
-  // Launches kernel `k` on the device's current stream: its parameters are taken from the
-  // graph's buffer table `ptrs`, then the error flag `err` (device memory, or null when no kernel
-  // checks anything). The scalar twin runs when a vectorized buffer is not 16-byte aligned.
-  // Throws std::runtime_error when the launch fails.
+  // Loads the cubins on CUDA device `device` and finds each kernel (its scalar twin and its
+  // autotuning alternatives) in cubin `unit_of[k]`. Returns null with `error` set on failure.
+  static std::shared_ptr<CudaKernels> load(const std::vector<std::string>& cubins, const std::vector<int>& unit_of,
+                                           std::vector<codegen::CudaKernel> kernels, int device, std::string* error);
+  // Launches kernel `k` (the configuration chosen for it) on the device's current stream: its
+  // parameters are taken from the graph's buffer table `ptrs`, then the error flag `err` (device
+  // memory, or null when no kernel checks anything). The scalar twin runs when a vectorized
+  // buffer is not 16-byte aligned. Throws std::runtime_error when the launch fails.
   void launch(int k, void* const* ptrs, int* err) const;
+  // Autotuning: times every configuration of kernel `k` on these buffers (CUDA events, on the
+  // current stream), keeps the fastest and returns its index (0: the default). The kernel's
+  // outputs hold its result afterwards, as after launch().
+  int tune(int k, void* const* ptrs, int* err);
+  int configurations(int k) const { return static_cast<int>(variants_[k].size()); }
+  std::string configuration(int k, int c) const { return variants_[k][c].config; }
+  int choice(int k) const { return choice_[k]; }
+  void set_choice(int k, int c) { choice_[k] = c; }
+  size_t size() const { return variants_.size(); }
   // Whether some kernel may set the error flag.
   bool checks() const { return checks_; }
   int device() const { return device_; }
+  const std::string& name(int k) const { return variants_[k][0].kernel.name; }
+  // Where the tuned choices are kept (empty: not autotuned), and whether they are still to be found.
+  std::string tune_path;
+  bool needs_tuning = false;
 
  private:
-  std::vector<codegen::CudaKernel> kernels_;
-  std::vector<void*> functions_, scalar_functions_;  // CUfunction
-  void* module_ = nullptr;                             // CUmodule, never unloaded (kernels may outlive the graph)
+  struct Variant {
+    codegen::CudaKernel kernel;  // alternatives cleared
+    void* function = nullptr;    // CUfunction
+    void* scalar = nullptr;
+    std::string config;
+  };
+  int launch_variant(const Variant& v, void* const* ptrs, int* err, void* stream) const;
+  std::vector<std::vector<Variant>> variants_;  // per kernel: the default, then the alternatives
+  std::vector<int> choice_;
+  std::vector<void*> modules_;  // CUmodule, never unloaded (kernels may outlive the graph)
   int device_ = 0;
   bool checks_ = false;
 };

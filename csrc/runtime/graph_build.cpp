@@ -1,10 +1,12 @@
 // The build pipeline of one graph; see graph_build.h.
 #include "runtime/graph_build.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "codegen/cpp/cpp_codegen.h"
 #include "codegen/cuda/cuda_codegen.h"
@@ -68,22 +70,92 @@ void move_scalar_constants(bridge::TraceResult& trace, int device) {
 std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program prog, int device, const BuildOptions& opts,
                                           BuildResult& r) {
   auto t1 = std::chrono::steady_clock::now();
-  codegen::CudaModule m = codegen::generate_cuda(prog);
+  codegen::CudaModule m = codegen::generate_cuda(prog, opts.autotune);
   r.source = "// ---- CUDA source (after kiln's CUDA prefix header); launches:\n";
   for (const auto& k : m.kernels) r.source += "//   " + codegen::launch_string(k) + "\n";
   r.source += m.source.substr(codegen::cuda_prefix_header().size());
   r.timings.push_back({"codegen", since(t1)});
   const int arch = opts.cuda_arch ? opts.cuda_arch : cuda_arch(device);
   if (!arch) throw std::runtime_error("the compute capability of CUDA device " + std::to_string(device) + " is not known");
-  CubinResult cr = compile_cuda_cached(cache_dir(opts.cache_dir), m.source, arch);
-  r.timings.push_back({cr.cache_hit ? "load_cached" : "compile", cr.seconds});
-  r.cache_hit = cr.cache_hit;
-  if (cr.cubin.empty()) throw std::runtime_error(cr.error);
+  // Programs of many kernels are split into units of about kCudaUnitBytes of kernel source (in practice autotuning modules and large graphs), at
+  // most one per compile job, compiled by NVRTC on as many threads; one unit is the whole
+  // source as it always was (the same cubin cache entry).
+  constexpr size_t kCudaUnitBytes = 48000;
+  const size_t n = m.kernels.size();
+  size_t total = 0;
+  for (const std::string& ks : m.kernel_sources) total += ks.size();
+  const size_t max_units = std::min<size_t>(static_cast<size_t>(compile_jobs(opts.jobs)), n);
+  const size_t units = std::max<size_t>(1, std::min(max_units, (total + kCudaUnitBytes - 1) / kCudaUnitBytes));
+  const std::string prefix = codegen::cuda_prefix_header() + "\n";
+  std::vector<std::string> sources;
+  std::vector<int> unit_of(n, 0);
+  {
+    size_t before = 0;
+    int last = -1;
+    for (size_t k = 0; k < n; ++k) {
+      const int u = static_cast<int>(std::min(units - 1, total ? before * units / total : 0));
+      if (u != last) {  // contiguous groups of about total / units bytes; none left empty
+        sources.push_back(prefix);
+        last = u;
+      }
+      unit_of[k] = static_cast<int>(sources.size()) - 1;
+      sources.back() += m.kernel_sources[k];
+      before += m.kernel_sources[k].size();
+    }
+  }
+  const std::string dir = cache_dir(opts.cache_dir);
   auto t2 = std::chrono::steady_clock::now();
+  std::vector<CubinResult> results(sources.size());
+  if (sources.size() == 1) {
+    results[0] = compile_cuda_cached(dir, sources[0], arch);
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t u = 0; u < sources.size(); ++u)
+      threads.emplace_back([&, u] { results[u] = compile_cuda_cached(dir, sources[u], arch); });
+    for (auto& t : threads) t.join();
+  }
+  r.cache_hit = true;
+  std::vector<std::string> cubins;
+  for (CubinResult& cr : results) {
+    r.cache_hit = r.cache_hit && cr.cache_hit;
+    if (cr.cubin.empty()) throw std::runtime_error(cr.error);
+    cubins.push_back(std::move(cr.cubin));
+  }
+  r.timings.push_back({r.cache_hit ? "load_cached" : "compile", since(t2)});
+  r.timings.push_back({"cuda_units", static_cast<double>(sources.size())});
+  auto t3 = std::chrono::steady_clock::now();
   std::string err;
-  auto kernels = CudaKernels::load(cr.cubin, std::move(m.kernels), device, &err);
+  auto kernels = CudaKernels::load(cubins, unit_of, std::move(m.kernels), device, &err);
   if (!kernels) throw std::runtime_error(err);
-  r.timings.push_back({"load", since(t2)});
+  if (opts.autotune) {
+    // The choices of an earlier process, kept beside the cubins, keyed by the source (with its
+    // alternatives) and the architecture.
+    kernels->tune_path = dir + "/" + hex(fnv1a(m.source + "\n// tune sm_" + std::to_string(arch))) + ".tune";
+    kernels->needs_tuning = true;
+    std::string text;
+    if (read_verified(kernels->tune_path, &text)) {
+      std::vector<int> choice(kernels->size(), -1);
+      size_t pos = 0;
+      while (pos < text.size()) {
+        size_t eol = text.find('\n', pos);
+        if (eol == std::string::npos) eol = text.size();
+        const std::string line = text.substr(pos, eol - pos);
+        pos = eol + 1;
+        const size_t sp = line.find(' ');
+        if (sp == std::string::npos) continue;
+        const long k = std::strtol(line.c_str(), nullptr, 10), c = std::strtol(line.c_str() + sp + 1, nullptr, 10);
+        if (k >= 0 && static_cast<size_t>(k) < choice.size() && c >= 0 && c < kernels->configurations(static_cast<int>(k)))
+          choice[static_cast<size_t>(k)] = static_cast<int>(c);
+      }
+      bool complete = true;
+      for (int c : choice) complete = complete && c >= 0;
+      if (complete) {
+        for (size_t k = 0; k < choice.size(); ++k) kernels->set_choice(static_cast<int>(k), choice[k]);
+        kernels->needs_tuning = false;
+      }
+    }
+  }
+  r.timings.push_back({"load", since(t3)});
   auto g = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
   g->use_cuda(std::move(kernels), device);
   return g;

@@ -23,6 +23,9 @@ struct BuildOptions {
   // (-1: the device of the traced results) and its compute capability (0: asked of the driver).
   int cuda_device = -1;
   int cuda_arch = 0;
+  // mode="max-autotune": CUDA kernels are generated with alternative configurations, timed on the
+  // first call's inputs (CompiledGraph::autotune) or chosen from an earlier process's tune file.
+  bool autotune = false;
 };
 
 struct BuildResult {

@@ -261,3 +261,72 @@ def test_reduce_overhead_replays_a_cuda_graph_and_matches_eager():
         compare(c(ids), m(ids))
     runners = [r for r in _cudagraphs.RUNNERS if r.replays]
     assert runners and not runners[-1].disabled, [r.disabled for r in _cudagraphs.RUNNERS]
+
+
+# ---- concurrent NVRTC compiles and mode="max-autotune" ----------------------------------------------
+def _many_kernels(x):
+    """Softmaxes along alternating dimensions and layer norms: a kernel each. (Chained further, the
+    layer norms of nearly uniform rows amplify rounding: another reduction order differs by 1e-3.)"""
+    for i in range(4):
+        x = torch.softmax(x * 1.5, dim=i % 2)
+        x = F.layer_norm(x + 1, (x.shape[-1],))
+    return x
+
+
+def test_many_kernels_compile_in_concurrent_units(tmp_path):
+    # With its autotuning alternatives the source is large enough to split; at most 4 NVRTC jobs.
+    g = _C.CodegenGraph(_many_kernels, str(tmp_path), None, True, False, 4, autotune=True)
+    x = make((256, 384))
+    compare(g(x), _many_kernels(x))
+    assert g.status == "compiled", g.status
+    t = dict(g.timings)
+    assert g.num_kernels >= 4 and 2 <= t["cuda_units"] <= 4, (g.num_kernels, t)
+    for _ in range(2):
+        x = make((256, 384))
+        compare(g(x), _many_kernels(x))
+    # A warm graph loads every unit's cubin from the cache.
+    g2 = _C.CodegenGraph(_many_kernels, str(tmp_path), None, True, False, 4, autotune=True)
+    x = make((256, 384))
+    compare(g2(x), _many_kernels(x))
+    assert dict(g2.timings)["cache_hit"] and dict(g2.timings)["cuda_units"] == t["cuda_units"]
+
+
+def _tuned_fn(x, w):
+    h = F.gelu(x * w + 1)
+    return F.layer_norm(h, (h.shape[-1],)), torch.softmax(h, dim=-1), h.sum(0)
+
+
+def test_max_autotune_matches_eager_and_caches_its_choice(tmp_path):
+    inputs = lambda: (make((512, 768)), make((768,)))  # noqa: E731
+    g = _C.CodegenGraph(_tuned_fn, str(tmp_path), None, True, autotune=True)
+    args = inputs()
+    compare(g(*args), _tuned_fn(*args))
+    assert g.status == "compiled", g.status
+    assert "kernel" in g.autotune_status and "loaded" not in g.autotune_status, g.autotune_status
+    assert "autotune" in dict(g.timings)
+    assert len(list(tmp_path.rglob("*.tune"))) == 1
+    for _ in range(2):
+        args = inputs()
+        compare(g(*args), _tuned_fn(*args))
+    # A new graph (as in a warm process) takes the cached choice and times nothing.
+    g2 = _C.CodegenGraph(_tuned_fn, str(tmp_path), None, True, autotune=True)
+    args = inputs()
+    compare(g2(*args), _tuned_fn(*args))
+    assert g2.autotune_status.startswith("tuned choices loaded"), g2.autotune_status
+    assert dict(g2.timings)["cache_hit"]
+
+
+@pytest.mark.parametrize("mode", ["max-autotune", "max-autotune-no-cudagraphs"])
+def test_max_autotune_modes(mode):
+    from kiln import _codegen
+    kiln.reset()
+    m = _Tiny().to(DEV).eval()
+    c = kiln.compile(m, mode=mode)
+    with torch.no_grad():
+        for _ in range(3):
+            ids = torch.randint(0, 100, (4, 16), device=DEV)
+            compare(c(ids), m(ids))
+    graphs = [g for g in _codegen.GRAPHS if g.num_kernels]
+    assert graphs and all(g.status == "compiled" for g in graphs), [g.status for g in _codegen.GRAPHS]
+    assert all(g.autotune_status for g in graphs), [g.autotune_status for g in graphs]
+    assert not any("autotuning" in n for n in kiln.stats()["notes"])

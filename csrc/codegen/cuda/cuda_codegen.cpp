@@ -261,8 +261,8 @@ struct ElementWork {
 
 class KernelWriter {
  public:
-  KernelWriter(const Program& p, const Kernel& k, bool allow_vectors)
-      : p_(p), k_(k), allow_vectors_(allow_vectors), n_outer_(static_cast<int>(k.outer_sizes.size())) {}
+  KernelWriter(const Program& p, const Kernel& k, bool allow_vectors, const CudaConfig& config = {})
+      : p_(p), k_(k), allow_vectors_(allow_vectors && config.vectors), config_(config), n_outer_(static_cast<int>(k.outer_sizes.size())) {}
 
   CudaKernel write(StrBuilder& b, const std::string& name) {
     CudaKernel info;
@@ -311,6 +311,7 @@ class KernelWriter {
     }
     if (!has_reduction) {
       strategy_ = Strategy::kPointwise;
+      block_ = config_.block ? config_.block : kPointwiseBlock;
       return;
     }
     // A column reduction reads with a stride along its reduced loop and contiguously across
@@ -329,22 +330,26 @@ class KernelWriter {
         });
       }
     }
-    if (widest <= 16 || (column && rows_ >= 4096)) {
-      strategy_ = Strategy::kRowPerThread;
+    Strategy s;
+    if (config_.strategy >= 0) s = static_cast<Strategy>(config_.strategy);  // autotuning's choice
+    else if (widest <= 16 || (column && rows_ >= 4096)) s = Strategy::kRowPerThread;
+    else if (widest <= 1024) s = Strategy::kRowPerWarp;
+    else s = Strategy::kRowPerBlock;
+    strategy_ = s;
+    if (s == Strategy::kRowPerThread) {
       width_ = 1;
-      block_ = 128;
+      block_ = config_.block ? config_.block : 128;
       launch_ = {static_cast<unsigned>((rows_ + block_ - 1) / block_), static_cast<unsigned>(block_)};
-    } else if (widest <= 1024) {
-      strategy_ = Strategy::kRowPerWarp;
+    } else if (s == Strategy::kRowPerWarp) {
       width_ = 32;
-      block_ = 256;
-      launch_ = {static_cast<unsigned>((rows_ + 7) / 8), static_cast<unsigned>(block_)};
+      block_ = config_.block ? config_.block : 256;
+      const int64_t rows_per_block = block_ / 32;
+      launch_ = {static_cast<unsigned>((rows_ + rows_per_block - 1) / rows_per_block), static_cast<unsigned>(block_)};
     } else {
-      strategy_ = Strategy::kRowPerBlock;
       // About 8 to 16 elements per thread for a vectorized row of floats.
       int64_t b = 128;
       while (b < 1024 && b * 16 < widest) b *= 2;
-      block_ = static_cast<int>(b);
+      block_ = config_.block ? config_.block : static_cast<int>(b);
       width_ = block_;
       launch_ = {static_cast<unsigned>(rows_), static_cast<unsigned>(block_)};
     }
@@ -363,8 +368,8 @@ class KernelWriter {
         emit_space_loop(b, "    ", s, 0, start, step, V, pointwise_work(s));
         b << "  }\n";
       }
-      const int64_t blocks = std::min<int64_t>(kMaxGrid, std::max<int64_t>(1, (work + kPointwiseBlock - 1) / kPointwiseBlock));
-      launch_ = {static_cast<unsigned>(blocks), static_cast<unsigned>(kPointwiseBlock)};
+      const int64_t blocks = std::min<int64_t>(kMaxGrid, std::max<int64_t>(1, (work + block_ - 1) / block_));
+      launch_ = {static_cast<unsigned>(blocks), static_cast<unsigned>(block_)};
       return;
     }
     // Row kernels.
@@ -624,6 +629,7 @@ class KernelWriter {
   const Program& p_;
   const Kernel& k_;
   bool allow_vectors_;
+  CudaConfig config_;
   int n_outer_;
   std::string IT_ = "int";
   int64_t rows_ = 1;
@@ -638,20 +644,70 @@ class KernelWriter {
 
 }  // namespace
 
-CudaModule generate_cuda(const Program& p) {
+namespace {
+
+// A kernel and its scalar twin, rendered with one configuration under `name`.
+CudaKernel write_kernel(const Program& p, const Kernel& k, const std::string& name, const CudaConfig& config, StrBuilder& b) {
+  CudaKernel info = KernelWriter(p, k, true, config).write(b, name);
+  if (info.vector_width > 1) {
+    CudaKernel scalar = KernelWriter(p, k, false, config).write(b, name + "_scalar");
+    info.scalar_name = scalar.name;
+    info.scalar_launch = scalar.launch;
+  }
+  return info;
+}
+
+// Configurations worth timing for a kernel besides its default: block sizes, vector accesses
+// off, and for row kernels the other ways of mapping rows to threads.
+std::vector<CudaConfig> tuning_configs(const Kernel& k) {
+  bool reduction = false;
+  for (const Stage& s : k.stages) reduction = reduction || s.kind == Stage::kReduction;
+  const int thread = static_cast<int>(Strategy::kRowPerThread), warp = static_cast<int>(Strategy::kRowPerWarp),
+            block = static_cast<int>(Strategy::kRowPerBlock);
+  if (!reduction) return {{-1, 128, true}, {-1, 512, true}, {-1, 1024, true}, {-1, 256, false}};
+  return {{thread, 128, true}, {thread, 256, true}, {warp, 128, true}, {warp, 256, true}, {warp, 512, true},
+          {block, 128, true}, {block, 256, true}, {block, 512, true}, {block, 1024, true}};
+}
+
+}  // namespace
+
+std::string config_string(const CudaConfig& c) {
+  std::string s = c.strategy < 0 ? "default" : strategy_name(static_cast<Strategy>(c.strategy));
+  if (c.block) s += " block=" + std::to_string(c.block);
+  if (!c.vectors) s += " novec";
+  return s;
+}
+
+CudaModule generate_cuda(const Program& p, bool autotune) {
   CudaModule m;
-  StrBuilder b;
-  b << cuda_prefix_header() << "\n";
+  StrBuilder all;
+  all << cuda_prefix_header() << "\n";
   for (const Kernel& k : p.kernels) {
-    CudaKernel info = KernelWriter(p, k, true).write(b, k.name);
-    if (info.vector_width > 1) {
-      CudaKernel scalar = KernelWriter(p, k, false).write(b, k.name + "_scalar");
-      info.scalar_name = scalar.name;
-      info.scalar_launch = scalar.launch;
+    StrBuilder b;
+    CudaKernel info = write_kernel(p, k, k.name, {}, b);
+    info.config = "default";
+    if (autotune) {
+      // Each distinct alternative (rendered under a common name to compare) as <name>_t<i>.
+      std::set<std::string> seen;
+      {
+        StrBuilder probe;
+        write_kernel(p, k, "kiln_probe", {}, probe);
+        seen.insert(probe.str());
+      }
+      for (const CudaConfig& c : tuning_configs(k)) {
+        StrBuilder probe;
+        write_kernel(p, k, "kiln_probe", c, probe);
+        if (!seen.insert(probe.str()).second) continue;
+        CudaKernel alt = write_kernel(p, k, k.name + "_t" + std::to_string(info.alternatives.size() + 1), c, b);
+        alt.config = config_string(c);
+        info.alternatives.push_back(std::move(alt));
+      }
     }
+    m.kernel_sources.push_back(b.str());
+    all << m.kernel_sources.back();
     m.kernels.push_back(std::move(info));
   }
-  m.source = b.str();
+  m.source = all.str();
   return m;
 }
 

@@ -36,6 +36,17 @@ struct CudaLaunch {
   unsigned grid = 1, block = 1;
 };
 
+// How a kernel maps to threads, where autotuning (mode="max-autotune") overrides the choice made
+// from its sizes: the row strategy (-1: from the sizes; else row_per_thread 1, row_per_warp 2,
+// row_per_block 3; pointwise kernels have one), threads per block (0: the default) and whether
+// vector accesses are allowed.
+struct CudaConfig {
+  int strategy = -1;
+  int block = 0;
+  bool vectors = true;
+};
+std::string config_string(const CudaConfig& c);
+
 struct CudaKernel {
   std::string name;              // of the `extern "C" __global__` function
   std::string strategy;          // "pointwise", "row_per_thread", "row_per_warp", "row_per_block"
@@ -47,15 +58,22 @@ struct CudaKernel {
   std::string scalar_name;       // the scalar twin (when vector_width > 1)
   CudaLaunch scalar_launch;
   bool checks = false;           // may set the error flag
+  std::string config;            // "default", or the alternative's configuration (config_string)
+  // With autotuning: the same kernel under other configurations, named <name>_t1, _t2, ...
+  // (each with its own scalar twin), in the same module; launches may use any of them.
+  std::vector<CudaKernel> alternatives;
 };
 
 struct CudaModule {
   std::string source;            // prefix header + all kernels
   std::vector<CudaKernel> kernels;  // per ir::Program kernel, same order
+  std::vector<std::string> kernel_sources;  // per kernel: its functions (twin, alternatives), no prefix
 };
 
 std::string cuda_prefix_header();
-CudaModule generate_cuda(const ir::Program& p);
+// `autotune`: each kernel also gets its alternative configurations (CudaKernel::alternatives);
+// without it the source is each kernel in its default configuration.
+CudaModule generate_cuda(const ir::Program& p, bool autotune = false);
 // The textual form of a kernel's launch record (golden tests, logs):
 // "kernel3: row_per_warp grid=128 block=256 vec=4 index32 params=[0, 2, 5]".
 std::string launch_string(const CudaKernel& k);

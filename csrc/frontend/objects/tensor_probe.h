@@ -61,6 +61,11 @@ std::string probe_describe(const TensorFacts& facts);
 std::string probe_describe_tensor(PyObject* t);
 // New reference: a meta tensor with t's sizes, strides, dtype and requires_grad.
 PyObject* probe_make_meta(PyObject* t);
+// Shape propagation in C++ for common elementwise operators (csrc/python/fast_meta.cpp): the
+// meta result of `target(*args, **kwargs)` (or of the tensor method `method` on args[0]) from
+// ATen's own meta functions, or nullptr, with no Python error set, where the call is not one it
+// handles (the caller then runs the Python call).
+PyObject* probe_fast_meta(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs);
 // New reference: t's torch.device.
 PyObject* probe_device(PyObject* t);
 // Appends a tensor's metadata, exactly, to a memo key (for memoising shape propagation); false
