@@ -116,6 +116,18 @@ bool static_shape_indexing(const c10::OperatorHandle& op, const torch::jit::Stac
   return true;
 }
 
+// Whether a random operator's tensor results have another layout than its input `self` (same
+// sizes, different strides), with `self` not contiguous.
+static bool random_layout_differs(const at::Tensor& self, const torch::jit::Stack& stack, size_t n_rets) {
+  if (!self.defined() || self.is_contiguous()) return false;
+  for (size_t i = 0; i < n_rets; ++i) {
+    const c10::IValue& r = stack[stack.size() - n_rets + i];
+    if (r.isTensor() && r.toTensor().defined() && r.toTensor().sizes() == self.sizes() && r.toTensor().strides() != self.strides())
+      return true;
+  }
+  return false;
+}
+
 // Whether an argument of the call on the stack is the meta device.
 static bool names_meta_device(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   const size_t n_args = op.schema().arguments().size();
@@ -152,6 +164,12 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
     const auto k = node.args.back().kind;
     boxed.push_back(k == ir::AtenArg::kTensor || k == ir::AtenArg::kTensorList ? c10::IValue() : v);
   }
+  at::Tensor boxed_self;  // a random operator's first tensor argument (its layout)
+  if (node.nondeterministic)
+    for (size_t i = 0; i < n_args && !boxed_self.defined(); ++i) {
+      const c10::IValue& v = (*stack)[stack->size() - n_args + i];
+      if (v.isTensor()) boxed_self = v.toTensor();
+    }
   {
     // Whatever the kernel calls internally is an implementation detail, not part of the graph.
     c10::impl::ExcludeDispatchKeyGuard inside(c10::DispatchKeySet({c10::DispatchKey::Fake, c10::DispatchKey::Functionalize}));
@@ -159,6 +177,12 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   }
 
   const size_t n_rets = schema.returns().size();
+  // A random operator draws its numbers in the memory order of the tensor it fills. Eager fills
+  // the tensor in place with the input's layout (`empty_like(x).bernoulli_(p)`); functionalized,
+  // the operator makes a tensor of its own layout, so on a non-contiguous input its numbers would
+  // land on other elements than eager's: such a graph runs op by op, as eager does.
+  if (node.nondeterministic && random_layout_differs(boxed_self, *stack, n_rets))
+    fail(name + " draws random numbers into another layout than its input's (a non-contiguous tensor)");
   for (size_t i = 0; i < n_rets; ++i) {
     const c10::IValue& r = (*stack)[stack->size() - n_rets + i];
     auto add_output = [&](const at::Tensor& t) {
@@ -228,6 +252,20 @@ static void check_input(const at::Tensor& t, size_t i) {
     fail("input " + std::to_string(i) + " is a tensor subclass or functional tensor");
 }
 
+// The default CPU generator's state, taken when made; restore() puts it back.
+struct RngSnapshot {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  c10::intrusive_ptr<c10::TensorImpl> state;
+  RngSnapshot() {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    state = gen.get_state().getIntrusivePtr();
+  }
+  void restore() {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(at::Tensor(state));
+  }
+};
+
 TraceResult trace(const std::vector<at::Tensor>& inputs, const GraphRunner& run) {
   std::string why;
   if (!tracer_available(&why)) fail(why);
@@ -245,6 +283,9 @@ TraceResult trace(const std::vector<at::Tensor>& inputs, const GraphRunner& run)
   s.result.graph.num_inputs = static_cast<int>(inputs.size());
 
   std::vector<at::Tensor> outs;
+  // A trace that fails leaves the generator as it found it: the call then runs eagerly and draws
+  // what eager would (a successful trace is the call itself).
+  RngSnapshot rng;
   t_state = &s;
   try {
     at::functionalization::impl::FunctionalizationReapplyViewsGuard reapply(true);
@@ -265,6 +306,7 @@ TraceResult trace(const std::vector<at::Tensor>& inputs, const GraphRunner& run)
     }
   } catch (...) {
     t_state = nullptr;
+    rng.restore();
     throw;
   }
   t_state = nullptr;
@@ -304,20 +346,10 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
   if (leaves.empty()) fail("no input requires grad");
   // The trace is an extra run the caller does not see: random ops in it must not advance the
   // generator (the call itself then draws what eager would).
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  c10::intrusive_ptr<c10::TensorImpl> rng_state;
-  {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    rng_state = gen.get_state().getIntrusivePtr();
-  }
   struct RestoreRng {
-    at::Generator& gen;
-    c10::intrusive_ptr<c10::TensorImpl>& state;
-    ~RestoreRng() {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_state(at::Tensor(state));
-    }
-  } restore{gen, rng_state};
+    RngSnapshot snap;
+    ~RestoreRng() { snap.restore(); }
+  } restore;
   std::vector<at::Tensor> outs, grads;
   std::vector<std::vector<int>> reaches;  // per leaf: the differentiable outputs whose autograd graph reaches it
   t_state = &s;

@@ -147,3 +147,35 @@ def test_a_leaf_made_inside_the_function_keeps_autograd():
         r, e = c(a), f(a)
         assert r.requires_grad and e.requires_grad and r.grad_fn is not None
         torch.testing.assert_close(r, e)
+
+
+def test_dropout_of_a_non_contiguous_tensor_draws_eagers_mask():
+    # Eager fills `empty_like(x)` in place, in x's memory order; the functional bernoulli the trace
+    # records fills a tensor of its own layout, which put the mask on other elements (fuzz seed
+    # 2969). Such a graph runs op by op, and a trace that fails leaves the generator untouched.
+    def f(x):
+        return torch.nn.functional.dropout(x.t() * 2, 0.3, training=True) + 1
+
+    c = kiln.compile(f)
+    for i in range(3):
+        x = torch.randn(8, 6)
+        torch.manual_seed(i)
+        r = c(x)
+        torch.manual_seed(i)
+        assert torch.equal(r, f(x))
+
+    def g(p):
+        return torch.dropout(torch.tanh(p[::2]), 0.25, True).clamp_min(0.1).sum()
+
+    cg = kiln.compile(g)
+    p_e = torch.randn(11, 11).t().requires_grad_()
+    p_k = p_e.detach().clone().requires_grad_()
+    for i in range(3):
+        torch.manual_seed(10 + i)
+        le = g(p_e)
+        le.backward()
+        torch.manual_seed(10 + i)
+        lk = cg(p_k)
+        lk.backward()
+        torch.testing.assert_close(lk, le)
+        torch.testing.assert_close(p_k.grad, p_e.grad)
