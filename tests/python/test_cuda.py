@@ -265,11 +265,12 @@ def test_reduce_overhead_replays_a_cuda_graph_and_matches_eager():
 
 # ---- concurrent NVRTC compiles and mode="max-autotune" ----------------------------------------------
 def _many_kernels(x):
-    """Softmaxes along alternating dimensions and layer norms: a kernel each. (Chained further, the
-    layer norms of nearly uniform rows amplify rounding: another reduction order differs by 1e-3.)"""
+    """Softmaxes along alternating dimensions and layer norms: a kernel each. (Not `layer_norm(x + 1)`:
+    rows of nearly equal values make the variance a cancellation that amplifies a reduction order's
+    rounding to 1e-4 absolute, seen on the H100.)"""
     for i in range(4):
         x = torch.softmax(x * 1.5, dim=i % 2)
-        x = F.layer_norm(x + 1, (x.shape[-1],))
+        x = F.layer_norm(x, (x.shape[-1],))
     return x
 
 
