@@ -77,8 +77,9 @@ static bool matches(const Buffer& buf, const at::Tensor& t, const c10::Device& d
   if (!t.defined() || t.device() != device || static_cast<int>(t.scalar_type()) != static_cast<int>(buf.dtype) ||
       t.dim() != static_cast<int64_t>(buf.sizes.size()))
     return false;
+  const bool empty = t.numel() == 0;  // no element to address: any strides will do
   for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.size(d) != buf.sizes[d] || (buf.sizes[d] > 1 && t.stride(d) != buf.strides[d])) return false;
+    if (t.size(d) != buf.sizes[d] || (!empty && buf.sizes[d] > 1 && t.stride(d) != buf.strides[d])) return false;
   return true;
 }
 

@@ -116,6 +116,18 @@ bool static_shape_indexing(const c10::OperatorHandle& op, const torch::jit::Stac
   return true;
 }
 
+// The functional forms of the in-place random fills (x.bernoulli_(p) traces as bernoulli.p) and
+// dropout: their results are random numbers laid out like a tensor they were given. (Other ops
+// tagged random, such as attention with optional dropout, compute their results.)
+static bool fills_with_random_numbers(const std::string& op) {
+  static const char* fills[] = {"aten::bernoulli", "aten::uniform", "aten::normal", "aten::exponential", "aten::geometric",
+                                "aten::log_normal", "aten::cauchy", "aten::random", "aten::native_dropout"};
+  const std::string base = op.substr(0, op.find('.'));
+  for (const char* f : fills)
+    if (base == f || base == std::string(f) + "_functional") return true;
+  return false;
+}
+
 // Whether a random operator's tensor results have another layout than its input `self` (same
 // sizes, different strides), with `self` not contiguous.
 static bool random_layout_differs(const at::Tensor& self, const torch::jit::Stack& stack, size_t n_rets) {
@@ -181,7 +193,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   // the tensor in place with the input's layout (`empty_like(x).bernoulli_(p)`); functionalized,
   // the operator makes a tensor of its own layout, so on a non-contiguous input its numbers would
   // land on other elements than eager's: such a graph runs op by op, as eager does.
-  if (node.nondeterministic && random_layout_differs(boxed_self, *stack, n_rets))
+  if (node.nondeterministic && fills_with_random_numbers(name) && random_layout_differs(boxed_self, *stack, n_rets))
     fail(name + " draws random numbers into another layout than its input's (a non-contiguous tensor)");
   for (size_t i = 0; i < n_rets; ++i) {
     const c10::IValue& r = (*stack)[stack->size() - n_rets + i];

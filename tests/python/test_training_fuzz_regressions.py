@@ -179,3 +179,22 @@ def test_dropout_of_a_non_contiguous_tensor_draws_eagers_mask():
         lk.backward()
         torch.testing.assert_close(lk, le)
         torch.testing.assert_close(p_k.grad, p_e.grad)
+
+
+def test_training_graph_of_empty_tensors_takes_any_strides():
+    # An empty tensor has no element to address; the compiled backward refused gradients whose
+    # strides differed from the traced ones ("input 7 differs from the traced one", fuzz seed 4946).
+    def f(p1, p2):
+        t2 = torch.sub(p1, p1, alpha=0.5)
+        t9 = t2 / torch.hypot(t2, torch.ones(()))
+        return t2.roll(1, 0).sum() * 0.5 + t9.tanh().sum() + torch.nn.functional.l1_loss(p1, p2, reduction="sum")
+
+    c = kiln.compile(f)
+    for n in (1, 0, 0):
+        p1 = torch.randn(1, 4).expand(n, 4).requires_grad_()
+        p2 = torch.randn(n, 1).expand(n, 4).requires_grad_()
+        q1, q2 = p1.detach().clone().requires_grad_(), p2.detach().clone().requires_grad_()
+        c(p1, p2).backward()
+        f(q1, q2).backward()
+        torch.testing.assert_close(p1.grad, q1.grad)
+        torch.testing.assert_close(p2.grad, q2.grad)
