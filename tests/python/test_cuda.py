@@ -274,21 +274,27 @@ def _many_kernels(x):
     return x
 
 
+def _close_after_chain(got, ref):
+    # Eight chained normalisations in float32, each reducing in another order than ATen's (the
+    # tuned configurations): a few elements differ by ~3e-4 (seen on the H100); a bug is off by O(1).
+    torch.testing.assert_close(got, ref, rtol=1e-3, atol=1e-3)
+
+
 def test_many_kernels_compile_in_concurrent_units(tmp_path):
     # With its autotuning alternatives the source is large enough to split; at most 4 NVRTC jobs.
     g = _C.CodegenGraph(_many_kernels, str(tmp_path), None, True, False, 4, autotune=True)
     x = make((256, 384))
-    compare(g(x), _many_kernels(x))
+    _close_after_chain(g(x), _many_kernels(x))
     assert g.status == "compiled", g.status
     t = dict(g.timings)
     assert g.num_kernels >= 4 and 2 <= t["cuda_units"] <= 4, (g.num_kernels, t)
     for _ in range(2):
         x = make((256, 384))
-        compare(g(x), _many_kernels(x))
+        _close_after_chain(g(x), _many_kernels(x))
     # A warm graph loads every unit's cubin from the cache.
     g2 = _C.CodegenGraph(_many_kernels, str(tmp_path), None, True, False, 4, autotune=True)
     x = make((256, 384))
-    compare(g2(x), _many_kernels(x))
+    _close_after_chain(g2(x), _many_kernels(x))
     assert dict(g2.timings)["cache_hit"] and dict(g2.timings)["cuda_units"] == t["cuda_units"]
 
 
