@@ -181,7 +181,10 @@ def _resume_functions():
                     (f3, (torch.ones(2), [1, 2])), (f4, (torch.ones(2),))):
         kiln.compile(f)(*args)
     # type() rather than isinstance(): a dead weak proxy among gc's objects raises on isinstance.
-    found = [o for o in gc.get_objects() if type(o) is types.FunctionType and ".__resume_at_" in o.__code__.co_qualname]
+    # Only this file's: other tests' resume functions (whichever ran before) would make the count
+    # depend on the test order.
+    found = [o for o in gc.get_objects() if type(o) is types.FunctionType and ".__resume_at_" in o.__code__.co_qualname
+             and o.__code__.co_filename == __file__]
     return found
 
 
