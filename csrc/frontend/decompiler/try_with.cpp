@@ -10,6 +10,17 @@
 
 namespace kiln::decompiler {
 
+// Pushes a marker that collects what the region stores into it (`except E as name`, `with m as
+// name`), and returns its state.
+static std::shared_ptr<SinkState> push_sink(Stack& s, const char* label) {
+  auto sink = std::make_shared<SinkState>();
+  sink->targets = {""};
+  auto marker = make_marker(ExKind::Sink, label);
+  marker->sink = sink;
+  s.push_back(marker);
+  return sink;
+}
+
 namespace {
 bool is(const frontend::Instruction& in, const char* n) { return !std::strcmp(in.name, n); }
 }  // namespace
@@ -184,11 +195,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     if (is(bc.at(p), "RERAISE")) break;
     Stack s = st;
     s.push_back(make_marker(ExKind::Dummy));
-    auto sink = std::make_shared<SinkState>();
-    sink->targets = {""};
-    auto exs = make_marker(ExKind::Sink, "<exc>");
-    exs->sink = sink;
-    s.push_back(exs);
+    auto sink = push_sink(s, "<exc>");
     RegionCtx c2 = ctx;
     c2.pure = true;
     c2.stop_at_cond = true;
@@ -249,11 +256,7 @@ int Decompiler::handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   if (after < 0) fail("with block whose handler has an unexpected shape", H);
   Stack sb = st;
   sb.push_back(make_marker(ExKind::WithExit));
-  auto sink = std::make_shared<SinkState>();
-  sink->targets = {""};
-  auto se = make_marker(ExKind::Sink, "<with>");
-  se->sink = sink;
-  sb.push_back(se);
+  auto sink = push_sink(sb, "<with>");
   RegionCtx bctx = ctx;
   bctx.follow = after;
   bctx.base = static_cast<int>(sb.size()) - 1;
