@@ -2,6 +2,7 @@
 // around a decompiled body, lambdas, and comprehensions rebuilt from the loop that fills them
 // (3.11's nested <listcomp>/<setcomp>/<dictcomp>/<genexpr> code objects, 3.12's inlined ones).
 #include <functional>
+#include <optional>
 
 #include "frontend/decompiler/decompiler_state.h"
 
@@ -98,7 +99,7 @@ namespace {
 
 struct CompParts {
   std::vector<std::string> clauses;  // "for x in y", "if c"
-  const Stmt* element = nullptr;
+  std::optional<Stmt> element;  // a copy: walk() recurses into temporary slices of the body
 };
 
 void walk(const std::vector<Stmt>& body, CompParts& parts, const Decompiler& d, int at) {
@@ -128,7 +129,7 @@ void walk(const std::vector<Stmt>& body, CompParts& parts, const Decompiler& d, 
       parts.clauses.push_back("if " + wrap(s.e1, kPrecOr));
       walk(s.body, parts, d, at);
       return;
-    case Stmt::Kind::Append: parts.element = &s; return;
+    case Stmt::Kind::Append: parts.element = s; return;
     default: d.fail("statement inside a comprehension", at);
   }
 }
@@ -138,6 +139,7 @@ ExP build_comprehension(const Stmt& loop, const std::string& iterable, char kind
   if (!loop.clauses.empty()) d.fail("comprehension loop with an else", at);
   parts.clauses.push_back("for " + loop.target + " in " + iterable);
   walk(loop.body, parts, d, at);
+  if (!parts.element) d.fail("comprehension without an element", at);
   const Stmt& el = *parts.element;
   std::string elem;
   if (kind == 'd') {
