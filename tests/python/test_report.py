@@ -95,7 +95,9 @@ def _chromium_driver():
     for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
         opts.add_argument(a)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(driver_path), options=opts)
+    # The browser is not kiln: under scripts/sanitize.sh it must not inherit the sanitizer runtimes.
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    return webdriver.Chrome(service=Service(driver_path, env=env), options=opts)
 
 
 def test_report_loads_in_headless_chromium(page, tmp_path):

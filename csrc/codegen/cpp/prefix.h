@@ -114,7 +114,8 @@ static inline double exp(double x) { return m::exp(x); }
 // This one (kiln's float exp before the one above: Cody-Waite reduction, Cephes polynomial) rounds
 // like it on about 99% of inputs, so kiln's sigmoid keeps matching ATen's.
 static inline float exp_vec(float x) {
-  float c = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);
+  // NaN is reduced as 0 (the result is x itself): converting it to an int is undefined.
+  float c = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : (x != x ? 0.0f : x));
   float n = m::floor(c * 1.44269504088896341f + 0.5f);
   float r = c - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
@@ -127,7 +128,8 @@ static inline float exp_vec(float x) {
   p = p * r * r + r + 1.0f;
   int32_t e = static_cast<int32_t>(n);
   int32_t e1 = e >> 1, e2 = e - e1;
-  int32_t b1 = (e1 + 127) << 23, b2 = (e2 + 127) << 23;
+  // Shifted as unsigned: a biased exponent below 0 (an input far below -87) is a negative int.
+  uint32_t b1 = static_cast<uint32_t>(e1 + 127) << 23, b2 = static_cast<uint32_t>(e2 + 127) << 23;
   float s1, s2;
   __builtin_memcpy(&s1, &b1, 4);
   __builtin_memcpy(&s2, &b2, 4);
