@@ -80,16 +80,10 @@ def compare(a, b, path="out", low_precision=False, training=False, grads=True):
     import torch
     if type(a) is not type(b):
         return f"{path}: type {type(a).__name__} != {type(b).__name__}"
-    if isinstance(a, torch.nn.Module):
-        pa, pb = dict(a.named_parameters()), dict(b.named_parameters())
-        if list(pa) != list(pb):
-            return f"{path}: parameters {list(pa)} != {list(pb)}"
-        for k in pa:
-            d = compare(pa[k], pb[k], f"{path}.{k}", low_precision, training, grads)
-            if d:
-                return d
-        ba, bb = dict(a.named_buffers()), dict(b.named_buffers())
-        return compare(ba, bb, f"{path}.buffers", low_precision, training, grads)
+    if isinstance(a, torch.nn.Module):  # its parameters and buffers, compared as dicts
+        return (compare(dict(a.named_parameters()), dict(b.named_parameters()), f"{path}.parameters", low_precision,
+                        training, grads)
+                or compare(dict(a.named_buffers()), dict(b.named_buffers()), f"{path}.buffers", low_precision, training, grads))
     if isinstance(a, torch.optim.Optimizer):
         return compare(a.state_dict()["state"], b.state_dict()["state"], f"{path}.state", low_precision, training)
     if isinstance(a, torch.Tensor):

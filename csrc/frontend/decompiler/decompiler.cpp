@@ -57,22 +57,21 @@ std::vector<Stmt> Decompiler::body() {
   Stack st;
   std::vector<Stmt> out;
   RegionCtx ctx;
-  // A forward jump at the top level over code nothing else reaches (kiln's resume functions: a
-  // prologue that rebuilds the stack and locals, then a jump into a copy of the original code):
-  // the prologue, then the code from the jump's target, the dead range left out.
-  const std::vector<bool> live = reachable();
+  // A prologue: straight-line code (no jump, no exception range) ending in a forward jump over
+  // code nothing else reaches (kiln's resume functions rebuild the stack and locals, then jump into
+  // a copy of the original code): the prologue, then the code from the jump's target.
+  int j = 0;
+  while (j < bc.size() && bc.at(j).target < 0 && cover_[j] < 0) ++j;
   int lo = 0;
-  for (int j = 0; j < bc.size(); ++j) {
-    if (!is_uncond_jump(j) || bc.at(j).target <= j + 1) continue;
+  if (j < bc.size() && is_uncond_jump(j) && cover_[j] < 0 && bc.at(j).target > j + 1) {
     const int t = bc.at(j).target;
-    bool dead = true;  // and the code before the jump straight-line, as a prologue is
+    const std::vector<bool> live = reachable();
+    bool dead = true;
     for (int k = j + 1; k < t && dead; ++k) dead = !live[k];
-    for (int k = 0; k < j && dead; ++k) dead = bc.at(k).target < 0 && cover_[k] < 0;
-    if (dead && cover_[j] < 0) {
-      if (region(lo, j, ctx, st, out) < 0) return out;
+    if (dead) {
+      if (region(0, j, ctx, st, out) < 0) return out;
       lo = t;
     }
-    break;  // only the first unconditional jump is looked at: a prologue has no other
   }
   region(lo, bc.size(), ctx, st, out);
   return out;
