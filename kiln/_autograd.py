@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import torch
 
+from kiln import _C
 
-class _CompiledPair(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, stages, *inputs):
+
+class _Forward:
+    """One call's compiled forward: the outputs, the saved tensors (as _C._saved_aliases gives them)
+    and each tangent's (shape, dtype, device), shared by the call's autograd node(s)."""
+    __slots__ = ("outputs", "aliases", "witnesses", "versions", "tangent_meta")
+
+    def __init__(self, stages, inputs):
         outs = stages.forward(list(inputs))
         n, m = stages.num_outputs, len(stages.mutated_inputs)
         fwd = outs[:n]
@@ -21,38 +26,115 @@ class _CompiledPair(torch.autograd.Function):
         saved = [inputs[i].clone() if i in mutated else inputs[i] for i in stages.saved_primals]
         for i, new in zip(mutated, outs[n:n + m]):  # running statistics and the like
             inputs[i].copy_(new)
-        ctx.stages = stages
-        ctx.set_materialize_grads(False)  # backward tells an unused output (None) from a zero gradient
-        ctx.save_for_backward(*saved, *outs[n + m:])
-        ctx.out_meta = [(o.shape, o.dtype, o.device) for o, r in zip(fwd, stages.output_requires_grad) if r]
-        ctx.mark_non_differentiable(*[o for o, r in zip(fwd, stages.output_requires_grad) if not r])
-        return tuple(fwd)
+        # Saved through aliases with version counters of their own, checked in backward only where
+        # that call's backward reads them (see _check_versions).
+        self.aliases, self.witnesses, self.versions = _C._saved_aliases(saved + outs[n + m:])
+        self.outputs = fwd
+        self.tangent_meta = [(o.shape, o.dtype, o.device) for o, r in zip(fwd, stages.output_requires_grad) if r]
+
+
+def _backward(ctx, grads, outputs):
+    """The gradients of the graph's inputs (a list over all of them, None where none) from the
+    gradients `grads` of forward outputs `outputs` (the other outputs got none)."""
+    if torch.is_grad_enabled():  # backward(create_graph=True): the compiled backward is not differentiable
+        raise RuntimeError("kiln: double backward (create_graph=True) through a graph kiln compiled for training is not "
+                           "supported yet; compile with backend='eager' or run this part without kiln.compile")
+    st = ctx.stages
+    tangent_of = st.tangent_of_output
+    given = [False] * len(ctx.tangent_meta)  # per tangent: whether autograd gave a gradient for that output
+    tangents = [None] * len(ctx.tangent_meta)
+    for g, j in zip(grads, outputs):
+        t = tangent_of[j]
+        if t >= 0 and g is not None:
+            given[t] = True
+            tangents[t] = g.contiguous()
+    for t, (shape, dtype, device) in enumerate(ctx.tangent_meta):
+        if tangents[t] is None:  # a placeholder the pruned backward does not read
+            tangents[t] = torch.empty(shape, dtype=dtype, device=device)
+    saved = list(ctx.saved_tensors)
+    if all(given):
+        _check_versions(ctx, range(len(saved)))
+        res = st.backward(saved + tangents)
+    else:
+        # Outputs the loss does not use: their formulas must not run (0 * inf in one of them
+        # would put NaN into a gradient eager computes finite): a backward without them.
+        res = st.backward_given(given, saved + tangents)
+        _check_versions(ctx, st.saved_read(given))
+    out = [None] * st.num_inputs
+    for g, i, reads in zip(res, st.grad_of, st.grad_tangents):
+        # An input reached only from outputs the loss did not use gets no gradient, as in eager
+        # (its .grad stays None rather than becoming zeros).
+        if any(given[j] for j in reads):
+            out[i] = g
+    return out
+
+
+def _keep(ctx, stages, fw):
+    ctx.stages = stages
+    ctx.set_materialize_grads(False)  # backward tells an unused output (None) from a zero gradient
+    ctx.save_for_backward(*fw.aliases)
+    ctx.witnesses, ctx.versions, ctx.tangent_meta = fw.witnesses, fw.versions, fw.tangent_meta
+
+
+class _CompiledPair(torch.autograd.Function):
+    """The call's one autograd node: every output, an edge to every input with a gradient."""
+    @staticmethod
+    def forward(ctx, stages, *inputs):
+        fw = _Forward(stages, inputs)
+        _keep(ctx, stages, fw)
+        ctx.mark_non_differentiable(*[o for o, r in zip(fw.outputs, stages.output_requires_grad) if not r])
+        return tuple(fw.outputs)
 
     @staticmethod
     def backward(ctx, *grads):
-        if torch.is_grad_enabled():  # backward(create_graph=True): the compiled backward is not differentiable
-            raise RuntimeError("kiln: double backward (create_graph=True) through a graph kiln compiled for training is not "
-                               "supported yet; compile with backend='eager' or run this part without kiln.compile")
+        return (None, *_backward(ctx, grads, range(len(grads))))
+
+
+class _Group(torch.autograd.Function):
+    """One group of a call's outputs (TrainingStages.component_outputs) as an autograd node with
+    edges to the inputs that group reaches; the forward ran already (fw)."""
+    @staticmethod
+    def forward(ctx, stages, fw, k, *inputs):
+        _keep(ctx, stages, fw)
+        ctx.group = k
+        return tuple(fw.outputs[j] for j in stages.component_outputs[k])
+
+    @staticmethod
+    def backward(ctx, *grads):
         st = ctx.stages
-        tangents = []
-        given = []  # per tangent: whether autograd gave a gradient for that output
-        metas = iter(ctx.out_meta)
-        for g, needed in zip(grads, st.output_requires_grad):
-            if not needed:
-                continue
-            shape, dtype, device = next(metas)
-            given.append(g is not None)
-            # The backward was traced with dense tangents: give it those.
-            tangents.append(torch.zeros(shape, dtype=dtype, device=device) if g is None else g.contiguous())
-        res = st.backward(list(ctx.saved_tensors) + tangents)
-        out = [None] * st.num_inputs
-        for g, i, reads in zip(res, st.grad_of, st.grad_tangents):
-            # An input reached only from outputs the loss did not use gets no gradient, as in eager
-            # (its .grad stays None rather than becoming zeros).
-            if not any(given[j] for j in reads):
-                continue
-            out[i] = g
-        return (None, *out)
+        out = _backward(ctx, grads, st.component_outputs[ctx.group])
+        return (None, None, None, *[out[st.grad_of[p]] for p in st.component_grads[ctx.group]])
+
+
+def _check_versions(ctx, indices):
+    """Autograd's check that a saved tensor was not written in place since the forward, for the
+    saved tensors this backward reads (eager checks those of the formulas it runs). The witnesses
+    go with this backward (a second one, under retain_graph=True, is not checked)."""
+    w, v = ctx.witnesses, ctx.versions
+    if w is None:
+        return
+    ctx.witnesses = None
+    for i in indices:
+        if w[i]._version != v[i]:
+            t = w[i]
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace operation: "
+                f"[{t.type()} {list(t.shape)}], which is saved by a graph kiln compiled, is at version {t._version}; "
+                f"expected version {v[i]} instead. Hint: the tensor was written in place after the compiled call "
+                "and before backward")
+
+
+def _run_groups(stages, inputs):
+    # Outputs that reach disjoint sets of inputs: eager's backward from one set never visits the
+    # others' inputs (whose history may have no derivative, or saved tensors written since).
+    with torch.no_grad():
+        fw = _Forward(stages, inputs)
+    outs = list(fw.outputs)
+    for k, js in enumerate(stages.component_outputs):
+        mine = [inputs[stages.grad_of[p]] for p in stages.component_grads[k]]
+        for j, o in zip(js, _Group.apply(stages, fw, k, *mine)):
+            outs[j] = o
+    return tuple(outs)
 
 
 def _same_storage(a, b):
@@ -61,7 +143,19 @@ def _same_storage(a, b):
 
 
 def run(stages, *inputs):
-    outs = _CompiledPair.apply(stages, *inputs)
+    # An input no differentiable output reaches (unused by the graph, or used only where no
+    # gradient flows) gets no edge from the node: eager's backward never visits its autograd
+    # history, whose nodes may hold saved tensors modified since or have no derivative.
+    unreached = stages.unreached_inputs
+    if unreached:
+        inputs = list(inputs)
+        for i in unreached:
+            if inputs[i].requires_grad:
+                inputs[i] = inputs[i].detach()
+    if len(stages.component_outputs) <= 1:
+        outs = _CompiledPair.apply(stages, *inputs)
+    else:
+        outs = _run_groups(stages, inputs)
     if not any(o._is_view() for o in outs):
         return outs
     # An output that is a view (of an input, or of another output, as eager's `t[0]` or

@@ -8,10 +8,14 @@
 #include <ATen/MemoryOverlap.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
 #include <set>
 
+#include "autograd/absent_tangents.h"
 #include "autograd/partition.h"
 #include "frontend/hook/frame_dispatch.h"
 #include "runtime/compiled_graph.h"
@@ -62,7 +66,25 @@ struct TrainingStages {
   std::vector<int> mutated_inputs;  // forward outputs after num_outputs: new contents of these inputs
   std::vector<bool> output_requires_grad;
   std::vector<std::vector<int>> grad_tangents;  // per gradient: the outputs (tangents) whose autograd graph reaches it
+  std::vector<int> unreached_inputs;             // inputs with no gradient (no edge from the node to them)
+  // The differentiable outputs grouped by the inputs they reach (outputs that share an input are
+  // in one group): per group, its forward outputs and its gradients (positions in grad_of). With
+  // several groups, kiln/_autograd.py gives each its own autograd node, so that backward from one
+  // group's outputs visits only the inputs those reach, as eager's does.
+  std::vector<std::vector<int>> component_outputs, component_grads;
+  std::vector<int> tangent_of_output;  // per forward output: its tangent, -1 when it needs no gradient
   std::string describe;
+  // For calls where some outputs get no gradient: the backward's trace, built again without the
+  // absent tangents' formulas (autograd/absent_tangents.h), once per set of given tangents.
+  bridge::TraceResult bwd_trace;
+  int first_tangent = 0;  // backward inputs before the tangents (saved primals and values)
+  runtime::BuildOptions opts;
+  struct Pruned {
+    std::shared_ptr<runtime::CompiledGraph> graph;
+    std::vector<bool> zero_output;
+    std::vector<int> reads;  // the saved tensors (backward inputs before the tangents) it reads
+  };
+  std::map<std::vector<bool>, Pruned> pruned;
 
   py::list run(runtime::CompiledGraph& g, py::list in) {
     std::vector<at::Tensor> ts = unpack_tensors(in, "inputs");
@@ -75,7 +97,72 @@ struct TrainingStages {
     for (auto& t : outs) r.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(t)));
     return r;
   }
+
+  // The backward for a call where only the tangents marked in `given` came (the others' inputs
+  // are placeholders it does not read): the gradients, None where structurally zero.
+  py::list backward_given(const std::vector<bool>& given, py::list in) {
+    auto it = pruned.find(given);
+    if (it == pruned.end()) {
+      autograd::PrunedBackward p = autograd::prune_absent_tangents(bwd_trace.graph, first_tangent, given);
+      bridge::TraceResult t;
+      t.graph = std::move(p.graph);
+      t.constants = bwd_trace.constants;
+      for (int n : p.origin) t.node_args.push_back(n >= 0 ? bwd_trace.node_args.at(n) : zeros_args(t.graph, t.graph.nodes[t.node_args.size()]));
+      runtime::BuildResult b;
+      {
+        py::gil_scoped_release nogil;
+        b = runtime::build_graph(std::move(t), opts);
+      }
+      if (!b.graph) throw std::runtime_error("kiln: building the backward for the outputs that got a gradient failed: " + b.error);
+      std::vector<int> reads;
+      std::vector<int> uses = b.graph->trace().graph.use_counts();
+      for (size_t v = 0; v < b.graph->trace().graph.values.size(); ++v) {
+        const ir::AtenValue& val = b.graph->trace().graph.values[v];
+        if (val.kind == ir::AtenValue::kInput && val.index < first_tangent && uses[v] > 0) reads.push_back(val.index);
+      }
+      it = pruned.emplace(given, Pruned{b.graph, std::move(p.zero_output), std::move(reads)}).first;
+    }
+    py::list got = run(*it->second.graph, in);
+    py::list r;
+    size_t k = 0;
+    for (bool z : it->second.zero_output) r.append(z ? py::none() : py::object(got[k++]));
+    return r;
+  }
+
+  // The boxed arguments of an inserted aten::zeros (autograd/absent_tangents.cpp): size, dtype,
+  // layout, device (the graph's), pin_memory.
+  std::vector<c10::IValue> zeros_args(const ir::AtenGraph& g, const ir::AtenNode& n) const {
+    bool cpu = g.values.at(n.outputs.at(0)).meta.cpu;
+    c10::Device device = cpu ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(std::max(opts.cuda_device, 0)));
+    return {c10::IValue(n.args.at(0).ints), c10::IValue(n.args.at(1).i), c10::IValue(), c10::IValue(device), c10::IValue()};
+  }
 };
+
+// TrainingStages::component_outputs / component_grads: union-find over the tangents, joined by
+// each gradient the tangents reach.
+static void group_outputs(TrainingStages& st) {
+  std::vector<int> output_of;  // per tangent: its forward output
+  for (size_t j = 0; j < st.output_requires_grad.size(); ++j) {
+    st.tangent_of_output.push_back(st.output_requires_grad[j] ? static_cast<int>(output_of.size()) : -1);
+    if (st.output_requires_grad[j]) output_of.push_back(static_cast<int>(j));
+  }
+  std::vector<int> parent(output_of.size());
+  for (size_t t = 0; t < parent.size(); ++t) parent[t] = static_cast<int>(t);
+  std::function<int(int)> root = [&](int t) { return parent[t] == t ? t : parent[t] = root(parent[t]); };
+  for (const auto& tangents : st.grad_tangents)
+    for (size_t k = 1; k < tangents.size(); ++k) parent[root(tangents[k])] = root(tangents[0]);
+  std::map<int, int> group_of_root;
+  std::vector<int> group(parent.size());
+  for (size_t t = 0; t < parent.size(); ++t) {
+    auto it = group_of_root.emplace(root(static_cast<int>(t)), static_cast<int>(group_of_root.size())).first;
+    group[t] = it->second;
+  }
+  st.component_outputs.assign(group_of_root.size(), {});
+  st.component_grads.assign(group_of_root.size(), {});
+  for (size_t t = 0; t < group.size(); ++t) st.component_outputs[group[t]].push_back(output_of[t]);
+  for (size_t p = 0; p < st.grad_tangents.size(); ++p)
+    if (!st.grad_tangents[p].empty()) st.component_grads[group[st.grad_tangents[p][0]]].push_back(static_cast<int>(p));
+}
 
 // Whether a graph output is a view (through view ops) of the new contents of an input the graph
 // writes in place. Eager returns a view of the input itself there (`a.div_(2); return a[0]`), and
@@ -432,7 +519,13 @@ class CodegenGraph {
         st->grad_of = jt.grad_of;
         st->output_requires_grad = jt.output_requires_grad;
         st->grad_tangents = jt.grad_outputs;
+        for (int i = 0; i < jt.num_primals; ++i)
+          if (std::find(jt.grad_of.begin(), jt.grad_of.end(), i) == jt.grad_of.end()) st->unreached_inputs.push_back(i);
+        group_outputs(*st);
         st->describe = split.describe();
+        st->bwd_trace = split_trace(split.backward, split.backward_nodes, split.backward_constants, jt.trace);
+        st->first_tangent = static_cast<int>(split.saved_primals.size()) + split.num_saved_values;
+        st->opts = opts_;
         training_ = st;
         training_status_ = "compiled forward and backward; " + st->describe;
         timings_["training_build"] = since(t0);
@@ -560,6 +653,12 @@ void bind_codegen(py::module_& m) {
   py::class_<TrainingStages, std::shared_ptr<TrainingStages>>(m, "TrainingStages")
       .def("forward", [](TrainingStages& s, py::list in) { return s.run(*s.fwd, in); })
       .def("backward", [](TrainingStages& s, py::list in) { return s.run(*s.bwd, in); })
+      .def("saved_read", [](TrainingStages& s, const std::vector<bool>& given) {
+            auto it = s.pruned.find(given);
+            return it == s.pruned.end() ? std::vector<int>() : it->second.reads;
+          }, "the saved tensors the backward built for these given tangents reads (after backward_given built it)")
+      .def("backward_given", &TrainingStages::backward_given, py::arg("given"), py::arg("inputs"),
+           "the backward for a call where only the tangents marked given came: gradients, None where structurally zero")
       .def_readonly("num_inputs", &TrainingStages::num_inputs)
       .def_readonly("num_outputs", &TrainingStages::num_outputs)
       .def_readonly("saved_primals", &TrainingStages::saved_primals)
@@ -567,7 +666,27 @@ void bind_codegen(py::module_& m) {
       .def_readonly("mutated_inputs", &TrainingStages::mutated_inputs)
       .def_readonly("output_requires_grad", &TrainingStages::output_requires_grad)
       .def_readonly("grad_tangents", &TrainingStages::grad_tangents)
+      .def_readonly("unreached_inputs", &TrainingStages::unreached_inputs)
+      .def_readonly("component_outputs", &TrainingStages::component_outputs)
+      .def_readonly("component_grads", &TrainingStages::component_grads)
+      .def_readonly("tangent_of_output", &TrainingStages::tangent_of_output)
       .def_readonly("describe", &TrainingStages::describe);
+  // For kiln/_autograd.py: per tensor a training node saves, an alias of its memory with a version
+  // counter of its own (what the node saves: autograd's own check would fire when the caller
+  // writes the tensor in place even where the backward of this call does not read it), a
+  // detached alias sharing its version counter (to check the ones that are read), and that version.
+  m.def("_saved_aliases", [](py::list in) {
+    std::vector<at::Tensor> ts = unpack_tensors(in, "saved tensors");
+    py::list aliases, witnesses, versions;
+    for (const at::Tensor& t : ts) {
+      at::Tensor a = at::empty({0}, t.options().requires_grad(false));
+      a.set_(t.storage(), t.storage_offset(), t.sizes(), t.strides());
+      aliases.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(a)));
+      witnesses.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(t.detach())));
+      versions.append(t._version());
+    }
+    return py::make_tuple(aliases, witnesses, versions);
+  });
   py::class_<CodegenGraph>(m, "CodegenGraph")
       .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int, bool, bool, bool, bool, bool>(), py::arg("eager"), py::arg("cache_dir") = "",
            py::arg("on_compiled") = py::none(), py::arg("fuse") = true, py::arg("background") = false, py::arg("jobs") = 0,
