@@ -82,6 +82,32 @@ static std::vector<int> values_read(const AtenGraph& g, const std::vector<int>& 
   return reads;
 }
 
+// Whether a node depends on a tangent (joint inputs past the primals): a backward node.
+static bool reads_a_tangent(const AtenGraph& g, const AtenNode& node, int num_primals) {
+  std::vector<bool> seen(g.values.size(), false);
+  std::vector<int> stack;
+  for (const auto& a : node.args) {
+    if (a.kind == ir::AtenArg::kTensor) stack.push_back(a.value);
+    for (int x : a.values)
+      if (x >= 0) stack.push_back(x);
+  }
+  while (!stack.empty()) {
+    int v = stack.back();
+    stack.pop_back();
+    if (v < 0 || seen[v]) continue;
+    seen[v] = true;
+    const AtenValue& val = g.values[v];
+    if (val.kind == AtenValue::kInput && val.index >= num_primals) return true;
+    if (val.kind != AtenValue::kNodeOutput) continue;
+    for (const auto& a : g.nodes[val.index].args) {
+      if (a.kind == ir::AtenArg::kTensor) stack.push_back(a.value);
+      for (int x : a.values)
+        if (x >= 0) stack.push_back(x);
+    }
+  }
+  return false;
+}
+
 JointSplit partition_joint(const AtenGraph& joint, int num_primals, int num_fwd_outputs, Partitioner how) {
   if (!joint.input_mutations.empty()) throw std::runtime_error("the training graph mutates its inputs");
   const int num_outputs = static_cast<int>(joint.outputs.size());
@@ -93,7 +119,13 @@ JointSplit partition_joint(const AtenGraph& joint, int num_primals, int num_fwd_
 
   const size_t n = joint.nodes.size();
   std::vector<bool> fwd(n, false), bwd(n, false);
-  mark_needed(joint, fwd_out, fwd);
+  // Nodes that raise on bad values (an index out of range) run in the forward even when unused.
+  std::vector<int> fwd_roots = fwd_out;
+  for (const auto& node : joint.nodes)
+    if (ir::raises_on_values(joint, node) && !node.outputs.empty() && node.outputs[0] >= 0 &&
+        !reads_a_tangent(joint, node, num_primals))
+      fwd_roots.push_back(node.outputs[0]);
+  mark_needed(joint, fwd_roots, fwd);
   mark_needed(joint, grads, bwd);
 
   JointSplit s;

@@ -118,4 +118,19 @@ std::vector<int> AtenGraph::use_counts() const {
   return uses;
 }
 
+bool raises_on_values(const AtenGraph& g, const AtenNode& n) {
+  const std::string base = n.op.substr(0, n.op.find('.'));
+  static const char* const indexing[] = {"aten::embedding", "aten::index_select", "aten::gather", "aten::index", "aten::take",
+                                         "aten::scatter", "aten::scatter_add", "aten::scatter_reduce", "aten::index_add",
+                                         "aten::index_copy", "aten::index_put", "aten::index_fill", "aten::nll_loss_forward",
+                                         "aten::nll_loss2d_forward", "aten::one_hot"};
+  for (const char* op : indexing)
+    if (base == op) return true;
+  // Integer floor/trunc division and remainders: kernels check for a zero divisor.
+  if (base != "aten::floor_divide" && base != "aten::div" && base != "aten::remainder" && base != "aten::fmod") return false;
+  if (n.outputs.empty() || n.outputs[0] < 0) return false;
+  DType out = g.values.at(n.outputs[0]).meta.dtype;
+  return !is_floating(out) && out != DType::kBool;
+}
+
 }  // namespace kiln::ir

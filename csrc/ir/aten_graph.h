@@ -72,4 +72,8 @@ struct AtenGraph {
   std::vector<int> use_counts() const;
 };
 
+// Whether the operator raises on some values of its inputs (an index out of range, an integer
+// division by zero): such a node runs even when nothing reads its result, as in eager.
+bool raises_on_values(const AtenGraph& g, const AtenNode& n);
+
 }  // namespace kiln::ir

@@ -47,13 +47,6 @@ static bool dense_layout(const std::vector<int64_t>& sizes, const std::vector<in
   return true;
 }
 
-// Integer floor/trunc division and remainders: the ops whose kernels check for a zero divisor.
-static bool may_divide_integers_by_zero(const AtenNode& n, const TensorMeta& out) {
-  if (is_floating(out.dtype) || out.dtype == DType::kBool) return false;
-  const std::string base = n.op.substr(0, n.op.find('.'));
-  return base == "aten::floor_divide" || base == "aten::div" || base == "aten::remainder" || base == "aten::fmod";
-}
-
 Lowerer::Lowerer(const AtenGraph& g, LoweringOptions opts) : g_(g), opts_(opts) {}
 
 std::string Lowerer::node_label(int node) const {
@@ -407,10 +400,11 @@ Program Lowerer::run() {
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     node_ = static_cast<int>(i);
     if (opts_.extern_only || !lower_node(node_)) extern_call(node_);
-    // An integer division nobody reads still runs: eager raises on a zero divisor.
-    for (int v : g_.nodes[i].outputs)
-      if (v >= 0 && uses_[v] == 0 && values_[v].buffer < 0 && values_[v].loader && may_divide_integers_by_zero(g_.nodes[i], meta(v)))
-        ensure_buffer(v);
+    // An integer division or an indexing nobody reads still runs: eager raises on a zero divisor
+    // or an index out of range.
+    if (ir::raises_on_values(g_, g_.nodes[i]))
+      for (int v : g_.nodes[i].outputs)
+        if (v >= 0 && uses_[v] == 0 && values_[v].buffer < 0 && values_[v].loader) ensure_buffer(v);
     // Values read more than once and expensive to recompute are realized right away, and so are
     // transcendental values a reader broadcasts (RoPE's cos and sin, read once per head and
     // batch row: inlined, each would be computed again for every one of them).

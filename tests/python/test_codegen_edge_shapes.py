@@ -86,6 +86,32 @@ def test_an_unused_integer_division_by_zero_still_raises():
     assert_same(compiled(torch.tensor([1, 3, 2]), torch.ones(2)), torch.tensor(2.0))
 
 
+@pytest.mark.parametrize("op", ["embedding", "index_select", "gather"])
+def test_an_unused_indexing_out_of_range_still_raises(op):
+    weight = torch.randn(3, 4)
+
+    def fn(idx, x):
+        if op == "embedding":
+            t = torch.nn.functional.embedding(idx, weight)  # never read
+        elif op == "index_select":
+            t = weight.index_select(0, idx)  # noqa: F841
+        else:
+            t = weight.gather(0, idx[:, None].expand(-1, 4))  # noqa: F841
+        return x * 2
+
+    compiled = kiln.compile(fn)
+    x = torch.randn(2)
+    for bad in (False, True, False, True):
+        idx = torch.tensor([0, 5 if bad else 2])
+        if bad:
+            with pytest.raises(IndexError if op != "gather" else RuntimeError):
+                fn(idx, x)
+            with pytest.raises(IndexError if op != "gather" else RuntimeError):
+                compiled(idx, x)
+        else:
+            assert_same(compiled(idx, x), fn(idx, x))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_float_floor_division_matches_aten_below_an_integer(dtype):
     # 1.0 / 0.001 rounds to 1000 but the exact quotient is below it: ATen gives 999

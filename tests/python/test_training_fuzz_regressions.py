@@ -2,6 +2,7 @@
 covers. Every case compares with eager: values, gradients (None where eager leaves None)."""
 import io
 
+import pytest
 import torch
 
 import kiln
@@ -273,7 +274,6 @@ def test_an_input_written_in_place_after_the_call_is_checked_only_where_backward
     mc, _ = cf(pc, ac)
     ae.mul_(2)
     ac.mul_(2)
-    import pytest
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         me.backward()
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
@@ -303,3 +303,26 @@ def test_outputs_reaching_disjoint_inputs_are_separate_autograd_nodes():
     (lc + (uc * uc).sum()).backward()
     torch.testing.assert_close(pc.grad, pe.grad)
     torch.testing.assert_close(tc.grad, te.grad)
+
+
+def test_an_unused_embedding_of_an_index_out_of_range_raises_in_training():
+    # The embedding's output is unused: the partitioner left it out of the forward, and the
+    # IndexError eager raises went missing.
+    emb = torch.nn.Embedding(3, 4)
+
+    def f(idx, p):
+        emb(idx)
+        return (p * p).sum()
+
+    cf = kiln.compile(f)
+    for bad in (False, True, False, True):
+        idx = torch.tensor([5 if bad else 1])
+        p = _leaf(10, 4)
+        if bad:
+            with pytest.raises(IndexError):
+                f(idx, p)
+            with pytest.raises(IndexError):
+                cf(idx, p)
+        else:
+            cf(idx, p).backward()
+            torch.testing.assert_close(p.grad, 2 * p.detach())
