@@ -139,11 +139,12 @@ void Interpreter::note_container_mutation(const VarPtr& c, const std::string& wh
 // compiled on its own when its forward has a graph break): guarding them by identity would
 // recompile each time. nn.Modules are among them: their parameters and buffers are graph inputs
 // fetched from the instance, their hook dicts and forward are guarded where a call inlines them.
-// Other callables, and objects reached from globals and closures (registries, sentinels), are
-// guarded by identity, which lets the capture use them freely.
+// Instances of built-in classes handed in the same way (an io.StringIO a resume function takes
+// from the stack on its way to print()) likewise. Other callables, and objects reached from
+// globals and closures (registries, sentinels), are guarded by identity, which lets the capture
+// use them freely.
 bool Interpreter::guard_by_type(PyObject* o, const SourcePtr& src) {
-  PyTypeObject* t = Py_TYPE(o);
-  if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_Check(o) || PyModule_Check(o) ||
+  if (PyType_Check(o) || PyModule_Check(o) ||
       (PyCallable_Check(o) && !is_module_instance(o)) || PyAnySet_Check(o))
     return false;
   const Source* root = src.get();
