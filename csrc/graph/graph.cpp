@@ -169,7 +169,10 @@ int Graph::eliminate_dead_code(const std::vector<bool>& is_pure) {
     for (const auto& a : n.args) mark_uses(a, live);
     for (const auto& kv : n.kwargs) mark_uses(kv.second, live);
   }
-  // Renumber survivors.
+  return compact(live);
+}
+
+int Graph::compact(const std::vector<bool>& live) {
   std::vector<int> remap(nodes_.size(), -1);
   std::vector<Node> kept;
   for (auto& n : nodes_)
@@ -179,13 +182,32 @@ int Graph::eliminate_dead_code(const std::vector<bool>& is_pure) {
     if (a.kind == Arg::kNode) a.node = remap[a.node];
     for (auto& it : a.items) fix(it);
   };
+  num_placeholders_ = 0;
   for (auto& n : kept) {
     n.id = remap[n.id];
     for (auto& a : n.args) fix(a);
     for (auto& kv : n.kwargs) fix(kv.second);
+    if (n.op == Op::kPlaceholder) ++num_placeholders_;
   }
   nodes_ = std::move(kept);
   return removed;
+}
+
+std::vector<bool> Graph::remove_unused_placeholders() {
+  std::vector<bool> used(nodes_.size(), false);
+  for (const Node& n : nodes_) {
+    if (n.op == Op::kPlaceholder) continue;
+    for (const auto& a : n.args) mark_uses(a, used);
+    for (const auto& kv : n.kwargs) mark_uses(kv.second, used);
+  }
+  std::vector<bool> kept_inputs, live(nodes_.size(), true);
+  for (const Node& n : nodes_)
+    if (n.op == Op::kPlaceholder) {
+      kept_inputs.push_back(used[n.id]);
+      live[n.id] = used[n.id];
+    }
+  compact(live);
+  return kept_inputs;
 }
 
 }  // namespace kiln::graph

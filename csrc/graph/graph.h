@@ -67,9 +67,13 @@ class Graph {
   // Removes call nodes whose values no output or other live node reads (only pure nodes:
   // the caller says which are pure). Returns how many were removed.
   int eliminate_dead_code(const std::vector<bool>& is_pure);
+  // Removes placeholders no node and no output reads; returns, per placeholder before the
+  // removal (in input order), whether it was kept.
+  std::vector<bool> remove_unused_placeholders();
 
  private:
   std::string unique_name(const std::string& hint);
+  int compact(const std::vector<bool>& live);  // keeps the live nodes, renumbered; returns how many went
   std::vector<Node> nodes_;
   std::unordered_set<std::string> used_names_;
   std::unordered_map<std::string, int> next_suffix_;  // per base name: the next suffix to try

@@ -188,6 +188,19 @@ def test_explain_reports_graphs_breaks_guards():
     assert out.graph_count == 1 and "relu" in str(out) and "check_tensor" in str(out)
 
 
+def test_a_resume_function_takes_only_the_tensors_its_graph_reads():
+    # After the break, the frame holds x, y and z; the graph after it reads z only.
+    def g(x):
+        y = x * 2
+        z = y + 1
+        print("break")
+        return z.relu(), y
+
+    out = kiln.explain(g)(torch.randn(3))
+    resumed = [gr["code"] for gr in out.graphs if "relu" in gr["code"]]
+    assert len(resumed) == 1 and "def forward(self, l_z_):" in resumed[0], resumed
+
+
 def test_stats_and_reset():
     c = kiln.compile(lambda x: x + 1)
     c(torch.randn(2))

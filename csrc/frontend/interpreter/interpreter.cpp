@@ -191,6 +191,19 @@ void Interpreter::run() {
   frames_.pop_back();
   cap_.graph->set_output(std::move(outs));
   cap_.graph->eliminate_dead_code(cap_.removable);  // only kiln-made getitem nodes may go
+  // Tensors the frame holds but the graph never reads (a resume function's live locals) are not
+  // inputs: nothing to fetch or pass per call, and no autograd edge from a training graph to them.
+  // Their guards stay (what the capture assumed of them still holds).
+  std::vector<bool> kept = cap_.graph->remove_unused_placeholders();
+  size_t k = 0;
+  for (size_t i = 0; i < kept.size(); ++i)
+    if (kept[i]) {
+      cap_.inputs[k] = cap_.inputs[i];
+      cap_.example_inputs[k] = cap_.example_inputs[i];
+      ++k;
+    }
+  cap_.inputs.resize(k);
+  cap_.example_inputs.resize(k);
 }
 
 // The module whose __dict__ is `globals` (sys.modules[globals['__name__']]), or null.
