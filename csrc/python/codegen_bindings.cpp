@@ -138,6 +138,21 @@ struct TrainingStages {
   }
 };
 
+// A tensor over `t`'s memory with its sizes and strides and no autograd history, made without a
+// dispatcher call (several per training call): with a version counter of its own, or sharing t's.
+// Tensors of a Python subclass or not strided take the dispatcher's route.
+static at::Tensor shallow_alias(const at::Tensor& t, bool share_version) {
+  if (t.layout() != c10::kStrided || t.key_set().has(c10::DispatchKey::Python) || !t.has_storage()) {
+    at::Tensor a = share_version ? t.detach() : at::empty({0}, t.options().requires_grad(false));
+    if (!share_version) a.set_(t.storage(), t.storage_offset(), t.sizes(), t.strides());
+    return a;
+  }
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set() - c10::autograd_dispatch_keyset, t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  if (share_version) impl->set_version_counter(t.unsafeGetTensorImpl()->version_counter());
+  return at::Tensor(std::move(impl));
+}
+
 // TrainingStages::component_outputs / component_grads: union-find over the tangents, joined by
 // each gradient the tangents reach.
 static void group_outputs(TrainingStages& st) {
@@ -676,13 +691,12 @@ void bind_codegen(py::module_& m) {
   // writes the tensor in place even where the backward of this call does not read it), a
   // detached alias sharing its version counter (to check the ones that are read), and that version.
   m.def("_saved_aliases", [](py::list in) {
-    std::vector<at::Tensor> ts = unpack_tensors(in, "saved tensors");
     py::list aliases, witnesses, versions;
-    for (const at::Tensor& t : ts) {
-      at::Tensor a = at::empty({0}, t.options().requires_grad(false));
-      a.set_(t.storage(), t.storage_offset(), t.sizes(), t.strides());
-      aliases.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(a)));
-      witnesses.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(t.detach())));
+    for (py::handle h : in) {
+      if (!THPVariable_Check(h.ptr())) throw py::type_error("saved tensors must be tensors");
+      const at::Tensor& t = THPVariable_Unpack(h.ptr());
+      aliases.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(shallow_alias(t, false))));
+      witnesses.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(shallow_alias(t, true))));
       versions.append(t._version());
     }
     return py::make_tuple(aliases, witnesses, versions);
