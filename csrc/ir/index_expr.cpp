@@ -49,25 +49,43 @@ bool Index::uses_var(int id) const {
   return false;
 }
 
-static std::string atom_string(const Atom& a) {
+static std::string atom_string(const Atom& a, const IntSpelling* sp) {
   if (a.kind == Atom::kVar) return "x" + std::to_string(a.var);
   StrBuilder b;
-  b << "((" << a.arg.to_string() << ")" << (a.kind == Atom::kFloorDiv ? " / " : " % ") << a.divisor << ")";
+  b << "((" << a.arg.to_string(sp) << ")" << (a.kind == Atom::kFloorDiv ? " / " : " % ");
+  auto it = sp ? sp->find(&a.divisor) : IntSpelling::const_iterator();
+  if (sp && it != sp->end()) b << it->second;
+  else b << a.divisor;
+  b << ")";
   return b.str();
 }
 
-std::string Index::to_string() const {
+std::string Index::to_string() const { return to_string(nullptr); }
+
+std::string Index::to_string(const IntSpelling* sp) const {
+  // A symbolic integer prints as "+ (expression)"; literals print exactly as without spelling.
+  auto symbolic = [sp](const int64_t& v) -> const std::string* {
+    if (!sp) return nullptr;
+    auto it = sp->find(&v);
+    return it == sp->end() ? nullptr : &it->second;
+  };
   StrBuilder b;
   bool first = true;
   for (const auto& [c, a] : terms) {
+    if (const std::string* cs = symbolic(c)) {
+      b << (first ? "" : " + ") << *cs << "*" << atom_string(*a, sp);
+      first = false;
+      continue;
+    }
     if (!first) b << (c < 0 ? " - " : " + ");
     else if (c < 0) b << "-";
     int64_t m = c < 0 ? -c : c;
     if (m != 1) b << m << "*";
-    b << atom_string(*a);
+    b << atom_string(*a, sp);
     first = false;
   }
-  if (first) b << constant;
+  if (const std::string* cs = symbolic(constant)) b << (first ? "" : " + ") << *cs;
+  else if (first) b << constant;
   else if (constant) b << (constant < 0 ? " - " : " + ") << (constant < 0 ? -constant : constant);
   return b.str();
 }

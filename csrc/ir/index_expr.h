@@ -6,12 +6,17 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace kiln::ir {
 
 struct Atom;
+// How generated code spells integers of the IR that depend on runtime sizes (ir/size_template.h):
+// C++ over the size symbols, keyed by the address of the integer field. Fields not listed print
+// as literals.
+using IntSpelling = std::unordered_map<const int64_t*, std::string>;
 using AtomPtr = std::shared_ptr<const Atom>;
 
 struct Index {
@@ -27,6 +32,7 @@ struct Index {
   int64_t coefficient_of(int id) const;
   bool uses_var(int id) const;
   std::string to_string() const;  // C++ syntax, variables named x<id>
+  std::string to_string(const IntSpelling* spelling) const;  // with symbolic integers spelled out
   bool operator==(const Index& o) const;
 };
 

@@ -66,6 +66,12 @@ bool CompiledGraph::load(const std::string& library, std::string* error) {
   return true;
 }
 
+void CompiledGraph::share_kernels(const CompiledGraph& base, std::vector<int64_t> symbols) {
+  handle_ = base.handle_;
+  kernels_ = base.kernels_;
+  symbols_ = std::move(symbols);
+}
+
 void CompiledGraph::use_cuda(std::shared_ptr<CudaKernels> kernels, int device) {
   cuda_ = std::move(kernels);
   device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device));
@@ -116,9 +122,12 @@ std::vector<at::Tensor> CompiledGraph::run_steps(const std::vector<at::Tensor>& 
   std::vector<at::Tensor> slots(nb);
   if (!program_.input_mutations.empty() && mutated_input_aliases(program_.input_mutations, inputs))
     throw InputMismatch("an input written in place shares memory with another input");
-  std::vector<void*> ptrs(nb + 1, nullptr);
-  int error = 0;          // this run's kernel error flag, the table's last entry
+  // The buffer table: one pointer per buffer, the run's kernel error flag, then the size symbols
+  // of kernels generated for runtime sizes (codegen/cpp/cpp_codegen.h).
+  std::vector<void*> ptrs(nb + 2, nullptr);
+  int error = 0;
   ptrs[nb] = &error;
+  ptrs[nb + 1] = symbols_.empty() ? nullptr : const_cast<int64_t*>(symbols_.data());
   // On CUDA the flag lives in device memory and is read once, after the last step.
   std::optional<c10::DeviceGuard> guard;
   at::Tensor device_error;

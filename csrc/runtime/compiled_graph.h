@@ -52,6 +52,11 @@ class CompiledGraph {
   // allocated there, kernels launch on its current stream.
   void use_cuda(std::shared_ptr<CudaKernels> kernels, int device);
   bool on_cuda() const { return cuda_ != nullptr; }
+  // Runs `base`'s kernels, generated for runtime sizes (ir/size_template.h), with these values of
+  // their size symbols: this graph's program is the template's at those values (checked by the
+  // caller), so only its buffers, extern calls and the symbols differ from `base`.
+  void share_kernels(const CompiledGraph& base, std::vector<int64_t> symbols);
+  const std::vector<int64_t>& size_symbols() const { return symbols_; }
   // With `device_flag` (CUDA graphs being captured: no host sync allowed), the kernels' error
   // flag is handed back in device memory instead of being read; the caller reads it after replay.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs, at::Tensor* device_flag = nullptr);
@@ -78,6 +83,7 @@ class CompiledGraph {
   std::vector<std::vector<int>> kernel_outputs_;          // per kernel: buffers it allocates
   std::vector<int> donee_;                                // per buffer: who takes its memory, or -1
   std::vector<bool> input_on_cpu_;                        // per graph input: traced on the CPU
+  std::vector<int64_t> symbols_;                          // size symbols the kernels read (runtime sizes)
 };
 
 }  // namespace kiln::runtime

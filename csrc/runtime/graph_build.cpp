@@ -162,7 +162,66 @@ std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program
 }
 #endif
 
+// Generates C++ for a CPU program (its size-dependent integers spelled through `sizes`, if set),
+// compiles it or loads it from the cache, and loads it.
+void build_cpu(bridge::TraceResult trace, ir::Program prog, const codegen::SizeSymbols* sizes, const BuildOptions& opts, BuildResult& r) {
+  // The key is the code itself (and how it is compiled): any change to the generator, its
+  // prefix header or the program gives a new entry. Kernels for runtime sizes spell the
+  // symbolic sizes in their code, so their key says which sizes are symbolic, and not their values.
+  auto t1 = std::chrono::steady_clock::now();
+  // One translation unit per ~24 kB of source, at most one per job: small graphs pay for one
+  // compiler process, large ones use every core.
+  auto sources = codegen::generate_cpp(prog, compile_jobs(opts.jobs), 24000, sizes);
+  uint64_t h = fnv1a(codegen::compile_flags() + "\n" + compiler_command());
+  const std::string prefix = codegen::prefix_header();
+  for (size_t u = 0; u < sources.size(); ++u) {
+    h = fnv1a("\n// unit\n" + sources[u], h);
+    r.source += "// ---- translation unit " + std::to_string(u) + " (after kiln's prefix header) ----\n" + sources[u].substr(prefix.size());
+  }
+  r.timings.push_back({"codegen", since(t1)});
+  CompileResult cr = compile_cached(cache_dir(opts.cache_dir), hex(h), sources, opts.jobs);
+  r.timings.push_back({cr.cache_hit ? "load_cached" : "compile", cr.seconds});
+  r.cache_hit = cr.cache_hit;
+  if (cr.library.empty()) throw std::runtime_error(cr.error);
+  auto g = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+  std::string err;
+  if (!g->load(cr.library, &err)) throw std::runtime_error(err);
+  r.graph = std::move(g);
+}
+
 }  // namespace
+
+ir::Program lower_graph(const bridge::TraceResult& trace, const BuildOptions& opts) {
+  if (graph_cuda_device(trace, opts) >= 0) throw std::runtime_error("runtime sizes are generated for CPU graphs only");
+  lowering::LoweringOptions lo;
+  lo.fuse = opts.fuse;
+  lo.extern_only = opts.extern_only;
+  ir::Program prog = lowering::Lowerer(trace.graph, lo).run();
+  schedule::plan_memory(prog);
+  return prog;
+}
+
+BuildResult build_for_sizes(bridge::TraceResult trace, ir::Program prog, const ir::SizeTemplate& tmpl, std::vector<int64_t> symbols,
+                            const BuildOptions& opts) {
+  BuildResult r;
+  try {
+    if (graph_cuda_device(trace, opts) >= 0) throw std::runtime_error("runtime sizes are generated for CPU graphs only");
+    const ir::ProgramInts ints = ir::program_ints(prog);
+    std::string why;
+    if (!ir::matches(tmpl, ints, symbols, &why)) throw std::runtime_error("the program is not the template's: " + why);
+    auto spelling = ir::spell_ints(tmpl, ints, &why);
+    if (!spelling) throw std::runtime_error(why);
+    codegen::SizeSymbols sizes{std::move(*spelling), tmpl.num_symbols};
+    if (prog.kernels.empty()) r.graph = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+    else build_cpu(std::move(trace), std::move(prog), &sizes, opts, r);
+    auto& g = const_cast<CompiledGraph&>(*r.graph);
+    g.share_kernels(g, std::move(symbols));
+  } catch (const std::exception& e) {
+    r.graph.reset();
+    r.error = e.what();
+  }
+  return r;
+}
 
 BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts) {
   BuildResult r;
@@ -190,27 +249,7 @@ BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts) {
       return r;
     }
 #endif
-    // The key is the code itself (and how it is compiled): any change to the generator, its
-    // prefix header or the program gives a new entry.
-    auto t1 = std::chrono::steady_clock::now();
-    // One translation unit per ~24 kB of source, at most one per job: small graphs pay for one
-    // compiler process, large ones use every core.
-    auto sources = codegen::generate_cpp(prog, compile_jobs(opts.jobs), 24000);
-    uint64_t h = fnv1a(codegen::compile_flags() + "\n" + compiler_command());
-    const std::string prefix = codegen::prefix_header();
-    for (size_t u = 0; u < sources.size(); ++u) {
-      h = fnv1a("\n// unit\n" + sources[u], h);
-      r.source += "// ---- translation unit " + std::to_string(u) + " (after kiln's prefix header) ----\n" + sources[u].substr(prefix.size());
-    }
-    r.timings.push_back({"codegen", since(t1)});
-    CompileResult cr = compile_cached(cache_dir(opts.cache_dir), hex(h), sources, opts.jobs);
-    r.timings.push_back({cr.cache_hit ? "load_cached" : "compile", cr.seconds});
-    r.cache_hit = cr.cache_hit;
-    if (cr.library.empty()) throw std::runtime_error(cr.error);
-    auto g = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
-    std::string err;
-    if (!g->load(cr.library, &err)) throw std::runtime_error(err);
-    r.graph = std::move(g);
+    build_cpu(std::move(trace), std::move(prog), nullptr, opts, r);
   } catch (const std::exception& e) {
     r.graph.reset();
     r.error = e.what();

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/size_template.h"
 #include "runtime/compiled_graph.h"
 #include "torch_bridge/tracer.h"
 
@@ -37,6 +38,14 @@ struct BuildResult {
 };
 
 BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts);
+
+// The program build_graph generates code for: a traced CPU graph lowered, its memory planned.
+ir::Program lower_graph(const bridge::TraceResult& trace, const BuildOptions& opts);
+// build_graph's code generation and compilation for a CPU program lowered from `trace` that is
+// one sample of `tmpl` (ir/size_template.h), at size symbols `symbols`: its kernels are generated
+// for runtime sizes, so other graphs at other sizes can share them (CompiledGraph::share_kernels).
+BuildResult build_for_sizes(bridge::TraceResult trace, ir::Program prog, const ir::SizeTemplate& tmpl, std::vector<int64_t> symbols,
+                            const BuildOptions& opts);
 
 // build_graph on its own thread. The destructor waits for it.
 class BackgroundBuild {

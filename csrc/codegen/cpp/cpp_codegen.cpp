@@ -34,6 +34,41 @@ std::string compile_flags() {
 
 namespace {
 
+// Programs generated for runtime sizes (ir/size_template.h): how integers that depend on the
+// size symbols are spelled, for the generate_cpp call running on this thread (null: every
+// integer is a literal, the code of a static-shape graph).
+thread_local const IntSpelling* t_spelling = nullptr;
+thread_local int t_num_symbols = 0;
+
+// An integer field of the program as C++: its symbolic spelling, else its literal.
+std::string I(const int64_t& v) {
+  if (t_spelling) {
+    auto it = t_spelling->find(&v);
+    if (it != t_spelling->end()) return it->second;
+  }
+  return std::to_string(v);
+}
+bool is_symbolic(const int64_t& v) { return t_spelling && t_spelling->count(&v); }
+
+// A product of integer fields: its literal value when none is symbolic, else the product of spellings.
+struct Product {
+  int64_t value = 1;       // at the sizes of the program being rendered (decisions that only affect speed)
+  std::string symbolic;    // empty when the product is a literal
+  void times(const int64_t& v) {
+    value *= v;
+    if (is_symbolic(v)) symbolic += (symbolic.empty() ? "" : "*") + I(v);
+    else literal_ *= v;
+  }
+  std::string str() const {
+    if (symbolic.empty()) return std::to_string(value);
+    return literal_ == 1 ? "(" + symbolic + ")" : "(" + std::to_string(literal_) + "*" + symbolic + ")";
+  }
+ private:
+  int64_t literal_ = 1;
+};
+
+std::string index_str(const Index& i) { return i.to_string(t_spelling); }
+
 // Temporaries hold bf16 values as float.
 const char* temp_type(DType t) { return t == DType::kBFloat16 ? "float" : dtype_ctype(t); }
 
@@ -69,13 +104,13 @@ class ExprEmitter {
     const DType t = e->dtype;
     switch (e->kind) {
       case Expr::kConst: return literal(e->value, t);
-      case Expr::kIndexValue: return std::string("static_cast<") + temp_type(t) + ">(" + e->index.to_string() + ")";
+      case Expr::kIndexValue: return std::string("static_cast<") + temp_type(t) + ">(" + index_str(e->index) + ")";
       case Expr::kLocal: return "r" + std::to_string(e->local) + "_" + std::to_string(e->local_part);
       case Expr::kLoad: {
-        std::string idx = e->index.to_string();
+        std::string idx = index_str(e->index);
         for (const auto& ind : e->indirect) {
           std::string v = emit(ind.value);
-          idx += " + " + std::to_string(ind.stride) + " * kiln::checked_index(static_cast<int64_t>(" + v + "), " + std::to_string(ind.bound) + ", kiln_err)";
+          idx += " + " + I(ind.stride) + " * kiln::checked_index(static_cast<int64_t>(" + v + "), " + I(ind.bound) + ", kiln_err)";
         }
         std::string a = "b" + std::to_string(e->buffer) + "[" + idx + "]";
         if (p_.buffers[e->buffer].dtype == DType::kBFloat16) return "kiln::to_float(" + a + ")";
@@ -155,13 +190,13 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     b << ind << "{\n";
     for (int j = 0; j < n_inner; ++j) {
       int v = n_outer + j;
-      if (j == n_inner - 1) b << in << (parallel_inner ? "#pragma omp parallel for simd if(" + std::to_string(s.inner_sizes[j]) + " > 16384)\n" : "#pragma omp simd\n");
-      b << in << "for (int64_t x" << v << " = 0; x" << v << " < " << s.inner_sizes[j] << "; ++x" << v << ") {\n";
+      if (j == n_inner - 1) b << in << (parallel_inner ? "#pragma omp parallel for simd if(" + I(s.inner_sizes[j]) + " > 16384)\n" : "#pragma omp simd\n");
+      b << in << "for (int64_t x" << v << " = 0; x" << v << " < " << I(s.inner_sizes[j]) << "; ++x" << v << ") {\n";
       in += "  ";
     }
     ExprEmitter em(p, b, in + "  ");
     std::string v = em.emit(s.value);
-    b << in << "  " << store(p, s.out_buffer, s.out_index.to_string(), v) << "\n";
+    b << in << "  " << store(p, s.out_buffer, index_str(s.out_index), v) << "\n";
     for (int j = 0; j < n_inner; ++j) {
       in.resize(in.size() - 2);
       b << in << "}\n";
@@ -177,12 +212,12 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
   // Accumulator lanes of plain reductions (Welford and arg reductions keep 16).
   const int W = welford || arg ? 16 : 64;
   const std::string arg_update = std::string("kiln::arg_update<") + (s.reduce == ReduceOp::kArgMax ? "true" : "false") + ">";
-  int64_t last = n_inner ? s.inner_sizes.back() : 1;
+  const std::string last = n_inner ? I(s.inner_sizes.back()) : "1";
   const int lv = n_outer + n_inner - 1;  // innermost variable
   // Position within the reduced range (row-major over the inner variables), for argmax/argmin.
   std::string position = "0";
   for (int j = 0; j < n_inner; ++j)
-    position = j ? "(" + position + ") * " + std::to_string(s.inner_sizes[j]) + " + x" + std::to_string(n_outer + j) : "x" + std::to_string(n_outer);
+    position = j ? "(" + position + ") * " + I(s.inner_sizes[j]) + " + x" + std::to_string(n_outer + j) : "x" + std::to_string(n_outer);
   // One accumulation into lane `l` ("lanes[l]", ...) of the value `v`.
   auto fold = [&](const std::string& l, const std::string& v, const std::string& inv) -> std::string {
     if (welford) return "kiln::welford_add(mean[" + l + "], m2[" + l + "], " + v + ", " + inv + ");";
@@ -190,7 +225,7 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     return "lanes[" + l + "] = " + combine(s.reduce, "lanes[" + l + "]", v) + ";";
   };
   // When the stage keeps its elements, each is stored before it is folded.
-  auto keep = [&](const std::string& v) { return s.out_buffer < 0 ? std::string() : store(p, s.out_buffer, s.out_index.to_string(), v) + " "; };
+  auto keep = [&](const std::string& v) { return s.out_buffer < 0 ? std::string() : store(p, s.out_buffer, index_str(s.out_index), v) + " "; };
   auto accumulate = [&](const std::string& l, const std::string& v, const std::string& inv) { return keep(v) + fold(l, v, inv); };
   if (welford) {
     b << ind << T << " " << r << "_0, " << r << "_1;\n" << ind << "{\n";
@@ -205,7 +240,7 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
   in = ind + "  ";
   for (int j = 0; j + 1 < n_inner; ++j) {
     int v = n_outer + j;
-    b << in << "for (int64_t x" << v << " = 0; x" << v << " < " << s.inner_sizes[j] << "; ++x" << v << ") {\n";
+    b << in << "for (int64_t x" << v << " = 0; x" << v << " < " << I(s.inner_sizes[j]) << "; ++x" << v << ") {\n";
     in += "  ";
   }
   if (n_inner == 0) {
@@ -260,7 +295,7 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
   b << ind << "}\n";
   for (size_t part = 0; part < s.store_buffers.size(); ++part)
     if (s.store_buffers[part] >= 0)
-      b << ind << store(p, s.store_buffers[part], s.store_index[part].to_string(), r + "_" + std::to_string(part)) << "\n";
+      b << ind << store(p, s.store_buffers[part], index_str(s.store_index[part]), r + "_" + std::to_string(part)) << "\n";
 }
 
 void collect_loads(const ExprPtr& e, std::vector<const Expr*>& out) {
@@ -295,17 +330,19 @@ bool is_column_reduction(const Kernel& k) {
   return column && k.outer_sizes.back() >= 8;
 }
 
-void emit_column_reduction(const Program& p, const Kernel& k, StrBuilder& b, int64_t work) {
+void emit_column_reduction(const Program& p, const Kernel& k, StrBuilder& b, const std::string& work) {
   const Stage& s = k.stages[0];
   const int n_outer = static_cast<int>(k.outer_sizes.size()), n_inner = static_cast<int>(s.inner_sizes.size());
   const int col = n_outer - 1;
-  const int64_t cols = k.outer_sizes.back(), blocks = (cols + kColumnBlock - 1) / kColumnBlock;
+  const std::string cols = I(k.outer_sizes.back());
+  const std::string blocks = is_symbolic(k.outer_sizes.back()) ? "((" + cols + " + " + std::to_string(kColumnBlock - 1) + ") / " + std::to_string(kColumnBlock) + ")"
+                                                              : std::to_string((k.outer_sizes.back() + kColumnBlock - 1) / kColumnBlock);
   const std::string W = std::to_string(kColumnBlock);
   const char* T = temp_type(s.acc_dtype);
   b << "  #pragma omp parallel for collapse(" << n_outer << ") if(" << work << " > 16384)\n";
   std::string ind = "  ";
   for (int j = 0; j < col; ++j) {
-    b << ind << "for (int64_t x" << j << " = 0; x" << j << " < " << k.outer_sizes[j] << "; ++x" << j << ") {\n";
+    b << ind << "for (int64_t x" << j << " = 0; x" << j << " < " << I(k.outer_sizes[j]) << "; ++x" << j << ") {\n";
     ind += "  ";
   }
   b << ind << "for (int64_t blk = 0; blk < " << blocks << "; ++blk) {\n";
@@ -314,7 +351,7 @@ void emit_column_reduction(const Program& p, const Kernel& k, StrBuilder& b, int
   b << in << T << " lanes[" << W << "];\n" << in << "for (int l = 0; l < " << W << "; ++l) lanes[l] = " << init_value(s.reduce, s.acc_dtype) << ";\n";
   for (int j = 0; j < n_inner; ++j) {
     int v = n_outer + j;
-    b << in << "for (int64_t x" << v << " = 0; x" << v << " < " << s.inner_sizes[j] << "; ++x" << v << ") {\n";
+    b << in << "for (int64_t x" << v << " = 0; x" << v << " < " << I(s.inner_sizes[j]) << "; ++x" << v << ") {\n";
     in += "  ";
   }
   b << in << "#pragma omp simd\n" << in << "for (int64_t l = 0; l < width; ++l) {\n";
@@ -333,12 +370,12 @@ void emit_column_reduction(const Program& p, const Kernel& k, StrBuilder& b, int
   b << in << "for (int64_t l = 0; l < width; ++l) {\n" << in << "  const int64_t x" << col << " = blk * " << W << " + l;\n";
   b << in << "  const " << T << " " << r << "_0 = lanes[l];\n";
   for (size_t part = 0; part < s.store_buffers.size(); ++part)
-    if (s.store_buffers[part] >= 0) b << in << "  " << store(p, s.store_buffers[part], s.store_index[part].to_string(), r + "_0") << "\n";
+    if (s.store_buffers[part] >= 0) b << in << "  " << store(p, s.store_buffers[part], index_str(s.store_index[part]), r + "_0") << "\n";
   for (size_t i = 1; i < k.stages.size(); ++i) {  // each in its own scope (temporaries restart at t0)
     b << in << "  {\n";
     ExprEmitter em(p, b, in + "    ");
     std::string v = em.emit(k.stages[i].value);
-    b << in << "    " << store(p, k.stages[i].out_buffer, k.stages[i].out_index.to_string(), v) << "\n" << in << "  }\n";
+    b << in << "    " << store(p, k.stages[i].out_buffer, index_str(k.stages[i].out_index), v) << "\n" << in << "  }\n";
   }
   b << in << "}\n" << ind << "}\n";
   for (int j = 0; j < col; ++j) {
@@ -363,15 +400,37 @@ void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
   }
   // The run's error flag follows the buffers in the table (see the prefix header).
   b << "  int* kiln_err = static_cast<int*>(bufs[" << p.buffers.size() << "]); (void)kiln_err;\n";
-  const int n_outer = static_cast<int>(k.outer_sizes.size());
-  int64_t outer_numel = 1, work = 1;
-  for (int64_t s : k.outer_sizes) outer_numel *= s;
-  for (const Stage& s : k.stages) {
-    int64_t w = 1;
-    for (int64_t x : s.inner_sizes) w *= x;
-    work = std::max(work, w);
+  // Kernels for runtime sizes read the size symbols from the entry after the error flag.
+  if (t_spelling) {
+    b << "  const int64_t* kiln_sizes = static_cast<const int64_t*>(bufs[" << p.buffers.size() + 1 << "]);\n";
+    for (int i = 0; i < t_num_symbols; ++i) b << "  const int64_t s" << i << " = kiln_sizes[" << i << "]; (void)s" << i << ";\n";
   }
-  work *= outer_numel;
+  const int n_outer = static_cast<int>(k.outer_sizes.size());
+  // The work of the kernel (parallel only above a threshold): outer elements times the largest
+  // stage's inner elements, computed at run time where sizes are symbolic.
+  Product outer;
+  for (const int64_t& s : k.outer_sizes) outer.times(s);
+  const int64_t outer_numel = outer.value;
+  std::string work;
+  {
+    std::vector<Product> stages;
+    bool symbolic = !outer.symbolic.empty();
+    for (const Stage& s : k.stages) {
+      Product w;
+      for (const int64_t& x : s.inner_sizes) w.times(x);
+      symbolic = symbolic || !w.symbolic.empty();
+      stages.push_back(w);
+    }
+    if (!symbolic) {
+      int64_t m = 1;
+      for (const Product& w : stages) m = std::max(m, w.value);
+      work = std::to_string(m * outer_numel);
+    } else {
+      std::string m = "int64_t(1)";
+      for (const Product& w : stages) m = "std::max<int64_t>(" + m + ", " + w.str() + ")";
+      work = outer.str() + " * " + m;
+    }
+  }
   if (is_column_reduction(k)) {
     emit_column_reduction(p, k, b, work);
     b << "}\n\n";
@@ -383,7 +442,7 @@ void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
     b << "  #pragma omp parallel for" << (n_outer > 1 ? " collapse(" + std::to_string(n_outer) + ")" : std::string()) << " if(" << work << " > 16384)\n";
   }
   for (int j = 0; j < n_outer; ++j) {
-    b << ind << "for (int64_t x" << j << " = 0; x" << j << " < " << k.outer_sizes[j] << "; ++x" << j << ") {\n";
+    b << ind << "for (int64_t x" << j << " = 0; x" << j << " < " << I(k.outer_sizes[j]) << "; ++x" << j << ") {\n";
     ind += "  ";
   }
   for (const Stage& s : k.stages) emit_stage(p, k, s, b, ind, parallel_inner && s.kind == Stage::kPointwise && k.stages.size() == 1);
@@ -396,7 +455,14 @@ void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
 
 }  // namespace
 
-std::vector<std::string> generate_cpp(const Program& p, int max_units, size_t bytes_per_unit) {
+std::vector<std::string> generate_cpp(const Program& p, int max_units, size_t bytes_per_unit, const SizeSymbols* sizes) {
+  struct Scope {  // the spelling holds for this call only
+    explicit Scope(const SizeSymbols* s) {
+      t_spelling = s ? &s->spelling : nullptr;
+      t_num_symbols = s ? s->num_symbols : 0;
+    }
+    ~Scope() { t_spelling = nullptr; t_num_symbols = 0; }
+  } scope(sizes);
   std::vector<std::string> kernels;
   size_t total = 0;
   for (const Kernel& k : p.kernels) {

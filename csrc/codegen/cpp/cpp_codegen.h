@@ -17,7 +17,17 @@ namespace kiln::codegen {
 std::string prefix_header();
 // Sources of the graph's translation units: one per `bytes_per_unit` of source (0: no limit),
 // at most `max_units`, at least one.
-std::vector<std::string> generate_cpp(const ir::Program& p, int max_units = 1, size_t bytes_per_unit = 0);
+//
+// With `sizes`, the program is one sample of a template for runtime sizes (ir/size_template.h):
+// the integers it spells are rendered as C++ over `s0`, `s1`..., which each kernel reads from the
+// table entry after the error flag (an `int64_t` array, one value per symbol). Without it, every
+// integer is a literal, as for a static-shape graph.
+struct SizeSymbols {
+  ir::IntSpelling spelling;
+  int num_symbols = 0;
+};
+std::vector<std::string> generate_cpp(const ir::Program& p, int max_units = 1, size_t bytes_per_unit = 0,
+                                      const SizeSymbols* sizes = nullptr);
 // Flags passed to the system compiler (part of the cache key); add -c for an object file.
 std::string compile_flags();
 

@@ -1,0 +1,285 @@
+// Program integers, polynomial fits and templates; see size_template.h.
+#include "ir/size_template.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace kiln::ir {
+
+namespace {
+
+// Walks every field of a program: integers that may depend on sizes go to `fields` (a '#' marks
+// their place in the shape), everything else is appended to the shape.
+class Walker {
+ public:
+  explicit Walker(ProgramInts& out) : out_(out) {}
+
+  void program(const Program& p) {
+    tag("B", p.buffers.size());
+    for (const Buffer& b : p.buffers) {
+      tag("b", b.kind);
+      tag(",", b.index);
+      tag(",", static_cast<int>(b.dtype));
+      out_.shape += b.name;
+      ints(b.sizes);
+      ints(b.strides);
+      num(b.offset);
+    }
+    tag("K", p.kernels.size());
+    for (const Kernel& k : p.kernels) {
+      out_.shape += "k" + k.name;
+      ints(k.outer_sizes);
+      tag("l", k.num_locals);
+      tag("S", k.stages.size());
+      for (const Stage& s : k.stages) stage(s);
+    }
+    tag("T", p.steps.size());
+    for (const Step& s : p.steps) {
+      tag("t", s.kind);
+      tag(",", s.kernel);
+      tag(",", s.node);
+      ids(s.args);
+      ids(s.outputs);
+    }
+    ids(p.outputs);
+    tag("M", p.input_mutations.size());
+    for (auto [input, buf] : p.input_mutations) tag(",", input), tag(",", buf);
+    tag("F", p.frees.size());
+    for (const auto& f : p.frees) ids(f);
+    ids(p.reuse_of);
+  }
+
+ private:
+  void tag(const char* t, int64_t v) {
+    out_.shape += t;
+    out_.shape += std::to_string(v);
+  }
+  void num(const int64_t& v) {
+    out_.shape += '#';
+    out_.fields.push_back(&v);
+  }
+  void ints(const std::vector<int64_t>& v) {
+    tag("[", v.size());
+    for (const int64_t& x : v) num(x);
+  }
+  void ids(const std::vector<int>& v) {
+    tag("(", v.size());
+    for (int x : v) tag(",", x);
+  }
+  void index(const Index& e) {
+    tag("i", e.terms.size());
+    num(e.constant);
+    for (const auto& [c, a] : e.terms) {
+      num(c);
+      tag("a", a->kind);
+      if (a->kind == Atom::kVar) {
+        tag("v", a->var);
+      } else {
+        index(a->arg);
+        num(a->divisor);
+      }
+    }
+  }
+  void expr(const ExprPtr& e) {
+    tag("e", e->kind);
+    tag(",", static_cast<int>(e->dtype));
+    switch (e->kind) {
+      case Expr::kUnary: tag("u", static_cast<int>(e->unary_op)); break;
+      case Expr::kBinary: tag("o", static_cast<int>(e->binary_op)); break;
+      case Expr::kLoad: tag("ld", e->buffer); index(e->index); break;
+      case Expr::kIndexValue: index(e->index); break;
+      case Expr::kLocal: tag("r", e->local), tag(".", e->local_part); break;
+      case Expr::kConst: {
+        char buf[40];
+        std::snprintf(buf, sizeof buf, "c%a", e->value);  // exact
+        out_.shape += buf;
+        break;
+      }
+      default: break;
+    }
+    tag("(", e->args.size());
+    for (const auto& a : e->args) expr(a);
+    tag("x", e->indirect.size());
+    for (const auto& ind : e->indirect) {
+      expr(ind.value);
+      num(ind.stride);
+      num(ind.bound);
+    }
+  }
+  void stage(const Stage& s) {
+    tag("s", s.kind);
+    ints(s.inner_sizes);
+    expr(s.value);
+    tag("w", s.out_buffer);
+    index(s.out_index);
+    tag("R", static_cast<int>(s.reduce));
+    tag("L", s.local);
+    tag("A", static_cast<int>(s.acc_dtype));
+    ids(s.store_buffers);
+    tag("I", s.store_index.size());
+    for (const Index& i : s.store_index) index(i);
+    ints(s.reduction_numel_divisor);
+  }
+
+  ProgramInts& out_;
+};
+
+// Exponents of each symbol (0..2 each), all but the constant monomial, by total degree.
+std::vector<std::vector<int>> monomials(int k) {
+  std::vector<std::vector<int>> out;
+  std::vector<int> e(k, 0);
+  for (;;) {
+    int d = 0;
+    while (d < k && e[d] == 2) e[d++] = 0;
+    if (d == k) break;
+    ++e[d];
+    out.push_back(e);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    int da = 0, db = 0;
+    for (int x : a) da += x;
+    for (int x : b) db += x;
+    return da < db;
+  });
+  return out;
+}
+
+bool mono_value(const std::vector<int>& m, const std::vector<int64_t>& s, int64_t* v) {
+  int64_t r = 1;
+  for (size_t i = 0; i < m.size(); ++i)
+    for (int p = 0; p < m[i]; ++p)
+      if (__builtin_mul_overflow(r, s[i], &r)) return false;
+  *v = r;
+  return true;
+}
+
+sym::Expr mono_expr(const std::vector<int>& m) {
+  sym::Expr r = sym::Expr::constant(1);
+  for (size_t i = 0; i < m.size(); ++i)
+    for (int p = 0; p < m[i]; ++p) r = r * sym::Expr::symbol(static_cast<int>(i));
+  return r;
+}
+
+}  // namespace
+
+std::vector<int64_t> ProgramInts::values() const {
+  std::vector<int64_t> v;
+  v.reserve(fields.size());
+  for (const int64_t* f : fields) v.push_back(*f);
+  return v;
+}
+
+ProgramInts program_ints(const Program& p) {
+  ProgramInts r;
+  Walker(r).program(p);
+  return r;
+}
+
+std::optional<sym::Expr> fit_polynomial(const std::vector<std::vector<int64_t>>& symbols, const std::vector<int64_t>& values) {
+  const size_t n = values.size();
+  if (n == 0 || symbols.size() != n) return std::nullopt;
+  bool constant = true;
+  for (int64_t v : values) constant = constant && v == values[0];
+  if (constant) return sym::Expr::constant(values[0]);
+  const int k = static_cast<int>(symbols[0].size());
+  const auto monos = monomials(k);
+  std::vector<int64_t> mv(n);
+  // c*m, then c*m + d: the fewest parameters that explain every sample.
+  for (int with_constant = 0; with_constant < 2; ++with_constant)
+    for (const auto& m : monos) {
+      bool ok = true;
+      for (size_t j = 0; j < n && ok; ++j) ok = mono_value(m, symbols[j], &mv[j]);
+      if (!ok) continue;
+      int64_t c = 0, d = 0;
+      if (!with_constant) {
+        if (mv[0] == 0 || values[0] % mv[0]) continue;
+        c = values[0] / mv[0];
+      } else {
+        size_t b = 1;
+        while (b < n && mv[b] == mv[0]) ++b;
+        if (b == n) continue;
+        int64_t dv = values[b] - values[0], dm = mv[b] - mv[0];
+        if (dv % dm) continue;
+        c = dv / dm;
+        d = values[0] - c * mv[0];
+      }
+      for (size_t j = 0; j < n && ok; ++j) ok = c * mv[j] + d == values[j];
+      if (ok) return sym::Expr::constant(c) * mono_expr(m) + sym::Expr::constant(d);
+    }
+  return std::nullopt;
+}
+
+std::optional<SizeTemplate> fit_template(const std::vector<std::vector<int64_t>>& symbols, const std::vector<ProgramInts>& ints,
+                                         std::string* why) {
+  if (ints.empty() || symbols.size() != ints.size()) {
+    *why = "no samples";
+    return std::nullopt;
+  }
+  SizeTemplate t;
+  t.shape = ints[0].shape;
+  t.num_symbols = static_cast<int>(symbols[0].size());
+  for (const ProgramInts& p : ints)
+    if (p.shape != t.shape || p.fields.size() != ints[0].fields.size()) {
+      *why = "lowering differs between sizes (other fusion, loop order, simplification or memory reuse)";
+      return std::nullopt;
+    }
+  std::vector<std::vector<int64_t>> values;
+  for (const ProgramInts& p : ints) values.push_back(p.values());
+  std::vector<int64_t> at(ints.size());
+  for (size_t i = 0; i < ints[0].fields.size(); ++i) {
+    for (size_t j = 0; j < ints.size(); ++j) at[j] = values[j][i];
+    auto e = fit_polynomial(symbols, at);
+    if (!e) {
+      std::string vs;
+      for (int64_t v : at) vs += (vs.empty() ? "" : ", ") + std::to_string(v);
+      *why = "integer " + std::to_string(i) + " of the program is no polynomial of the sizes (" + vs + ")";
+      return std::nullopt;
+    }
+    t.num_symbolic += !e->is_constant();
+    t.ints.push_back(std::move(*e));
+  }
+  return t;
+}
+
+bool matches(const SizeTemplate& t, const ProgramInts& p, const std::vector<int64_t>& symbols, std::string* why) {
+  if (p.shape != t.shape || p.fields.size() != t.ints.size()) {
+    *why = "lowering at this size differs from the template's";
+    return false;
+  }
+  if (static_cast<int>(symbols.size()) != t.num_symbols) {
+    *why = "wrong number of symbols";
+    return false;
+  }
+  for (size_t i = 0; i < t.ints.size(); ++i) {
+    int64_t v;
+    try {
+      v = t.ints[i].eval(symbols.data());
+    } catch (const std::exception&) {
+      *why = "a size expression cannot be evaluated";
+      return false;
+    }
+    if (v != *p.fields[i]) {
+      *why = "integer " + std::to_string(i) + " is " + std::to_string(*p.fields[i]) + ", the template says " + t.ints[i].str() + " = " +
+             std::to_string(v);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<IntSpelling> spell_ints(const SizeTemplate& t, const ProgramInts& p, std::string* why) {
+  IntSpelling s;
+  std::unordered_map<const int64_t*, std::string> seen;  // every field, symbolic or not
+  for (size_t i = 0; i < t.ints.size() && i < p.fields.size(); ++i) {
+    const std::string key = t.ints[i].str();
+    auto [it, fresh] = seen.emplace(p.fields[i], key);
+    if (!fresh && it->second != key) {
+      *why = "one integer of the program stands for two size expressions";
+      return std::nullopt;
+    }
+    if (!t.ints[i].is_constant()) s[p.fields[i]] = "(" + key + ")";
+  }
+  return s;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,58 @@
+// One program for every size of a graph's dynamic dimensions (issue 10, item 3).
+//
+// Lowering decides fusion, loop order, index simplification and memory reuse on concrete sizes.
+// Rather than make every one of those decisions symbolic, a program is lowered as today at each
+// size it is called with, and its *integers* (extents, sizes, strides, offsets, index
+// coefficients and divisors) are separated from everything else (its shape: kernels, stages,
+// expressions, buffer ids, reuse decisions). Programs of the same graph at several sizes whose
+// shapes are equal and whose integers are polynomials of the dynamic sizes share one template:
+// those polynomials, as `sym::Expr` over symbols s0, s1... (the sizes read from the inputs).
+// Kernels generated from the template take the symbols at run time (codegen/cpp), so one kernel
+// set serves every size whose own program matches the template at that size, which is checked
+// exactly (`matches`): a size where lowering decided anything differently, or where an integer
+// is not the polynomial, is never run with the shared kernels.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/loop_ir.h"
+#include "symbolic/sym_expr.h"
+
+namespace kiln::ir {
+
+// A program's size-like integers in a fixed order (pointers into the program, valid while it is
+// neither changed nor moved) and everything else, rendered exactly, as `shape`.
+struct ProgramInts {
+  std::string shape;
+  std::vector<const int64_t*> fields;
+  std::vector<int64_t> values() const;
+};
+ProgramInts program_ints(const Program& p);
+
+// The integer polynomial over symbols that takes value values[j] at symbols[j] for every sample
+// j, from a small family (a constant, c*m, c*m + d, m a product of symbols each to a power <= 2);
+// nullopt when none fits every sample.
+std::optional<sym::Expr> fit_polynomial(const std::vector<std::vector<int64_t>>& symbols, const std::vector<int64_t>& values);
+
+struct SizeTemplate {
+  std::string shape;
+  std::vector<sym::Expr> ints;  // per integer of ProgramInts
+  int num_symbols = 0;
+  int num_symbolic = 0;         // integers that are not constants
+};
+
+// The template of programs sampled at `symbols[j]` (ints[j] = program_ints(sample j)): every
+// sample must have the same shape. nullopt with `why` set when an integer fits no polynomial.
+std::optional<SizeTemplate> fit_template(const std::vector<std::vector<int64_t>>& symbols, const std::vector<ProgramInts>& ints,
+                                         std::string* why);
+// Whether `p` (program_ints of a program lowered at `symbols`) is the template at those symbols.
+bool matches(const SizeTemplate& t, const ProgramInts& p, const std::vector<int64_t>& symbols, std::string* why);
+
+// How the code generator spells the program's integers that depend on the symbols: C++ over
+// `s0`, `s1`... keyed by the field's address in the program `p` (one of the template's samples).
+// Fails (nullopt, `why` set) when one field is reached twice with different polynomials.
+std::optional<IntSpelling> spell_ints(const SizeTemplate& t, const ProgramInts& p, std::string* why);
+
+}  // namespace kiln::ir
