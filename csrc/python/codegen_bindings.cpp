@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "autograd/absent_tangents.h"
@@ -287,9 +288,16 @@ static std::vector<int64_t> size_signature(const std::vector<at::Tensor>& inputs
 // while calls keep running eagerly. Anything that fails makes this graph run eagerly from then
 // on, with the reason kept in `status`.
 //
-// A graph with symbolic dimensions is called with inputs of many sizes, and kiln's kernels are
-// still generated for fixed sizes: the first `max_variants` size signatures get their own
-// specialisation; calls at other sizes run the graph op by op.
+// A graph with symbolic dimensions is called with inputs of many sizes. Automatic dynamic at the
+// code generator (CPU inference): a call at a new size signature is traced (the traced run is
+// its result) and lowered; once three sizes have been seen, the dimensions whose sizes differ
+// become size symbols and the programs are fitted into one template (ir/size_template.h) whose
+// kernels take the sizes at run time: one build serves every size whose own lowering is the
+// template's at that size (checked at its first call, which is traced). Where no template fits
+// (lowering decided differently at some size, an integer that is no polynomial of the sizes, a
+// CUDA graph) the graph keeps one specialisation per size signature, with the reason in
+// `size_status`: the first `max_variants` get their own build; calls at other sizes run the
+// graph op by op.
 class CodegenGraph {
  public:
   CodegenGraph(py::object eager, std::string cache_dir, py::object on_compiled, bool fuse, bool background, int jobs, bool frontend,
@@ -349,7 +357,11 @@ class CodegenGraph {
       if (!at::SavedTensorDefaultHooks::get_tls_state().stack.empty()) return eager_(*args);
       return training_call(inputs, args);
     }
-    if (state_ != kNew && ints != int_args_) return other_sizes(size_signature(inputs, ints), args);
+    if (state_ != kNew && ints != int_args_) return other_sizes(size_signature(inputs, ints), inputs, ints, args);
+    if (state_ == kReady && !sized_.empty()) {
+      std::vector<int64_t> sig = size_signature(inputs, ints);
+      if (sig != signature_) return other_sizes(std::move(sig), inputs, ints, args);
+    }
     if (state_ == kReady) {
       std::vector<at::Tensor> outs;
       try {
@@ -359,7 +371,7 @@ class CodegenGraph {
         return decline(e.what(), args);  // eager raises its own exception (IndexError, ...)
       } catch (const runtime::InputMismatch& e) {
         std::vector<int64_t> sig = size_signature(inputs, ints);
-        if (sig != signature_) return other_sizes(std::move(sig), args);
+        if (sig != signature_) return other_sizes(std::move(sig), inputs, ints, args);
         return decline(e.what(), args);  // inputs aliased where one is written
       } catch (const std::exception& e) {
         // A CUDA graph that cannot run (a failed launch) runs eagerly from then on, with the
@@ -372,6 +384,7 @@ class CodegenGraph {
     if (state_ == kNew) {
       signature_ = size_signature(inputs, ints);
       int_args_ = ints;
+      base_dims_ = call_dims(inputs, ints);
     }
     return first_call(inputs, args);
   }
@@ -400,6 +413,10 @@ class CodegenGraph {
   size_t num_kernels() const { return graph_ ? graph_->num_kernels() : 0; }
   size_t num_externs() const { return graph_ ? graph_->num_externs() : 0; }
   size_t num_specializations() const { return variants_.size(); }
+  // Runtime sizes: how this graph serves sizes other than its first call's (see the class comment).
+  std::string size_status() const { return size_status_; }
+  size_t num_size_builds() const { return size_builds_; }   // kernel sets built for runtime sizes
+  size_t num_sizes_served() const { return sized_.size(); }  // size signatures those kernels run
   // For kiln/_cudagraphs.py: whether this graph can run inside a CUDA graph capture (compiled, for
   // CUDA, tensors only, no inputs written in place), and that run, whose kernels' error flag is
   // handed back in device memory (None without checks) rather than read with a host sync.
@@ -424,9 +441,196 @@ class CodegenGraph {
  private:
   enum State { kNew, kCompiling, kReady, kEager };
 
-  py::object other_sizes(std::vector<int64_t> sig, py::args args) {
+  // Every tensor input's sizes and every int input's value, flattened (positions line up between
+  // calls whose inputs have the same ranks).
+  static std::vector<int64_t> call_dims(const std::vector<at::Tensor>& inputs, const IntArgs& ints) {
+    std::vector<int64_t> d;
+    for (const auto& [pos, v] : ints) d.push_back(v);
+    for (const auto& t : inputs)
+      for (int64_t i = 0; i < t.dim(); ++i) d.push_back(t.size(i));
+    return d;
+  }
+  bool same_layout(const std::vector<at::Tensor>& inputs, const IntArgs& ints) const {
+    if (ints.size() != int_args_.size() || !graph_) return false;
+    for (size_t i = 0; i < ints.size(); ++i)
+      if (ints[i].first != int_args_[i].first) return false;
+    size_t n = 0;
+    for (const ir::AtenValue& v : graph_->trace().graph.values) n += v.kind == ir::AtenValue::kInput;
+    if (inputs.size() != n) return false;
+    const size_t nd = call_dims(inputs, ints).size();
+    return nd == base_dims_.size();
+  }
+  std::vector<int64_t> symbols_of(const std::vector<int64_t>& dims) const {
+    std::vector<int64_t> s;
+    for (int pos : symbol_pos_) s.push_back(dims.at(pos));
+    return s;
+  }
+
+  // A call at a size signature the template may serve: traced on its inputs (the traced run is
+  // its result) and lowered; then either checked against the template (and served by its kernels
+  // from then on), or kept as a sample until three sizes give a template. nullopt: this call
+  // goes the per-size way (`variants_`).
+  std::optional<py::object> runtime_sizes(const std::vector<int64_t>& sig, const std::vector<at::Tensor>& inputs, const IntArgs& ints,
+                                          py::args args) {
+    if (sizes_off_ || rejected_.count(sig)) return std::nullopt;
+    if (state_ != kReady || !graph_ || graph_->on_cuda() || !same_layout(inputs, ints)) return std::nullopt;
+    Building guard(building_);
+    bridge::TraceResult tr;
+    try {
+      tr = bridge::trace(inputs, runner_with(ints));
+    } catch (const std::exception&) {
+      return std::nullopt;  // the per-size path traces again and reports it
+    }
+    for (const auto& [input, value] : tr.graph.input_mutations)
+      if (at::has_internal_overlap(inputs.at(input)) == at::MemOverlap::Yes) return std::nullopt;
+    if (output_views_a_mutated_input(tr.graph) || runtime::mutated_input_aliases(tr.graph.input_mutations, inputs)) return std::nullopt;
+    for (size_t k = 0; k < tr.graph.input_mutations.size(); ++k)
+      inputs.at(tr.graph.input_mutations[k].first).copy_(tr.mutation_results[k]);
+    py::object result = pack(tr.outputs);
+    tr.outputs.clear();
+    tr.mutation_results.clear();
+    const std::vector<int64_t> dims = call_dims(inputs, ints);
+    ir::Program prog;
+    try {
+      py::gil_scoped_release nogil;
+      prog = runtime::lower_graph(tr, opts_);
+    } catch (const std::exception& e) {
+      give_up_sizes(std::string("lowering failed: ") + e.what());
+      rejected_.insert(sig);
+      return result;
+    }
+    if (template_) {
+      std::string why;
+      const std::vector<int64_t> sym = symbols_of(dims);
+      if (!ir::matches(*template_, ir::program_ints(prog), sym, &why)) {
+        // Served by its own specialisation from its next call on.
+        rejected_.insert(sig);
+        size_status_ = "runtime sizes " + sizes_text(sym) + ": specialised (" + why + "); " + served_text();
+        return result;
+      }
+      add_sized(sig, std::move(tr), std::move(prog), sym);
+      return result;
+    }
+    samples_.push_back({sig, dims, std::move(tr), std::move(prog)});
+    fit_sizes();
+    return result;
+  }
+
+  // With enough sizes sampled: the size symbols (the positions whose sizes differ, one symbol per
+  // set of positions that always agree), the template, and its kernels.
+  void fit_sizes() {
+    std::vector<std::vector<int64_t>> all = {base_dims_};
+    for (const Sample& s : samples_) all.push_back(s.dims);
+    std::map<std::vector<int64_t>, int> group;  // values across samples -> symbol
+    std::vector<int> pos;
+    for (size_t p = 0; p < base_dims_.size(); ++p) {
+      std::vector<int64_t> col;
+      for (const auto& d : all) col.push_back(d[p]);
+      bool varies = false;
+      for (int64_t v : col) varies = varies || v != col[0];
+      if (varies && group.emplace(col, static_cast<int>(pos.size())).second) pos.push_back(static_cast<int>(p));
+    }
+    bool enough = all.size() >= 3;
+    for (int p : pos) {
+      std::set<int64_t> distinct;
+      for (const auto& d : all) distinct.insert(d[p]);
+      enough = enough && distinct.size() >= 3;
+    }
+    if (!enough && all.size() < 6) {
+      size_status_ = "runtime sizes: sampling (" + std::to_string(all.size()) + " sizes seen)";
+      return;
+    }
+    symbol_pos_ = pos;
+    std::vector<std::vector<int64_t>> syms;
+    std::vector<ir::ProgramInts> ints;
+    syms.push_back(symbols_of(base_dims_));
+    ints.push_back(ir::program_ints(graph_->program()));
+    for (const Sample& s : samples_) {
+      syms.push_back(symbols_of(s.dims));
+      ints.push_back(ir::program_ints(s.prog));
+    }
+    std::string why;
+    auto t = ir::fit_template(syms, ints, &why);
+    if (!t) return give_up_sizes(why);
+    auto t0 = std::chrono::steady_clock::now();
+    Sample last = std::move(samples_.back());
+    samples_.pop_back();
+    std::vector<int64_t> sym = symbols_of(last.dims);
+    runtime::BuildResult r;
+    {
+      py::gil_scoped_release nogil;
+      r = runtime::build_for_sizes(std::move(last.trace), std::move(last.prog), *t, sym, opts_);
+    }
+    if (!r.graph) return give_up_sizes("build failed: " + r.error);
+    template_ = std::move(*t);
+    ++size_builds_;
+    timings_["runtime_sizes_build"] = since(t0);
+    sized_base_ = r.graph;
+    sized_[last.sig] = r.graph;
+    for (Sample& s : samples_) add_sized(s.sig, std::move(s.trace), std::move(s.prog), symbols_of(s.dims));
+    samples_.clear();
+    if (!on_compiled_.is_none()) on_compiled_(this);
+  }
+
+  void add_sized(const std::vector<int64_t>& sig, bridge::TraceResult tr, ir::Program prog, std::vector<int64_t> sym) {
+    auto g = std::make_shared<runtime::CompiledGraph>(std::move(tr), std::move(prog));
+    g->share_kernels(*sized_base_, std::move(sym));
+    sized_[sig] = std::move(g);
+    size_status_ = served_text();
+  }
+  std::string sizes_text(const std::vector<int64_t>& sym) const {
+    std::string s;
+    for (size_t i = 0; i < sym.size(); ++i) s += (i ? ", s" : "s") + std::to_string(i) + "=" + std::to_string(sym[i]);
+    return s;
+  }
+  std::string served_text() const {
+    std::string where;
+    for (size_t i = 0; i < symbol_pos_.size(); ++i) where += (i ? ", " : "") + std::string("s") + std::to_string(i) + " = " + dim_name(symbol_pos_[i]);
+    return "runtime sizes: " + std::to_string(template_ ? template_->num_symbolic : 0) + " symbolic integers over " + where + "; one build serves " +
+           std::to_string(sized_.size() + 1) + " size signatures (" + std::to_string(rejected_.size()) + " specialised)";
+  }
+  // "input 0 dim 1" or "int input 2" for a position of call_dims.
+  std::string dim_name(int pos) const {
+    if (pos < static_cast<int>(int_args_.size())) return "int input " + std::to_string(int_args_[pos].first);
+    int p = pos - static_cast<int>(int_args_.size());
+    int input = 0;
+    // Ranks from the base call's trace, in input order.
+    std::vector<int> ranks;
+    for (const ir::AtenValue& v : graph_->trace().graph.values)
+      if (v.kind == ir::AtenValue::kInput) {
+        if (ranks.size() <= static_cast<size_t>(v.index)) ranks.resize(v.index + 1, 0);
+        ranks[v.index] = static_cast<int>(v.meta.sizes.size());
+      }
+    while (input < static_cast<int>(ranks.size()) && p >= ranks[input]) p -= ranks[input++];
+    return "input " + std::to_string(input) + " dim " + std::to_string(p);
+  }
+  void give_up_sizes(const std::string& why) {
+    sizes_off_ = true;
+    size_status_ = "specialised per size: " + why;
+    for (Sample& s : samples_) rejected_.insert(s.sig);
+    samples_.clear();
+    if (!on_compiled_.is_none()) on_compiled_(this);
+  }
+
+  py::object run_sized(runtime::CompiledGraph& g, const std::vector<at::Tensor>& inputs, py::args args) {
+    std::vector<at::Tensor> outs;
+    try {
+      py::gil_scoped_release nogil;
+      outs = g.run(inputs);
+    } catch (const runtime::KernelCheckFailed& e) {
+      return decline(e.what(), args);
+    } catch (const runtime::InputMismatch& e) {
+      return decline(e.what(), args);
+    }
+    return pack(outs);
+  }
+
+  py::object other_sizes(std::vector<int64_t> sig, const std::vector<at::Tensor>& inputs, const IntArgs& ints, py::args args) {
+    auto sized = sized_.find(sig);
+    if (sized != sized_.end()) return run_sized(*sized->second, inputs, args);
     for (auto& [s, g] : variants_)
       if (s == sig) return g->call(args);
+    if (auto r = runtime_sizes(sig, inputs, ints, args)) return *r;
     // No kernels for these sizes and no room for more: the graph runs op by op (an exception
     // it raises makes the frame rerun eagerly, as for any graph).
     if (static_cast<int>(variants_.size()) >= max_variants_) return eager_(*args);
@@ -480,11 +684,11 @@ class CodegenGraph {
 
   // Runs the graph's Python form on tensors from C++ (with this graph's int inputs put back),
   // noting how it returns its results.
-  bridge::GraphRunner runner() {
+  bridge::GraphRunner runner() { return runner_with(int_args_); }
+  bridge::GraphRunner runner_with(const IntArgs& ints) {
     py::object fn = eager_;
     bool* single = &single_;
     bool* as_list = &as_list_;
-    const IntArgs ints = int_args_;
     return [fn, single, as_list, ints](const std::vector<at::Tensor>& in) {
       py::tuple all(in.size() + ints.size());
       size_t t = 0, k = 0;
@@ -662,6 +866,22 @@ class CodegenGraph {
   std::vector<int64_t> signature_;  // of the call that traced this graph
   IntArgs int_args_;                // its int inputs, baked into the trace
   std::vector<std::pair<std::vector<int64_t>, std::unique_ptr<CodegenGraph>>> variants_;
+  // Runtime sizes (see the class comment).
+  struct Sample {
+    std::vector<int64_t> sig, dims;
+    bridge::TraceResult trace;
+    ir::Program prog;
+  };
+  std::vector<int64_t> base_dims_;          // call_dims of the first call
+  std::vector<Sample> samples_;             // sizes traced before the template exists
+  std::vector<int> symbol_pos_;             // per size symbol: its position in call_dims
+  std::optional<ir::SizeTemplate> template_;
+  std::shared_ptr<runtime::CompiledGraph> sized_base_;  // owns the kernels for runtime sizes
+  std::map<std::vector<int64_t>, std::shared_ptr<runtime::CompiledGraph>> sized_;  // by size signature
+  std::set<std::vector<int64_t>> rejected_;  // size signatures the template does not serve
+  bool sizes_off_ = false;                   // no template: every size is specialised
+  size_t size_builds_ = 0;
+  std::string size_status_;
 };
 
 void bind_codegen(py::module_& m) {
@@ -723,7 +943,12 @@ void bind_codegen(py::module_& m) {
       .def_property_readonly("training_status", &CodegenGraph::training_status,
                              "for graphs called with autograd: how their forward and backward run")
       .def_property_readonly("num_specializations", &CodegenGraph::num_specializations,
-                             "kernel sets built for other size signatures than the first call's");
+                             "kernel sets built for other size signatures than the first call's")
+      .def_property_readonly("size_status", &CodegenGraph::size_status,
+                             "how sizes other than the first call's are served: runtime sizes, or why each size is specialised")
+      .def_property_readonly("num_size_builds", &CodegenGraph::num_size_builds, "kernel sets built for runtime sizes (0 or 1)")
+      .def_property_readonly("num_sizes_served", &CodegenGraph::num_sizes_served,
+                             "size signatures (besides the first call's) that the runtime-size kernels serve");
   m.def("_trace", [](py::object fn, py::sequence inputs) {
     bridge::TraceResult r;
     try {

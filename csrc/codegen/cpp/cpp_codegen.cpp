@@ -426,8 +426,12 @@ void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
       for (const Product& w : stages) m = std::max(m, w.value);
       work = std::to_string(m * outer_numel);
     } else {
-      std::string m = "int64_t(1)";
-      for (const Product& w : stages) m = "std::max<int64_t>(" + m + ", " + w.str() + ")";
+      int64_t literal = 1;
+      for (const Product& w : stages)
+        if (w.symbolic.empty()) literal = std::max(literal, w.value);
+      std::string m = std::to_string(literal);
+      for (const Product& w : stages)
+        if (!w.symbolic.empty()) m = "(" + m + " > " + w.str() + " ? " + m + " : " + w.str() + ")";
       work = outer.str() + " * " + m;
     }
   }
