@@ -243,7 +243,10 @@ std::optional<SizeTemplate> fit_template(const std::vector<std::vector<int64_t>>
 
 bool matches(const SizeTemplate& t, const ProgramInts& p, const std::vector<int64_t>& symbols, std::string* why) {
   if (p.shape != t.shape || p.fields.size() != t.ints.size()) {
-    *why = "lowering at this size differs from the template's";
+    size_t at = 0;
+    while (at < p.shape.size() && at < t.shape.size() && p.shape[at] == t.shape[at]) ++at;
+    const size_t from = at > 24 ? at - 24 : 0;
+    *why = "lowering at this size differs from the template's: ..." + p.shape.substr(from, 48) + " vs ..." + t.shape.substr(from, 48);
     return false;
   }
   if (static_cast<int>(symbols.size()) != t.num_symbols) {
