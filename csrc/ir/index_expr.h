@@ -16,7 +16,7 @@ struct Atom;
 // How generated code spells integers of the IR that depend on runtime sizes (ir/size_template.h):
 // C++ over the size symbols, keyed by the address of the integer field. Fields not listed print
 // as literals.
-using IntSpelling = std::unordered_map<const int64_t*, std::string>;
+using IntSpelling = std::unordered_map<const void*, std::string>;
 using AtomPtr = std::shared_ptr<const Atom>;
 
 struct Index {

@@ -56,7 +56,7 @@ class Walker {
   }
   void num(const int64_t& v) {
     out_.shape += '#';
-    out_.fields.push_back(&v);
+    out_.fields.push_back({&v, false});
   }
   void ints(const std::vector<int64_t>& v) {
     tag("[", v.size());
@@ -90,6 +90,12 @@ class Walker {
       case Expr::kIndexValue: index(e->index); break;
       case Expr::kLocal: tag("r", e->local), tag(".", e->local_part); break;
       case Expr::kConst: {
+        // An integral constant may be a count of elements (a mean over a dynamic dim).
+        if (e->value == static_cast<double>(static_cast<int64_t>(e->value)) && e->value < 9.0e15 && e->value > -9.0e15) {
+          out_.shape += "c#";
+          out_.fields.push_back({&e->value, true});
+          break;
+        }
         char buf[40];
         std::snprintf(buf, sizeof buf, "c%a", e->value);  // exact
         out_.shape += buf;
@@ -165,7 +171,7 @@ sym::Expr mono_expr(const std::vector<int>& m) {
 std::vector<int64_t> ProgramInts::values() const {
   std::vector<int64_t> v;
   v.reserve(fields.size());
-  for (const int64_t* f : fields) v.push_back(*f);
+  for (const IntField& f : fields) v.push_back(f.value());
   return v;
 }
 
@@ -261,8 +267,8 @@ bool matches(const SizeTemplate& t, const ProgramInts& p, const std::vector<int6
       *why = "a size expression cannot be evaluated";
       return false;
     }
-    if (v != *p.fields[i]) {
-      *why = "integer " + std::to_string(i) + " is " + std::to_string(*p.fields[i]) + ", the template says " + t.ints[i].str() + " = " +
+    if (v != p.fields[i].value()) {
+      *why = "integer " + std::to_string(i) + " is " + std::to_string(p.fields[i].value()) + ", the template says " + t.ints[i].str() + " = " +
              std::to_string(v);
       return false;
     }
@@ -272,15 +278,15 @@ bool matches(const SizeTemplate& t, const ProgramInts& p, const std::vector<int6
 
 std::optional<IntSpelling> spell_ints(const SizeTemplate& t, const ProgramInts& p, std::string* why) {
   IntSpelling s;
-  std::unordered_map<const int64_t*, std::string> seen;  // every field, symbolic or not
+  std::unordered_map<const void*, std::string> seen;  // every field, symbolic or not
   for (size_t i = 0; i < t.ints.size() && i < p.fields.size(); ++i) {
     const std::string key = t.ints[i].str();
-    auto [it, fresh] = seen.emplace(p.fields[i], key);
+    auto [it, fresh] = seen.emplace(p.fields[i].at, key);
     if (!fresh && it->second != key) {
       *why = "one integer of the program stands for two size expressions";
       return std::nullopt;
     }
-    if (!t.ints[i].is_constant()) s[p.fields[i]] = "(" + key + ")";
+    if (!t.ints[i].is_constant()) s[p.fields[i].at] = "(" + key + ")";
   }
   return s;
 }

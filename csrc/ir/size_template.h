@@ -22,11 +22,18 @@
 
 namespace kiln::ir {
 
+// An integer of a program: an int64 field, or a floating constant of an expression that holds an
+// integer (a mean's or variance's element count).
+struct IntField {
+  const void* at = nullptr;
+  bool is_double = false;
+  int64_t value() const { return is_double ? static_cast<int64_t>(*static_cast<const double*>(at)) : *static_cast<const int64_t*>(at); }
+};
 // A program's size-like integers in a fixed order (pointers into the program, valid while it is
 // neither changed nor moved) and everything else, rendered exactly, as `shape`.
 struct ProgramInts {
   std::string shape;
-  std::vector<const int64_t*> fields;
+  std::vector<IntField> fields;
   std::vector<int64_t> values() const;
 };
 ProgramInts program_ints(const Program& p);

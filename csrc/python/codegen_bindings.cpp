@@ -516,50 +516,67 @@ class CodegenGraph {
     return result;
   }
 
-  // With enough sizes sampled: the size symbols (the positions whose sizes differ, one symbol per
-  // set of positions that always agree), the template, and its kernels.
+  // With enough sizes sampled: the programs that lowered alike (the largest group of equal
+  // shapes: a size where lowering decided otherwise, a coincidence of sizes that fused other
+  // loops, is left to its own specialisation), the size symbols (the positions whose sizes differ
+  // within the group, one symbol per set of positions that always agree), the template, and its
+  // kernels. The first call's program is a member like any other, served by its own kernels.
   void fit_sizes() {
-    std::vector<std::vector<int64_t>> all = {base_dims_};
-    for (const Sample& s : samples_) all.push_back(s.dims);
-    std::map<std::vector<int64_t>, int> group;  // values across samples -> symbol
+    struct Member { const std::vector<int64_t>* dims; const ir::Program* prog; int sample; };  // sample -1: the first call
+    std::map<std::string, std::vector<Member>> by_shape;
+    std::string last_shape;
+    by_shape[ir::program_ints(graph_->program()).shape].push_back({&base_dims_, &graph_->program(), -1});
+    for (size_t i = 0; i < samples_.size(); ++i) {
+      last_shape = ir::program_ints(samples_[i].prog).shape;
+      by_shape[last_shape].push_back({&samples_[i].dims, &samples_[i].prog, static_cast<int>(i)});
+    }
+    const std::vector<Member>* group = &by_shape[last_shape];
+    for (const auto& [shape, members] : by_shape)
+      if (members.size() > group->size()) group = &members;
+    constexpr size_t kMaxSamples = 8;  // sizes traced without a template before giving up
+    if (group->size() < 3) {
+      if (samples_.size() >= kMaxSamples) return give_up_sizes("no three sizes lower alike (fusion, loop order, simplification or memory reuse differ)");
+      size_status_ = "runtime sizes: sampling (" + std::to_string(samples_.size() + 1) + " sizes seen)";
+      return;
+    }
+    std::map<std::vector<int64_t>, int> symbol_of;  // values across the group -> symbol
     std::vector<int> pos;
     for (size_t p = 0; p < base_dims_.size(); ++p) {
       std::vector<int64_t> col;
-      for (const auto& d : all) col.push_back(d[p]);
+      for (const Member& m : *group) col.push_back(m.dims->at(p));
       bool varies = false;
       for (int64_t v : col) varies = varies || v != col[0];
-      if (varies && group.emplace(col, static_cast<int>(pos.size())).second) pos.push_back(static_cast<int>(p));
+      if (varies && symbol_of.emplace(col, static_cast<int>(pos.size())).second) pos.push_back(static_cast<int>(p));
     }
-    bool enough = all.size() >= 3;
+    bool enough = true;  // three values of each symbol: two-parameter fits are checked by a third
     for (int p : pos) {
       std::set<int64_t> distinct;
-      for (const auto& d : all) distinct.insert(d[p]);
+      for (const Member& m : *group) distinct.insert(m.dims->at(p));
       enough = enough && distinct.size() >= 3;
     }
-    if (!enough && all.size() < 6) {
-      size_status_ = "runtime sizes: sampling (" + std::to_string(all.size()) + " sizes seen)";
+    if (!enough && samples_.size() < kMaxSamples) {
+      size_status_ = "runtime sizes: sampling (" + std::to_string(samples_.size() + 1) + " sizes seen)";
       return;
     }
     symbol_pos_ = pos;
     std::vector<std::vector<int64_t>> syms;
     std::vector<ir::ProgramInts> ints;
-    syms.push_back(symbols_of(base_dims_));
-    ints.push_back(ir::program_ints(graph_->program()));
-    for (const Sample& s : samples_) {
-      syms.push_back(symbols_of(s.dims));
-      ints.push_back(ir::program_ints(s.prog));
+    for (const Member& m : *group) {
+      syms.push_back(symbols_of(*m.dims));
+      ints.push_back(ir::program_ints(*m.prog));
     }
     std::string why;
     auto t = ir::fit_template(syms, ints, &why);
     if (!t) return give_up_sizes(why);
+    std::vector<int> members;
+    for (const Member& m : *group)
+      if (m.sample >= 0) members.push_back(m.sample);
     auto t0 = std::chrono::steady_clock::now();
-    Sample last = std::move(samples_.back());
-    samples_.pop_back();
-    std::vector<int64_t> sym = symbols_of(last.dims);
+    Sample& last = samples_.at(members.back());
     runtime::BuildResult r;
     {
       py::gil_scoped_release nogil;
-      r = runtime::build_for_sizes(std::move(last.trace), std::move(last.prog), *t, sym, opts_);
+      r = runtime::build_for_sizes(std::move(last.trace), std::move(last.prog), *t, symbols_of(last.dims), opts_);
     }
     if (!r.graph) return give_up_sizes("build failed: " + r.error);
     template_ = std::move(*t);
@@ -567,8 +584,14 @@ class CodegenGraph {
     timings_["runtime_sizes_build"] = since(t0);
     sized_base_ = r.graph;
     sized_[last.sig] = r.graph;
-    for (Sample& s : samples_) add_sized(s.sig, std::move(s.trace), std::move(s.prog), symbols_of(s.dims));
+    for (size_t i = 0; i < samples_.size(); ++i) {
+      Sample& s = samples_[i];
+      if (static_cast<int>(i) == members.back()) continue;
+      if (std::find(members.begin(), members.end(), static_cast<int>(i)) == members.end()) rejected_.insert(s.sig);
+      else add_sized(s.sig, std::move(s.trace), std::move(s.prog), symbols_of(s.dims));
+    }
     samples_.clear();
+    size_status_ = served_text();
     if (!on_compiled_.is_none()) on_compiled_(this);
   }
 

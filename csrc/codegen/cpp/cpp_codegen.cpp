@@ -103,7 +103,12 @@ class ExprEmitter {
   std::string render(const ExprPtr& e) {
     const DType t = e->dtype;
     switch (e->kind) {
-      case Expr::kConst: return literal(e->value, t);
+      case Expr::kConst:
+        if (t_spelling) {  // an element count of runtime sizes
+          auto it = t_spelling->find(&e->value);
+          if (it != t_spelling->end()) return std::string("static_cast<") + temp_type(t) + ">(" + it->second + ")";
+        }
+        return literal(e->value, t);
       case Expr::kIndexValue: return std::string("static_cast<") + temp_type(t) + ">(" + index_str(e->index) + ")";
       case Expr::kLocal: return "r" + std::to_string(e->local) + "_" + std::to_string(e->local_part);
       case Expr::kLoad: {
