@@ -2,7 +2,9 @@
 #include "ir/size_template.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 
 namespace kiln::ir {
 
@@ -181,12 +183,23 @@ ProgramInts program_ints(const Program& p) {
   return r;
 }
 
+sym::Expr PolyFit::expr() const {
+  if (c == 0) return sym::Expr::constant(d);
+  return sym::Expr::constant(c) * mono_expr(exps) + sym::Expr::constant(d);
+}
+
 std::optional<sym::Expr> fit_polynomial(const std::vector<std::vector<int64_t>>& symbols, const std::vector<int64_t>& values) {
+  auto f = fit_poly(symbols, values);
+  if (!f) return std::nullopt;
+  return f->expr();
+}
+
+std::optional<PolyFit> fit_poly(const std::vector<std::vector<int64_t>>& symbols, const std::vector<int64_t>& values) {
   const size_t n = values.size();
   if (n == 0 || symbols.size() != n) return std::nullopt;
   bool constant = true;
   for (int64_t v : values) constant = constant && v == values[0];
-  if (constant) return sym::Expr::constant(values[0]);
+  if (constant) return PolyFit{0, values[0], {}};
   const int k = static_cast<int>(symbols[0].size());
   const auto monos = monomials(k);
   std::vector<int64_t> mv(n);
@@ -210,7 +223,7 @@ std::optional<sym::Expr> fit_polynomial(const std::vector<std::vector<int64_t>>&
         d = values[0] - c * mv[0];
       }
       for (size_t j = 0; j < n && ok; ++j) ok = c * mv[j] + d == values[j];
-      if (ok) return sym::Expr::constant(c) * mono_expr(m) + sym::Expr::constant(d);
+      if (ok) return PolyFit{c, d, m};
     }
   return std::nullopt;
 }
@@ -234,16 +247,68 @@ std::optional<SizeTemplate> fit_template(const std::vector<std::vector<int64_t>>
   std::vector<int64_t> at(ints.size());
   for (size_t i = 0; i < ints[0].fields.size(); ++i) {
     for (size_t j = 0; j < ints.size(); ++j) at[j] = values[j][i];
-    auto e = fit_polynomial(symbols, at);
-    if (!e) {
+    auto f = fit_poly(symbols, at);
+    if (!f) {
       std::string vs;
       for (int64_t v : at) vs += (vs.empty() ? "" : ", ") + std::to_string(v);
       *why = "integer " + std::to_string(i) + " of the program is no polynomial of the sizes (" + vs + ")";
       return std::nullopt;
     }
-    t.num_symbolic += !e->is_constant();
-    t.ints.push_back(std::move(*e));
+    t.ints.push_back(f->expr());
+    t.num_symbolic += !t.ints.back().is_constant();
+    t.fits.push_back(std::move(*f));
   }
+  return t;
+}
+
+// Text: "kiln-sizes 1 <symbols> <integers>\n", one line "c d e0 e1 ..." per integer, then the shape.
+std::string template_text(const SizeTemplate& t) {
+  std::string s = "kiln-sizes 1 " + std::to_string(t.num_symbols) + " " + std::to_string(t.fits.size()) + "\n";
+  for (const PolyFit& f : t.fits) {
+    s += std::to_string(f.c) + " " + std::to_string(f.d);
+    for (int i = 0; i < t.num_symbols; ++i) s += " " + std::to_string(f.c == 0 || i >= static_cast<int>(f.exps.size()) ? 0 : f.exps[i]);
+    s += "\n";
+  }
+  return s + t.shape;
+}
+
+std::optional<SizeTemplate> parse_template(const std::string& text) {
+  const char* p = text.c_str();
+  const char* end = p + text.size();
+  auto number = [&](int64_t* v) {
+    while (p < end && *p == ' ') ++p;
+    char* stop = nullptr;
+    errno = 0;
+    long long x = std::strtoll(p, &stop, 10);
+    if (stop == p || errno) return false;
+    p = stop;
+    *v = x;
+    return true;
+  };
+  if (text.compare(0, 13, "kiln-sizes 1 ") != 0) return std::nullopt;
+  p += 13;
+  int64_t k = 0, n = 0;
+  if (!number(&k) || !number(&n) || k < 0 || k > 16 || n < 0 || *p != '\n') return std::nullopt;
+  ++p;
+  SizeTemplate t;
+  t.num_symbols = static_cast<int>(k);
+  for (int64_t i = 0; i < n; ++i) {
+    PolyFit f;
+    if (!number(&f.c) || !number(&f.d)) return std::nullopt;
+    f.exps.assign(k, 0);
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t e = 0;
+      if (!number(&e) || e < 0 || e > 2) return std::nullopt;
+      f.exps[j] = static_cast<int>(e);
+    }
+    if (p >= end || *p != '\n') return std::nullopt;
+    ++p;
+    if (f.c == 0) f.exps.clear();
+    t.ints.push_back(f.expr());
+    t.num_symbolic += !t.ints.back().is_constant();
+    t.fits.push_back(std::move(f));
+  }
+  t.shape.assign(p, end);
   return t;
 }
 

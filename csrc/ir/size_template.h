@@ -38,17 +38,31 @@ struct ProgramInts {
 };
 ProgramInts program_ints(const Program& p);
 
+// c * s0^exps[0] * s1^exps[1] ... + d (c = 0: the constant d).
+struct PolyFit {
+  int64_t c = 0, d = 0;
+  std::vector<int> exps;
+  sym::Expr expr() const;
+};
 // The integer polynomial over symbols that takes value values[j] at symbols[j] for every sample
 // j, from a small family (a constant, c*m, c*m + d, m a product of symbols each to a power <= 2);
 // nullopt when none fits every sample.
+std::optional<PolyFit> fit_poly(const std::vector<std::vector<int64_t>>& symbols, const std::vector<int64_t>& values);
 std::optional<sym::Expr> fit_polynomial(const std::vector<std::vector<int64_t>>& symbols, const std::vector<int64_t>& values);
 
 struct SizeTemplate {
   std::string shape;
   std::vector<sym::Expr> ints;  // per integer of ProgramInts
+  std::vector<PolyFit> fits;    // the same, as fitted (what the cache file keeps)
   int num_symbols = 0;
   int num_symbolic = 0;         // integers that are not constants
 };
+
+// The template as text for the kernel cache (kept beside the kernels, so that a process that
+// meets the same program at a size it never saw runs the cached kernels), and back; nullopt for
+// text that is not one.
+std::string template_text(const SizeTemplate& t);
+std::optional<SizeTemplate> parse_template(const std::string& text);
 
 // The template of programs sampled at `symbols[j]` (ints[j] = program_ints(sample j)): every
 // sample must have the same shape. nullopt with `why` set when an integer fits no polynomial.

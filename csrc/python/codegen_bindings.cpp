@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -385,6 +386,8 @@ class CodegenGraph {
       signature_ = size_signature(inputs, ints);
       int_args_ = ints;
       base_dims_ = call_dims(inputs, ints);
+      base_ranks_.clear();
+      for (const auto& t : inputs) base_ranks_.push_back(static_cast<int>(t.dim()));
     }
     return first_call(inputs, args);
   }
@@ -415,7 +418,7 @@ class CodegenGraph {
   size_t num_specializations() const { return variants_.size(); }
   // Runtime sizes: how this graph serves sizes other than its first call's (see the class comment).
   std::string size_status() const { return size_status_; }
-  size_t num_size_builds() const { return size_builds_; }   // kernel sets built for runtime sizes
+  size_t num_size_builds() const { return size_builds_; }   // kernel sets built (or loaded) for runtime sizes
   size_t num_sizes_served() const { return sized_.size(); }  // size signatures those kernels run
   // For kiln/_cudagraphs.py: whether this graph can run inside a CUDA graph capture (compiled, for
   // CUDA, tensors only, no inputs written in place), and that run, whose kernels' error flag is
@@ -441,6 +444,67 @@ class CodegenGraph {
  private:
   enum State { kNew, kCompiling, kReady, kEager };
 
+  // The first build of a CPU graph: the kernels of a size template in the cache when this program
+  // is that template at this call's sizes (an earlier process fitted it: no build at a size never
+  // seen), else kernels for these sizes. Runs without the GIL (the graph is marked building).
+  runtime::BuildResult build_first(bridge::TraceResult tr) {
+    auto t0 = std::chrono::steady_clock::now();
+    ir::Program prog;
+    try {
+      prog = runtime::lower_graph(tr, opts_);
+    } catch (const std::exception&) {
+      return runtime::build_graph(std::move(tr), opts_);  // a CUDA graph, or the build reports it
+    }
+    const std::pair<std::string, double> lowered{"lower", since(t0)};
+    const ir::ProgramInts ints = ir::program_ints(prog);
+    if (auto found = runtime::load_size_template(opts_, ints.shape)) {
+      std::vector<int> pos;
+      size_t ndims = 0;
+      if (parse_note(found->second, &pos, &ndims) && ndims == base_dims_.size()) {
+        symbol_pos_ = pos;
+        std::vector<int64_t> sym = symbols_of(base_dims_);
+        std::string why;
+        if (ir::matches(found->first, ints, sym, &why)) {
+          runtime::BuildResult r = runtime::build_for_sizes(tr, prog, found->first, sym, opts_);
+          if (r.graph) {
+            r.timings.insert(r.timings.begin(), lowered);
+            template_ = std::move(found->first);
+            sized_base_ = r.graph;
+            ++size_builds_;
+            size_status_ = served_text() + "; kernels from the cache's size template";
+            return r;
+          }
+        }
+        symbol_pos_.clear();
+      }
+    }
+    runtime::BuildResult r = runtime::build_lowered(std::move(tr), std::move(prog), opts_);
+    r.timings.insert(r.timings.begin(), lowered);
+    return r;
+  }
+  // The note kept with a size template: "dims N symbols p0 p1 ..." (positions in call_dims).
+  std::string note() const {
+    std::string s = "dims " + std::to_string(base_dims_.size()) + " symbols";
+    for (int p : symbol_pos_) s += " " + std::to_string(p);
+    return s;
+  }
+  static bool parse_note(const std::string& s, std::vector<int>* pos, size_t* ndims) {
+    const char* p = s.c_str();
+    if (s.compare(0, 5, "dims ") != 0) return false;
+    char* end = nullptr;
+    long n = std::strtol(p + 5, &end, 10);
+    if (end == p + 5 || n < 0 || std::string(end).compare(0, 8, " symbols") != 0) return false;
+    *ndims = static_cast<size_t>(n);
+    p = end + 8;
+    while (*p == ' ') {
+      long v = std::strtol(p + 1, &end, 10);
+      if (end == p + 1 || v < 0 || v >= n) return false;
+      pos->push_back(static_cast<int>(v));
+      p = end;
+    }
+    return *p == 0 && !pos->empty();
+  }
+
   // Every tensor input's sizes and every int input's value, flattened (positions line up between
   // calls whose inputs have the same ranks).
   static std::vector<int64_t> call_dims(const std::vector<at::Tensor>& inputs, const IntArgs& ints) {
@@ -451,14 +515,12 @@ class CodegenGraph {
     return d;
   }
   bool same_layout(const std::vector<at::Tensor>& inputs, const IntArgs& ints) const {
-    if (ints.size() != int_args_.size() || !graph_) return false;
+    if (ints.size() != int_args_.size() || inputs.size() != base_ranks_.size()) return false;
     for (size_t i = 0; i < ints.size(); ++i)
       if (ints[i].first != int_args_[i].first) return false;
-    size_t n = 0;
-    for (const ir::AtenValue& v : graph_->trace().graph.values) n += v.kind == ir::AtenValue::kInput;
-    if (inputs.size() != n) return false;
-    const size_t nd = call_dims(inputs, ints).size();
-    return nd == base_dims_.size();
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].dim() != base_ranks_[i]) return false;
+    return true;
   }
   std::vector<int64_t> symbols_of(const std::vector<int64_t>& dims) const {
     std::vector<int64_t> s;
@@ -582,7 +644,9 @@ class CodegenGraph {
     template_ = std::move(*t);
     ++size_builds_;
     timings_["runtime_sizes_build"] = since(t0);
+    runtime::store_size_template(opts_, *template_, note());
     sized_base_ = r.graph;
+    sized_base_sig_ = last.sig;
     sized_[last.sig] = r.graph;
     for (size_t i = 0; i < samples_.size(); ++i) {
       Sample& s = samples_[i];
@@ -596,9 +660,17 @@ class CodegenGraph {
   }
 
   void add_sized(const std::vector<int64_t>& sig, bridge::TraceResult tr, ir::Program prog, std::vector<int64_t> sym) {
+    // Each size keeps its program and extern-call arguments: a graph called at ever new sizes (a
+    // cache growing forever) forgets the oldest, which is checked again if it comes back.
+    constexpr size_t kMaxSizes = 512;
+    if (sized_.size() >= kMaxSizes && !sized_order_.empty()) {
+      if (sized_order_.front() != sized_base_sig_) sized_.erase(sized_order_.front());
+      sized_order_.pop_front();
+    }
     auto g = std::make_shared<runtime::CompiledGraph>(std::move(tr), std::move(prog));
     g->share_kernels(*sized_base_, std::move(sym));
     sized_[sig] = std::move(g);
+    sized_order_.push_back(sig);
     size_status_ = served_text();
   }
   std::string sizes_text(const std::vector<int64_t>& sym) const {
@@ -617,14 +689,7 @@ class CodegenGraph {
     if (pos < static_cast<int>(int_args_.size())) return "int input " + std::to_string(int_args_[pos].first);
     int p = pos - static_cast<int>(int_args_.size());
     int input = 0;
-    // Ranks from the base call's trace, in input order.
-    std::vector<int> ranks;
-    for (const ir::AtenValue& v : graph_->trace().graph.values)
-      if (v.kind == ir::AtenValue::kInput) {
-        if (ranks.size() <= static_cast<size_t>(v.index)) ranks.resize(v.index + 1, 0);
-        ranks[v.index] = static_cast<int>(v.meta.sizes.size());
-      }
-    while (input < static_cast<int>(ranks.size()) && p >= ranks[input]) p -= ranks[input++];
+    while (input < static_cast<int>(base_ranks_.size()) && p >= base_ranks_[input]) p -= base_ranks_[input++];
     return "input " + std::to_string(input) + " dim " + std::to_string(p);
   }
   void give_up_sizes(const std::string& why) {
@@ -838,9 +903,10 @@ class CodegenGraph {
       status_ = "compiling";
     } else {
       runtime::BuildResult r;
+      const bool cpu = opts_.cuda_device < 0 && !opts_.extern_only;
       {
         py::gil_scoped_release nogil;
-        r = runtime::build_graph(std::move(tr), opts_);
+        r = cpu ? build_first(std::move(tr)) : runtime::build_graph(std::move(tr), opts_);
       }
       // mode="max-autotune": time each CUDA kernel's configurations on this call's inputs, or
       // take the choices an earlier process made (before the graph is reported compiled).
@@ -896,11 +962,14 @@ class CodegenGraph {
     ir::Program prog;
   };
   std::vector<int64_t> base_dims_;          // call_dims of the first call
+  std::vector<int> base_ranks_;             // its tensor inputs' ranks
   std::vector<Sample> samples_;             // sizes traced before the template exists
   std::vector<int> symbol_pos_;             // per size symbol: its position in call_dims
   std::optional<ir::SizeTemplate> template_;
   std::shared_ptr<runtime::CompiledGraph> sized_base_;  // owns the kernels for runtime sizes
   std::map<std::vector<int64_t>, std::shared_ptr<runtime::CompiledGraph>> sized_;  // by size signature
+  std::deque<std::vector<int64_t>> sized_order_;  // in the order they were added
+  std::vector<int64_t> sized_base_sig_;
   std::set<std::vector<int64_t>> rejected_;  // size signatures the template does not serve
   bool sizes_off_ = false;                   // no template: every size is specialised
   size_t size_builds_ = 0;

@@ -56,6 +56,7 @@ class CompiledGraph {
   // their size symbols: this graph's program is the template's at those values (checked by the
   // caller), so only its buffers, extern calls and the symbols differ from `base`.
   void share_kernels(const CompiledGraph& base, std::vector<int64_t> symbols);
+  void set_size_symbols(std::vector<int64_t> symbols) { symbols_ = std::move(symbols); }
   const std::vector<int64_t>& size_symbols() const { return symbols_; }
   // With `device_flag` (CUDA graphs being captured: no host sync allowed), the kernels' error
   // flag is handed back in device memory instead of being read; the caller reads it after replay.

@@ -214,13 +214,44 @@ BuildResult build_for_sizes(bridge::TraceResult trace, ir::Program prog, const i
     codegen::SizeSymbols sizes{std::move(*spelling), tmpl.num_symbols};
     if (prog.kernels.empty()) r.graph = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
     else build_cpu(std::move(trace), std::move(prog), &sizes, opts, r);
-    auto& g = const_cast<CompiledGraph&>(*r.graph);
-    g.share_kernels(g, std::move(symbols));
+    r.graph->set_size_symbols(std::move(symbols));
   } catch (const std::exception& e) {
     r.graph.reset();
     r.error = e.what();
   }
   return r;
+}
+
+BuildResult build_lowered(bridge::TraceResult trace, ir::Program prog, const BuildOptions& opts) {
+  BuildResult r;
+  try {
+    if (prog.kernels.empty()) r.graph = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+    else build_cpu(std::move(trace), std::move(prog), nullptr, opts, r);
+  } catch (const std::exception& e) {
+    r.graph.reset();
+    r.error = e.what();
+  }
+  return r;
+}
+
+static std::string template_path(const BuildOptions& opts, const std::string& shape) {
+  return cache_dir(opts.cache_dir) + "/" + hex(fnv1a("kiln size template\n" + shape)) + ".sizes";
+}
+
+void store_size_template(const BuildOptions& opts, const ir::SizeTemplate& t, const std::string& note) {
+  const std::string dir = cache_dir(opts.cache_dir);
+  if (note.find('\n') != std::string::npos || !make_dirs(dir)) return;  // a cache that cannot be written costs a build later
+  store_verified(template_path(opts, t.shape), note + "\n" + ir::template_text(t));
+}
+
+std::optional<std::pair<ir::SizeTemplate, std::string>> load_size_template(const BuildOptions& opts, const std::string& shape) {
+  std::string text;
+  if (!read_verified(template_path(opts, shape), &text)) return std::nullopt;
+  const size_t eol = text.find('\n');
+  if (eol == std::string::npos) return std::nullopt;
+  auto t = ir::parse_template(text.substr(eol + 1));
+  if (!t || t->shape != shape) return std::nullopt;  // a damaged entry, or another program with the same hash
+  return std::make_pair(std::move(*t), text.substr(0, eol));
 }
 
 BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts) {

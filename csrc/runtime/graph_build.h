@@ -4,6 +4,7 @@
 #pragma once
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -46,6 +47,14 @@ ir::Program lower_graph(const bridge::TraceResult& trace, const BuildOptions& op
 // for runtime sizes, so other graphs at other sizes can share them (CompiledGraph::share_kernels).
 BuildResult build_for_sizes(bridge::TraceResult trace, ir::Program prog, const ir::SizeTemplate& tmpl, std::vector<int64_t> symbols,
                             const BuildOptions& opts);
+// build_graph for a CPU program already lowered from `trace` (lower_graph).
+BuildResult build_lowered(bridge::TraceResult trace, ir::Program prog, const BuildOptions& opts);
+
+// Size templates in the kernel cache, keyed by the program's shape, with the caller's note (where
+// its symbols are read from): a process that meets a program of this shape at a size it never saw
+// checks it against the template and loads the cached kernels instead of building any.
+void store_size_template(const BuildOptions& opts, const ir::SizeTemplate& t, const std::string& note);
+std::optional<std::pair<ir::SizeTemplate, std::string>> load_size_template(const BuildOptions& opts, const std::string& shape);
 
 // build_graph on its own thread. The destructor waits for it.
 class BackgroundBuild {

@@ -164,3 +164,36 @@ def test_nanogpt_over_sixteen_lengths():
     # specialisation; every other length runs the one kernel set.
     assert g.num_specializations <= 1, g.size_status
     assert g.num_sizes_served >= len(sets) - 4, g.size_status
+
+
+WARM = r"""
+import sys, torch, kiln
+from kiln import _codegen
+def f(x, w):
+    return torch.softmax(x @ w, -1) * 2 + x.sum(-1, keepdim=True), x.var(1)
+w = torch.ones(16, 16)
+cf = kiln.compile(f)
+with torch.no_grad():
+    for t in [int(s) for s in sys.argv[1].split(",")]:
+        x = torch.randn(2, t, 16)
+        for a, b in zip(cf(x, w), f(x, w)):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+print("COMPILED", sum("compile" in g.timings for g in _codegen.GRAPHS), "BUILDS", [g.num_size_builds for g in _codegen.GRAPHS])
+"""
+
+
+def test_a_warm_process_at_new_sizes_builds_nothing(tmp_path):
+    import subprocess
+    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(kiln.__file__)), os.environ.get("PYTHONPATH", "")]))
+
+    def run(sizes):
+        out = subprocess.run([sys.executable, "-c", WARM, sizes], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split("COMPILED")[1].strip()
+
+    cold = run("5,7,9,11,13")
+    assert cold.startswith("2 ") and cold.endswith("[0, 1]"), cold  # static first size, then runtime sizes
+    # Sizes the cold process never saw: the cached size template serves them, nothing compiles.
+    warm = run("20,23,27,31")
+    assert warm.startswith("0 "), warm

@@ -332,7 +332,9 @@ bool is_column_reduction(const Kernel& k) {
     if (!l->indirect.empty() || l->index.coefficient_of(lv) == 1) return false;
     column |= l->index.coefficient_of(col) == 1;
   }
-  return column && k.outer_sizes.back() >= 8;
+  // A symbolic column count is taken as wide: the code of runtime sizes must not depend on the
+  // sample it was generated from (one cache entry for every size), and blocks cover any width.
+  return column && (is_symbolic(k.outer_sizes.back()) || k.outer_sizes.back() >= 8);
 }
 
 void emit_column_reduction(const Program& p, const Kernel& k, StrBuilder& b, const std::string& work) {
