@@ -218,7 +218,8 @@ def stats() -> dict:
     s["kiln_backend"] = _backends.describe("kiln")
     from . import _codegen
     s["codegen"] = [{"status": g.status, "kernels": g.num_kernels, "externs": g.num_externs, "timings": dict(g.timings),
-                     "specializations": g.num_specializations, "training": g.training_status} for g in _codegen.GRAPHS]
+                     "specializations": g.num_specializations, "size_builds": g.num_size_builds, "sizes": g.size_status,
+                     "training": g.training_status} for g in _codegen.GRAPHS]
     return s
 
 

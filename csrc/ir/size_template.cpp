@@ -10,7 +10,7 @@ namespace kiln::ir {
 
 namespace {
 
-// Walks every field of a program: integers that may depend on sizes go to `fields` (a '#' marks
+// Walks every field of a program's buffers and kernels: integers that may depend on sizes go to `fields` (a '#' marks
 // their place in the shape), everything else is appended to the shape.
 class Walker {
  public:
@@ -35,20 +35,8 @@ class Walker {
       tag("S", k.stages.size());
       for (const Stage& s : k.stages) stage(s);
     }
-    tag("T", p.steps.size());
-    for (const Step& s : p.steps) {
-      tag("t", s.kind);
-      tag(",", s.kernel);
-      tag(",", s.node);
-      ids(s.args);
-      ids(s.outputs);
-    }
-    ids(p.outputs);
-    tag("M", p.input_mutations.size());
-    for (auto [input, buf] : p.input_mutations) tag(",", input), tag(",", buf);
-    tag("F", p.frees.size());
-    for (const auto& f : p.frees) ids(f);
-    ids(p.reuse_of);
+    // Steps, outputs, frees and memory reuse are left out: a program served by shared kernels
+    // runs its own (runtime/compiled_graph.h), so only what the kernels compute must agree.
   }
 
  private:

@@ -3,14 +3,16 @@
 // Lowering decides fusion, loop order, index simplification and memory reuse on concrete sizes.
 // Rather than make every one of those decisions symbolic, a program is lowered as today at each
 // size it is called with, and its *integers* (extents, sizes, strides, offsets, index
-// coefficients and divisors) are separated from everything else (its shape: kernels, stages,
-// expressions, buffer ids, reuse decisions). Programs of the same graph at several sizes whose
-// shapes are equal and whose integers are polynomials of the dynamic sizes share one template:
+// coefficients and divisors) are separated from everything else its kernels depend on (its
+// shape: buffer ids and dtypes, kernels, stages, expressions). Programs of the same graph at
+// several sizes whose shapes are equal and whose integers are polynomials of the dynamic sizes
+// share one template:
 // those polynomials, as `sym::Expr` over symbols s0, s1... (the sizes read from the inputs).
 // Kernels generated from the template take the symbols at run time (codegen/cpp), so one kernel
 // set serves every size whose own program matches the template at that size, which is checked
-// exactly (`matches`): a size where lowering decided anything differently, or where an integer
-// is not the polynomial, is never run with the shared kernels.
+// exactly (`matches`): a size where lowering decided the kernels differently, or where an integer
+// is not the polynomial, is never run with the shared kernels. The rest of a program (the order
+// of kernels and extern calls, frees, memory reuse) is each size's own: it runs as lowered.
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -722,7 +722,10 @@ class CodegenGraph {
     // No kernels for these sizes and no room for more: the graph runs op by op (an exception
     // it raises makes the frame rerun eagerly, as for any graph).
     if (static_cast<int>(variants_.size()) >= max_variants_) return eager_(*args);
-    auto g = std::make_unique<CodegenGraph>(eager_, opts_.cache_dir, on_compiled_, opts_.fuse, background_, opts_.jobs, frontend_, 0, min_cut_,
+    // A size the runtime-size kernels do not serve (lowering decided its kernels otherwise) is
+    // built on a background thread: the other sizes keep running while it compiles.
+    const bool background = background_ || template_.has_value();
+    auto g = std::make_unique<CodegenGraph>(eager_, opts_.cache_dir, on_compiled_, opts_.fuse, background, opts_.jobs, frontend_, 0, min_cut_,
                                             opts_.extern_only, enables_grad_, debug_, opts_.autotune);
     variants_.emplace_back(std::move(sig), std::move(g));
     return variants_.back().second->call(args);

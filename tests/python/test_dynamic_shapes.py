@@ -204,15 +204,26 @@ def test_a_transformers_model_at_ten_lengths_and_batch_sizes():
 
 
 def test_kiln_backend_builds_kernels_for_a_bounded_number_of_sizes():
+    # Every other element: extents (t + 1) // 2 are no polynomial of t, so kernels cannot take t
+    # at run time (tests/python/test_runtime_sizes.py) and each size gets its own, up to the bound.
     kiln._options.set("size_specializations", 3)
     try:
-        fn = lambda x: (x * 2).softmax(-1) + x.shape[1]  # noqa: E731
+        fn = lambda x: (x[:, ::2] * 2).softmax(-1) + x.shape[1]  # noqa: E731
         s = run_sizes(fn, lambda t: (torch.randn(4, t),), [5, 6, 7, 8, 9, 10, 6, 9, 5], backend="kiln")
     finally:
         kiln._options.unset("size_specializations")
     assert s["graphs"] == 2 and s["recompiles"] == 1
     dynamic = s["codegen"][1]
     assert dynamic["status"] == "compiled" and dynamic["specializations"] == 3, s["codegen"]
+    assert dynamic["size_builds"] == 0 and "specialised per size" in dynamic["sizes"], s["codegen"]
+
+
+def test_kiln_backend_builds_one_kernel_set_for_runtime_sizes():
+    fn = lambda x: (x * 2).softmax(-1) + x.shape[1]  # noqa: E731
+    s = run_sizes(fn, lambda t: (torch.randn(4, t),), [5, 6, 7, 8, 9, 10, 6, 9, 5, 31], backend="kiln")
+    assert s["graphs"] == 2 and s["recompiles"] == 1
+    dynamic = s["codegen"][1]
+    assert dynamic["specializations"] == 0 and dynamic["size_builds"] == 1, s["codegen"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
