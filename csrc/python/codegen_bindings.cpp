@@ -558,7 +558,7 @@ class CodegenGraph {
       prog = runtime::lower_graph(tr, opts_);
     } catch (const std::exception& e) {
       give_up_sizes(std::string("lowering failed: ") + e.what());
-      rejected_.insert(sig);
+      rejected_.emplace(sig, 1);
       return result;
     }
     if (template_) {
@@ -566,7 +566,7 @@ class CodegenGraph {
       const std::vector<int64_t> sym = symbols_of(dims);
       if (!ir::matches(*template_, ir::program_ints(prog), sym, &why)) {
         // Served by its own specialisation from its next call on.
-        rejected_.insert(sig);
+        rejected_.emplace(sig, 1);
         size_status_ = "runtime sizes " + sizes_text(sym) + ": specialised (" + why + "); " + served_text();
         return result;
       }
@@ -651,7 +651,7 @@ class CodegenGraph {
     for (size_t i = 0; i < samples_.size(); ++i) {
       Sample& s = samples_[i];
       if (static_cast<int>(i) == members.back()) continue;
-      if (std::find(members.begin(), members.end(), static_cast<int>(i)) == members.end()) rejected_.insert(s.sig);
+      if (std::find(members.begin(), members.end(), static_cast<int>(i)) == members.end()) rejected_.emplace(s.sig, 1);
       else add_sized(s.sig, std::move(s.trace), std::move(s.prog), symbols_of(s.dims));
     }
     samples_.clear();
@@ -695,7 +695,7 @@ class CodegenGraph {
   void give_up_sizes(const std::string& why) {
     sizes_off_ = true;
     size_status_ = "specialised per size: " + why;
-    for (Sample& s : samples_) rejected_.insert(s.sig);
+    for (Sample& s : samples_) rejected_.emplace(s.sig, 1);
     samples_.clear();
     if (!on_compiled_.is_none()) on_compiled_(this);
   }
@@ -722,8 +722,14 @@ class CodegenGraph {
     // No kernels for these sizes and no room for more: the graph runs op by op (an exception
     // it raises makes the frame rerun eagerly, as for any graph).
     if (static_cast<int>(variants_.size()) >= max_variants_) return eager_(*args);
-    // A size the runtime-size kernels do not serve (lowering decided its kernels otherwise) is
-    // built on a background thread: the other sizes keep running while it compiles.
+    // A size the runtime-size kernels do not serve (lowering decided its kernels otherwise, as
+    // where a length equals a head dimension and other loops fuse) runs op by op until it is
+    // called a third time, then gets its own build, on a background thread: a size seen once
+    // compiles nothing, and the other sizes keep running while one compiles.
+    if (template_) {
+      auto rejected = rejected_.find(sig);
+      if (rejected != rejected_.end() && ++rejected->second < 3) return eager_(*args);
+    }
     const bool background = background_ || template_.has_value();
     auto g = std::make_unique<CodegenGraph>(eager_, opts_.cache_dir, on_compiled_, opts_.fuse, background, opts_.jobs, frontend_, 0, min_cut_,
                                             opts_.extern_only, enables_grad_, debug_, opts_.autotune);
@@ -973,7 +979,7 @@ class CodegenGraph {
   std::map<std::vector<int64_t>, std::shared_ptr<runtime::CompiledGraph>> sized_;  // by size signature
   std::deque<std::vector<int64_t>> sized_order_;  // in the order they were added
   std::vector<int64_t> sized_base_sig_;
-  std::set<std::vector<int64_t>> rejected_;  // size signatures the template does not serve
+  std::map<std::vector<int64_t>, int> rejected_;  // size signatures the template does not serve -> calls
   bool sizes_off_ = false;                   // no template: every size is specialised
   size_t size_builds_ = 0;
   std::string size_status_;

@@ -135,6 +135,18 @@ def test_two_dynamic_dims():
     assert g.num_specializations <= 2, g.size_status
 
 
+def test_size_arithmetic_inside_the_graph():
+    # Sizes computed in Python (t * 2 + 1, arange(t)) reach the graph as symbolic sizes or ints.
+    def fn(x):
+        b, t = x.shape
+        n = t * 2 + 1
+        return x.new_ones(b, n) * t, torch.arange(t) * b + x.sum(1, keepdim=True), x.mean(1) * n
+    sizes = [5, 7, 9, 11, 13, 17, 4, 30, 6]
+    run_sizes(fn, lambda t: (torch.randn(3, t),), sizes, rounds=2)
+    g = dynamic_graph()
+    assert g.num_size_builds <= 1 and g.num_specializations <= 1, g.size_status
+
+
 def test_an_integer_that_is_no_polynomial_keeps_specialising():
     # Pooling by 2 makes an extent (t - 2) // 2 + 1: kernels keep one specialisation per size,
     # and the reason is recorded.
