@@ -60,7 +60,7 @@ def compile_fx(gm, example_inputs, frontend=False, extern_only=False, autotune=F
     g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), report, _options.get("fusion"),
                         _options.get("compile_background"), _options.get("compile_jobs"), frontend,
                         _options.get("size_specializations"), _options.get("partitioner") == "min_cut", extern_only,
-                        _enables_grad(gm), folder is not None, autotune)
+                        _enables_grad(gm), folder is not None, autotune, _options.get("runtime_sizes"))
     GRAPHS.append(g)
     GRAPH_OWNERS.append(_C._graph_record_count() if frontend else -1)
     return g

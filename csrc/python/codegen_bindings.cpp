@@ -302,9 +302,11 @@ static std::vector<int64_t> size_signature(const std::vector<at::Tensor>& inputs
 class CodegenGraph {
  public:
   CodegenGraph(py::object eager, std::string cache_dir, py::object on_compiled, bool fuse, bool background, int jobs, bool frontend,
-               int max_variants = 8, bool min_cut = true, bool extern_only = false, bool enables_grad = false, bool debug = false, bool autotune = false)
+               int max_variants = 8, bool min_cut = true, bool extern_only = false, bool enables_grad = false, bool debug = false, bool autotune = false,
+               bool runtime_sizes = true)
       : eager_(std::move(eager)), on_compiled_(std::move(on_compiled)), background_(background), frontend_(frontend),
-        max_variants_(max_variants), min_cut_(min_cut), enables_grad_(enables_grad), debug_(debug) {
+        max_variants_(max_variants), min_cut_(min_cut), enables_grad_(enables_grad), debug_(debug), runtime_sizes_(runtime_sizes) {
+    if (!runtime_sizes_) sizes_off_ = true, size_status_ = "runtime sizes off (option runtime_sizes)";
     opts_.cache_dir = std::move(cache_dir);
     opts_.fuse = fuse;
     opts_.extern_only = extern_only;
@@ -457,7 +459,7 @@ class CodegenGraph {
     }
     const std::pair<std::string, double> lowered{"lower", since(t0)};
     const ir::ProgramInts ints = ir::program_ints(prog);
-    if (auto found = runtime::load_size_template(opts_, ints.shape)) {
+    if (auto found = runtime_sizes_ ? runtime::load_size_template(opts_, ints.shape) : std::nullopt) {
       std::vector<int> pos;
       size_t ndims = 0;
       if (parse_note(found->second, &pos, &ndims) && ndims == base_dims_.size()) {
@@ -732,7 +734,7 @@ class CodegenGraph {
     }
     const bool background = background_ || template_.has_value();
     auto g = std::make_unique<CodegenGraph>(eager_, opts_.cache_dir, on_compiled_, opts_.fuse, background, opts_.jobs, frontend_, 0, min_cut_,
-                                            opts_.extern_only, enables_grad_, debug_, opts_.autotune);
+                                            opts_.extern_only, enables_grad_, debug_, opts_.autotune, runtime_sizes_);
     variants_.emplace_back(std::move(sig), std::move(g));
     return variants_.back().second->call(args);
   }
@@ -980,6 +982,7 @@ class CodegenGraph {
   std::deque<std::vector<int64_t>> sized_order_;  // in the order they were added
   std::vector<int64_t> sized_base_sig_;
   std::map<std::vector<int64_t>, int> rejected_;  // size signatures the template does not serve -> calls
+  bool runtime_sizes_ = true;                // the option: kernels for runtime sizes at all
   bool sizes_off_ = false;                   // no template: every size is specialised
   size_t size_builds_ = 0;
   std::string size_status_;
@@ -1023,10 +1026,10 @@ void bind_codegen(py::module_& m) {
     return py::make_tuple(aliases, witnesses, versions);
   });
   py::class_<CodegenGraph>(m, "CodegenGraph")
-      .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int, bool, bool, bool, bool, bool>(), py::arg("eager"), py::arg("cache_dir") = "",
+      .def(py::init<py::object, std::string, py::object, bool, bool, int, bool, int, bool, bool, bool, bool, bool, bool>(), py::arg("eager"), py::arg("cache_dir") = "",
            py::arg("on_compiled") = py::none(), py::arg("fuse") = true, py::arg("background") = false, py::arg("jobs") = 0,
            py::arg("frontend") = false, py::arg("max_variants") = 8, py::arg("min_cut") = true, py::arg("extern_only") = false,
-           py::arg("enables_grad") = false, py::arg("debug") = false, py::arg("autotune") = false)
+           py::arg("enables_grad") = false, py::arg("debug") = false, py::arg("autotune") = false, py::arg("runtime_sizes") = true)
       .def_property_readonly("autotune_status", &CodegenGraph::autotune_status,
                              "mode='max-autotune': each CUDA kernel's chosen configuration, or why nothing was tuned")
       .def("__call__", &CodegenGraph::call)

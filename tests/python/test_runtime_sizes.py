@@ -209,3 +209,15 @@ def test_a_warm_process_at_new_sizes_builds_nothing(tmp_path):
     # Sizes the cold process never saw: the cached size template serves them, nothing compiles.
     warm = run("20,23,27,31")
     assert warm.startswith("0 "), warm
+
+
+def test_the_option_off_keeps_one_specialisation_per_size():
+    kiln._options.set("runtime_sizes", False)
+    try:
+        fn = lambda x: (x * 2).softmax(-1) + x.sum(-1, keepdim=True)  # noqa: E731
+        run_sizes(fn, lambda t: (torch.randn(4, t),), [5, 6, 7, 8, 9])
+    finally:
+        kiln._options.unset("runtime_sizes")
+    g = dynamic_graph()
+    assert g.num_size_builds == 0 and g.num_specializations == 3, g.size_status
+    assert "off" in g.size_status
