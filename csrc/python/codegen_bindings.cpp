@@ -646,6 +646,7 @@ class CodegenGraph {
     template_ = std::move(*t);
     ++size_builds_;
     timings_["runtime_sizes_build"] = since(t0);
+    source_ += "// ==== kernels for runtime sizes (" + served_text() + ") ====\n" + r.source;
     runtime::store_size_template(opts_, *template_, note());
     sized_base_ = r.graph;
     sized_base_sig_ = last.sig;

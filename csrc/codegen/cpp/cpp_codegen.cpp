@@ -433,13 +433,17 @@ void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
       for (const Product& w : stages) m = std::max(m, w.value);
       work = std::to_string(m * outer_numel);
     } else {
+      // Computed once at the kernel's entry: the largest stage's inner elements, then times the outer ones.
       int64_t literal = 1;
-      for (const Product& w : stages)
+      std::set<std::string> symbolic;
+      for (const Product& w : stages) {
         if (w.symbolic.empty()) literal = std::max(literal, w.value);
-      std::string m = std::to_string(literal);
-      for (const Product& w : stages)
-        if (!w.symbolic.empty()) m = "(" + m + " > " + w.str() + " ? " + m + " : " + w.str() + ")";
-      work = outer.str() + " * " + m;
+        else symbolic.insert(w.str());
+      }
+      b << "  int64_t kiln_work = " << literal << ";\n";
+      for (const std::string& w : symbolic) b << "  if (" << w << " > kiln_work) kiln_work = " << w << ";\n";
+      b << "  kiln_work *= " << outer.str() << ";\n";
+      work = "kiln_work";
     }
   }
   if (is_column_reduction(k)) {
