@@ -36,6 +36,8 @@ def _report(g, dump_to=None) -> None:
         _logging.emit("loop_ir", g.program_text)
     if "output_code" in channels:
         _logging.emit("output_code", g.source or g.status)
+    if "dynamic" in channels and g.size_status:  # runtime sizes: the kernels' size symbols, or why sizes are specialised
+        _logging.emit("dynamic", "codegen: " + g.size_status)
     if "autograd" in channels and g.training_status:  # what the partitioner saved and recomputed
         _logging.emit("autograd", "training graph: " + g.training_status)
     if "perf" in channels:
