@@ -123,3 +123,30 @@ TEST(SizeTemplate, DifferentLoweringIsNoTemplate) {
   EXPECT_FALSE(ir::fit_template({{5}, {7}, {1}}, {ir::program_ints(a), ir::program_ints(b), ir::program_ints(one)}, &why));
   EXPECT_NE(why.find("lowering differs"), std::string::npos) << why;
 }
+
+TEST(SizeTemplate, TextRoundTripsForTheCache) {
+  ir::Program a = rows_at(5), b = rows_at(7), c = rows_at(9);
+  std::string why;
+  auto t = ir::fit_template({{5}, {7}, {9}}, {ir::program_ints(a), ir::program_ints(b), ir::program_ints(c)}, &why);
+  ASSERT_TRUE(t) << why;
+  auto back = ir::parse_template(ir::template_text(*t));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->shape, t->shape);
+  ASSERT_EQ(back->ints.size(), t->ints.size());
+  for (size_t i = 0; i < t->ints.size(); ++i) EXPECT_EQ(back->ints[i].str(), t->ints[i].str());
+  EXPECT_TRUE(ir::matches(*back, ir::program_ints(rows_at(21)), {21}, &why)) << why;
+  // A damaged entry is no template.
+  EXPECT_FALSE(ir::parse_template("kiln-sizes 1 1 2\n3 0 1\n"));
+  EXPECT_FALSE(ir::parse_template("garbage"));
+}
+
+TEST(SizeTemplate, IndexSpelling) {
+  // 16*x0 + x1 with the coefficient spelled as a size expression; literals print as before.
+  ir::Index e = ir::add(ir::mul(ir::Index::var(0), 16), ir::Index::var(1));
+  EXPECT_EQ(e.to_string(nullptr), "16*x0 + x1");
+  ir::IntSpelling sp;
+  sp[&e.terms[0].first] = "(16*s0)";
+  EXPECT_EQ(e.to_string(&sp), "(16*s0)*x0 + x1");
+  sp[&e.constant] = "(s0 - 1)";
+  EXPECT_EQ(e.to_string(&sp), "(16*s0)*x0 + x1 + (s0 - 1)");
+}
