@@ -721,13 +721,6 @@ class CodegenGraph {
     if (sized != sized_.end()) return run_sized(*sized->second, inputs, args);
     for (auto& [s, g] : variants_)
       if (s == sig) return g->call(args);
-    // A size the template may serve, seen for the first time, runs op by op: checking it (a
-    // traced call and its lowering) costs several eager calls, and a decoding loop's cache
-    // lengths come once each. Its second call is checked and served by the template's kernels.
-    if (template_ && !sizes_off_ && !rejected_.count(sig) && seen_once_.insert(sig).second) {
-      if (seen_once_.size() > 4096) seen_once_.clear();
-      return eager_(*args);
-    }
     if (auto r = runtime_sizes(sig, inputs, ints, args)) return *r;
     // No kernels for these sizes and no room for more: the graph runs op by op (an exception
     // it raises makes the frame rerun eagerly, as for any graph).
@@ -989,7 +982,6 @@ class CodegenGraph {
   std::map<std::vector<int64_t>, std::shared_ptr<runtime::CompiledGraph>> sized_;  // by size signature
   std::deque<std::vector<int64_t>> sized_order_;  // in the order they were added
   std::vector<int64_t> sized_base_sig_;
-  std::set<std::vector<int64_t>> seen_once_;      // sizes the template may serve, run op by op once so far
   std::map<std::vector<int64_t>, int> rejected_;  // size signatures the template does not serve -> calls
   bool runtime_sizes_ = true;                // the option: kernels for runtime sizes at all
   bool sizes_off_ = false;                   // no template: every size is specialised
