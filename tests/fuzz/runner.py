@@ -36,16 +36,20 @@ class Worker:
         self.compiler, self.backend = compiler, backend
         self.log = tempfile.NamedTemporaryFile(prefix="kiln_fuzz_worker_", suffix=".log", delete=False)
         env = dict(os.environ)
-        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        # The checkout is importable for tests.fuzz, after what PYTHONPATH and the current folder
+        # hold: under scripts/sanitize.sh those put the sanitized kiln first (a worker started in
+        # the checkout would import the uninstrumented in-place build).
+        env["PYTHONPATH"] = (env["PYTHONPATH"] + os.pathsep if env.get("PYTHONPATH") else "") + ROOT
         env.setdefault("OMP_NUM_THREADS", "1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.fuzz.worker", "--compiler", compiler, "--backend", backend],
-            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1)
+            cwd=os.getcwd(), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1)
         msg = self._read(startup_timeout)
         if not msg or not msg.get("ready"):
             tail = self.stderr_tail()
             self.kill()
             raise RuntimeError(f"fuzz worker failed to start: {msg!r}\n{tail}")
+        self.kiln_c = msg.get("kiln_C")  # the kiln._C the worker tests (the sanitized one under sanitize.sh)
 
     def _read(self, timeout):
         r, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -139,6 +143,7 @@ def run_seeds(seeds, compiler="kiln", backend="kiln", jobs=2, timeout=60.0, out=
                 if w is None or not w.alive:
                     w = Worker(compiler, backend)
                 res = w.run(s, prog.source, timeout)
+                res["kiln_C"] = w.kiln_c
                 res["source"] = prog.source
                 res["expects_error"] = prog.expects_error
                 res["training"] = "training" in prog.features
@@ -183,6 +188,7 @@ def summarize(results, wall, label=""):
     graphs = sum(r.get("graphs", 0) for r in results)
     breaks = sum(r.get("breaks", 0) for r in results)
     lines = [f"fuzz summary {label}: {len(results)} programs in {wall:.1f}s",
+             f"  kiln._C: {', '.join(sorted({str(r.get('kiln_C')) for r in results}))}",
              f"  {'outcome':<20}{'count':>7}"]
     for o in OUTCOMES:
         if c.get(o) or o in ("pass",) + FAILURES[:4]:

@@ -294,7 +294,8 @@ def main():
     sys.stdout = open(os.devnull, "w")
     warnings.filterwarnings("ignore")
     runner = Runner(a.compiler, a.backend)
-    proto.write(json.dumps({"ready": True}) + "\n")
+    c = sys.modules.get("kiln._C")
+    proto.write(json.dumps({"ready": True, "kiln_C": getattr(c, "__file__", None)}) + "\n")
     for line in sys.stdin:
         req = json.loads(line)
         try:
@@ -307,5 +308,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+    # The checkout, for `import kiln` when run from elsewhere: after the path's own entries, so a
+    # sanitized kiln that PYTHONPATH puts first (scripts/sanitize.sh) is the one tested.
+    sys.path.append(os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
     main()
