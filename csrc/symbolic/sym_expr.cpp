@@ -37,11 +37,26 @@ namespace {
 
 constexpr int64_t kInf = INT64_MAX, kNegInf = INT64_MIN;
 
+// Coefficient and constant arithmetic of the canonical form, checked: sizes near the int64 limits
+// (a slice's end of INT64_MAX compared with a symbol) would overflow, which is undefined
+// behaviour and would give a wrong canonical form. The caller sees std::overflow_error (shape
+// propagation fails: the region runs eagerly).
+int64_t checked_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) throw std::overflow_error("symbolic size arithmetic overflows int64");
+  return r;
+}
+int64_t checked_mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) throw std::overflow_error("symbolic size arithmetic overflows int64");
+  return r;
+}
+
 using TermMap = std::map<std::string, Term>;
 
 std::string render_term(int64_t coef, const std::string& key, bool first) {
   std::string s;
-  int64_t mag = coef < 0 ? -coef : coef;
+  uint64_t mag = coef < 0 ? 0 - static_cast<uint64_t>(coef) : static_cast<uint64_t>(coef);
   if (first) s = coef < 0 ? "-" : "";
   else s = coef < 0 ? " - " : " + ";
   if (key.empty()) return s + std::to_string(mag);
@@ -75,10 +90,10 @@ void add_term(TermMap& m, const Term& t, int64_t scale) {
   auto it = m.find(t.key);
   if (it == m.end()) {
     Term c = t;
-    c.coef *= scale;
+    c.coef = checked_mul(c.coef, scale);
     m.emplace(t.key, std::move(c));
   } else {
-    it->second.coef += t.coef * scale;
+    it->second.coef = checked_add(it->second.coef, checked_mul(t.coef, scale));
   }
 }
 
@@ -281,13 +296,13 @@ void Expr::collect_symbols(std::vector<int>& out) const {
 Expr operator+(const Expr& a, const Expr& b) {
   TermMap m = terms_of(a);
   for (const auto& t : b.node().terms) add_term(m, t, 1);
-  return make_poly(a.node().constant + b.node().constant, m);
+  return make_poly(checked_add(a.node().constant, b.node().constant), m);
 }
 
 Expr operator-(const Expr& a) {
   TermMap m;
   for (const auto& t : a.node().terms) add_term(m, t, -1);
-  return make_poly(-a.node().constant, m);
+  return make_poly(checked_mul(a.node().constant, -1), m);
 }
 
 Expr operator-(const Expr& a, const Expr& b) { return a + (-b); }
@@ -300,14 +315,14 @@ Expr operator*(const Expr& a, const Expr& b) {
   for (const auto& t : x.terms)
     for (const auto& u : y.terms) {
       Term p;
-      p.coef = t.coef * u.coef;
+      p.coef = checked_mul(t.coef, u.coef);
       p.factors = t.factors;
       p.factors.insert(p.factors.end(), u.factors.begin(), u.factors.end());
       std::sort(p.factors.begin(), p.factors.end(), [](const Expr& l, const Expr& r) { return l.str() < r.str(); });
       for (const auto& f : p.factors) p.key += (p.key.empty() ? "" : "*") + f.str();
       add_term(m, p, 1);
     }
-  return make_poly(x.constant * y.constant, m);
+  return make_poly(checked_mul(x.constant, y.constant), m);
 }
 
 // Splits a into c*quotient + rest, where quotient takes every term whose coefficient c divides

@@ -23,6 +23,18 @@ TEST(SymExpr, CanonicalPolynomials) {
   EXPECT_EQ(s1.symbol_id(), 1);
 }
 
+// A slice's end of INT64_MAX compared with a size (`t[1:]` on a symbolic dim): the canonical
+// form's arithmetic would overflow (undefined behaviour, caught by UBSan in the fuzzer); it
+// throws instead, and what stays in range keeps working.
+TEST(SymExpr, ArithmeticNearTheInt64LimitsThrowsRatherThanOverflows) {
+  Expr s0 = Expr::symbol(0);
+  EXPECT_THROW(compare(Cmp::kEq, s0, c(INT64_MIN)), std::overflow_error);
+  EXPECT_THROW(c(INT64_MAX) + c(1), std::overflow_error);
+  EXPECT_THROW(s0 * c(INT64_MAX) * c(2), std::overflow_error);
+  EXPECT_EQ((s0 - c(INT64_MAX)).str(), "s0 - 9223372036854775807");
+  EXPECT_EQ((c(INT64_MIN) + s0).str(), "s0 - 9223372036854775808");
+}
+
 TEST(SymExpr, FloorDivAndModSimplify) {
   Expr s0 = Expr::symbol(0), s1 = Expr::symbol(1);
   EXPECT_EQ(floordiv(s0 * c(4) + c(2), c(2)).str(), "2*s0 + 1");
