@@ -59,9 +59,23 @@ static bool matches_dynamic(const at::Tensor& t, const TensorFacts& f, SymbolBin
   }
   if (f.strides.empty()) return true;
   auto st = t.strides();
-  for (size_t i = 0; i < st.size(); ++i)
-    if (st[i] != f.stride_expr[i].eval(b->values)) return false;
+  try {
+    for (size_t i = 0; i < st.size(); ++i)
+      if (st[i] != f.stride_expr[i].eval(b->values)) return false;
+  } catch (const std::exception&) {  // an int64 overflow: not this layout
+    return false;
+  }
   return true;
+}
+
+// The value of a size expression, false when it overflows int64.
+static bool try_eval(const sym::Expr& e, const int64_t* values, int64_t* out) {
+  try {
+    *out = e.eval(values);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 bool probe_matches(PyObject* o, const TensorFacts& f, SymbolBinding* binding) {
@@ -134,7 +148,7 @@ std::string probe_mismatch(PyObject* o, const TensorFacts& f) {
       for (size_t i = 0; i < g.sizes.size(); ++i)
         if (f.size_symbol[i] >= 0) b.values[f.size_symbol[i]] = g.sizes[i];
       for (size_t i = 0; i < g.strides.size() && !f.strides.empty(); ++i)
-        if (g.strides[i] != f.stride_expr[i].eval(b.values)) { os << "stride mismatch at index " << i << ": expected " << f.stride_expr[i].str() << ", actual " << g.strides[i]; return os.str(); }
+        if (int64_t want = 0; !try_eval(f.stride_expr[i], b.values, &want) || g.strides[i] != want) { os << "stride mismatch at index " << i << ": expected " << f.stride_expr[i].str() << ", actual " << g.strides[i]; return os.str(); }
       os << "sizes shared by two dynamic dimensions differ";  // duck sizing
       return os.str();
     }

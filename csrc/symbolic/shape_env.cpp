@@ -50,7 +50,7 @@ bool ShapeGuards::check(const int64_t* symbols) const {
   try {
     for (const auto& g : guards)
       if (!g.eval(symbols)) return false;
-  } catch (const std::domain_error&) {
+  } catch (const std::exception&) {  // a division by zero, an int64 overflow
     return false;
   }
   return true;
@@ -59,7 +59,7 @@ bool ShapeGuards::check(const int64_t* symbols) const {
 std::string ShapeGuards::first_failure(const int64_t* symbols) const {
   for (const auto& g : guards) {
     bool ok = false;
-    try { ok = g.eval(symbols) != 0; } catch (const std::domain_error&) {}
+    try { ok = g.eval(symbols) != 0; } catch (const std::exception&) {}  // a division by zero, an int64 overflow
     if (ok) continue;
     std::vector<int> ids;
     g.collect_symbols(ids);

@@ -197,10 +197,10 @@ Expr make_cmp(Cmp op, Expr e) {
   TermMap lhs, rhs;
   for (const auto& t : e.node().terms) {
     if (t.coef > 0) lhs[t.key] = t;
-    else { Term u = t; u.coef = -t.coef; rhs[u.key] = u; }
+    else { Term u = t; u.coef = checked_mul(t.coef, -1); rhs[u.key] = u; }
   }
   int64_t c = e.node().constant;
-  std::string l = make_poly(c > 0 ? c : 0, lhs).str(), r = make_poly(c < 0 ? -c : 0, rhs).str();
+  std::string l = make_poly(c > 0 ? c : 0, lhs).str(), r = make_poly(c < 0 ? checked_mul(c, -1) : 0, rhs).str();
   n->key = l + (op == Cmp::kEq ? " == " : op == Cmp::kNe ? " != " : " >= ") + r;
   return Expr(n);
 }
@@ -259,8 +259,8 @@ int64_t Expr::eval(const int64_t* s) const {
       int64_t v = n.constant;
       for (const auto& t : n.terms) {
         int64_t p = t.coef;
-        for (const auto& f : t.factors) p *= f.eval(s);
-        v += p;
+        for (const auto& f : t.factors) p = checked_mul(p, f.eval(s));
+        v = checked_add(v, p);
       }
       return v;
     }

@@ -33,6 +33,9 @@ TEST(SymExpr, ArithmeticNearTheInt64LimitsThrowsRatherThanOverflows) {
   EXPECT_THROW(s0 * c(INT64_MAX) * c(2), std::overflow_error);
   EXPECT_EQ((s0 - c(INT64_MAX)).str(), "s0 - 9223372036854775807");
   EXPECT_EQ((c(INT64_MIN) + s0).str(), "s0 - 9223372036854775808");
+  EXPECT_THROW(compare(Cmp::kEq, c(INT64_MIN) + s0, c(0)), std::overflow_error);  // rendered as s0 == 2^63
+  const int64_t big[] = {INT64_MAX};
+  EXPECT_THROW((s0 + c(1)).eval(big), std::overflow_error);
 }
 
 TEST(SymExpr, FloorDivAndModSimplify) {
