@@ -1,6 +1,8 @@
 // Structural zeros for absent tangents (see absent_tangents.h).
 #include "autograd/absent_tangents.h"
 
+#include "autograd/graph_copy.h"
+
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -168,20 +170,7 @@ PrunedBackward prune_absent_tangents(const AtenGraph& g, int first_tangent, cons
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!live[i]) continue;
-    AtenNode copy = g.nodes[i];
-    for (AtenArg& a : copy.args) {
-      if (a.kind == AtenArg::kTensor) a.value = zero[a.value] ? materialise(a.value) : map.at(a.value);
-      for (int& x : a.values)
-        if (x >= 0) x = zero[x] ? materialise(x) : map.at(x);
-    }
-    int id = static_cast<int>(out.nodes.size());
-    for (int& o : copy.outputs) {
-      if (o < 0) continue;
-      int nv = out.add_value(AtenValue::kNodeOutput, id, g.values.at(o).meta);
-      map[o] = nv;
-      o = nv;
-    }
-    out.nodes.push_back(std::move(copy));
+    append_node_copy(g, g.nodes[i], out, map, [&](int v) { return zero[v] ? materialise(v) : map.at(v); });
     r.origin.push_back(static_cast<int>(i));
   }
   for (int v : g.outputs) {

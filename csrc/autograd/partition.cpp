@@ -1,6 +1,7 @@
 // The default forward/backward partitioner (see partition.h).
 #include "autograd/partition.h"
 
+#include "autograd/graph_copy.h"
 #include "autograd/min_cut.h"
 
 #include <functional>
@@ -49,21 +50,7 @@ void copy_nodes(const AtenGraph& g, const std::vector<int>& nodes, AtenGraph& ou
     map[v] = id;
     return id;
   };
-  for (int n : nodes) {
-    AtenNode copy = g.nodes[n];
-    for (auto& a : copy.args) {
-      if (a.kind == ir::AtenArg::kTensor) a.value = lookup(a.value);
-      for (int& x : a.values) x = lookup(x);
-    }
-    int id = static_cast<int>(out.nodes.size());
-    for (int& o : copy.outputs) {
-      if (o < 0) continue;
-      int nv = out.add_value(AtenValue::kNodeOutput, id, g.values.at(o).meta);
-      map[o] = nv;
-      o = nv;
-    }
-    out.nodes.push_back(std::move(copy));
-  }
+  for (int n : nodes) append_node_copy(g, g.nodes[n], out, map, lookup);
 }
 
 }  // namespace
