@@ -69,30 +69,20 @@ static std::vector<int> values_read(const AtenGraph& g, const std::vector<int>& 
   return reads;
 }
 
-// Whether a node depends on a tangent (joint inputs past the primals): a backward node.
-static bool reads_a_tangent(const AtenGraph& g, const AtenNode& node, int num_primals) {
-  std::vector<bool> seen(g.values.size(), false);
-  std::vector<int> stack;
-  for (const auto& a : node.args) {
-    if (a.kind == ir::AtenArg::kTensor) stack.push_back(a.value);
-    for (int x : a.values)
-      if (x >= 0) stack.push_back(x);
+// Per node: whether it depends on a tangent (joint inputs past the primals), i.e. belongs to the
+// backward. One pass in node order (every argument is defined before its reader).
+static std::vector<bool> tangent_dependent_nodes(const AtenGraph& g, int num_primals) {
+  std::vector<bool> value_dep(g.values.size(), false), node_dep(g.nodes.size(), false);
+  for (size_t v = 0; v < g.values.size(); ++v)
+    value_dep[v] = g.values[v].kind == AtenValue::kInput && g.values[v].index >= num_primals;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (int r : values_read(g, {static_cast<int>(i)}, {}))
+      if (r >= 0 && value_dep[r]) node_dep[i] = true;
+    if (node_dep[i])
+      for (int o : g.nodes[i].outputs)
+        if (o >= 0) value_dep[o] = true;
   }
-  while (!stack.empty()) {
-    int v = stack.back();
-    stack.pop_back();
-    if (v < 0 || seen[v]) continue;
-    seen[v] = true;
-    const AtenValue& val = g.values[v];
-    if (val.kind == AtenValue::kInput && val.index >= num_primals) return true;
-    if (val.kind != AtenValue::kNodeOutput) continue;
-    for (const auto& a : g.nodes[val.index].args) {
-      if (a.kind == ir::AtenArg::kTensor) stack.push_back(a.value);
-      for (int x : a.values)
-        if (x >= 0) stack.push_back(x);
-    }
-  }
-  return false;
+  return node_dep;
 }
 
 JointSplit partition_joint(const AtenGraph& joint, int num_primals, int num_fwd_outputs, Partitioner how) {
@@ -108,10 +98,12 @@ JointSplit partition_joint(const AtenGraph& joint, int num_primals, int num_fwd_
   std::vector<bool> fwd(n, false), bwd(n, false);
   // Nodes that raise on bad values (an index out of range) run in the forward even when unused.
   std::vector<int> fwd_roots = fwd_out;
-  for (const auto& node : joint.nodes)
-    if (ir::raises_on_values(joint, node) && !node.outputs.empty() && node.outputs[0] >= 0 &&
-        !reads_a_tangent(joint, node, num_primals))
+  const std::vector<bool> in_backward = tangent_dependent_nodes(joint, num_primals);
+  for (size_t i = 0; i < n; ++i) {
+    const AtenNode& node = joint.nodes[i];
+    if (!in_backward[i] && ir::raises_on_values(joint, node) && !node.outputs.empty() && node.outputs[0] >= 0)
       fwd_roots.push_back(node.outputs[0]);
+  }
   mark_needed(joint, fwd_roots, fwd);
   mark_needed(joint, grads, bwd);
 
