@@ -58,8 +58,8 @@ def _backward(ctx, grads, outputs):
     else:
         # Outputs the loss does not use: their formulas must not run (0 * inf in one of them
         # would put NaN into a gradient eager computes finite): a backward without them.
-        res = st.backward_given(given, saved + tangents)
         _check_versions(ctx, st.saved_read(given))
+        res = st.backward_given(given, saved + tangents)
     out = [None] * st.num_inputs
     for g, i, reads in zip(res, st.grad_of, st.grad_tangents):
         # An input reached only from outputs the loss did not use gets no gradient, as in eager

@@ -100,34 +100,38 @@ struct TrainingStages {
     return r;
   }
 
+  // The backward for these given tangents, built on first use.
+  const Pruned& pruned_for(const std::vector<bool>& given) {
+    auto it = pruned.find(given);
+    if (it != pruned.end()) return it->second;
+    autograd::PrunedBackward p = autograd::prune_absent_tangents(bwd_trace.graph, first_tangent, given);
+    bridge::TraceResult t;
+    t.graph = std::move(p.graph);
+    t.constants = bwd_trace.constants;
+    for (int n : p.origin) t.node_args.push_back(n >= 0 ? bwd_trace.node_args.at(n) : zeros_args(t.graph, t.graph.nodes[t.node_args.size()]));
+    runtime::BuildResult b;
+    {
+      py::gil_scoped_release nogil;
+      b = runtime::build_graph(std::move(t), opts);
+    }
+    if (!b.graph) throw std::runtime_error("kiln: building the backward for the outputs that got a gradient failed: " + b.error);
+    std::vector<int> reads;
+    std::vector<int> uses = b.graph->trace().graph.use_counts();
+    for (size_t v = 0; v < b.graph->trace().graph.values.size(); ++v) {
+      const ir::AtenValue& val = b.graph->trace().graph.values[v];
+      if (val.kind == ir::AtenValue::kInput && val.index < first_tangent && uses[v] > 0) reads.push_back(val.index);
+    }
+    return pruned.emplace(given, Pruned{b.graph, std::move(p.zero_output), std::move(reads)}).first->second;
+  }
+
   // The backward for a call where only the tangents marked in `given` came (the others' inputs
   // are placeholders it does not read): the gradients, None where structurally zero.
   py::list backward_given(const std::vector<bool>& given, py::list in) {
-    auto it = pruned.find(given);
-    if (it == pruned.end()) {
-      autograd::PrunedBackward p = autograd::prune_absent_tangents(bwd_trace.graph, first_tangent, given);
-      bridge::TraceResult t;
-      t.graph = std::move(p.graph);
-      t.constants = bwd_trace.constants;
-      for (int n : p.origin) t.node_args.push_back(n >= 0 ? bwd_trace.node_args.at(n) : zeros_args(t.graph, t.graph.nodes[t.node_args.size()]));
-      runtime::BuildResult b;
-      {
-        py::gil_scoped_release nogil;
-        b = runtime::build_graph(std::move(t), opts);
-      }
-      if (!b.graph) throw std::runtime_error("kiln: building the backward for the outputs that got a gradient failed: " + b.error);
-      std::vector<int> reads;
-      std::vector<int> uses = b.graph->trace().graph.use_counts();
-      for (size_t v = 0; v < b.graph->trace().graph.values.size(); ++v) {
-        const ir::AtenValue& val = b.graph->trace().graph.values[v];
-        if (val.kind == ir::AtenValue::kInput && val.index < first_tangent && uses[v] > 0) reads.push_back(val.index);
-      }
-      it = pruned.emplace(given, Pruned{b.graph, std::move(p.zero_output), std::move(reads)}).first;
-    }
-    py::list got = run(*it->second.graph, in);
+    const Pruned& p = pruned_for(given);
+    py::list got = run(*p.graph, in);
     py::list r;
     size_t k = 0;
-    for (bool z : it->second.zero_output) r.append(z ? py::none() : py::object(got[k++]));
+    for (bool z : p.zero_output) r.append(z ? py::none() : py::object(got[k++]));
     return r;
   }
 
@@ -993,10 +997,8 @@ void bind_codegen(py::module_& m) {
   py::class_<TrainingStages, std::shared_ptr<TrainingStages>>(m, "TrainingStages")
       .def("forward", [](TrainingStages& s, py::list in) { return s.run(*s.fwd, in); })
       .def("backward", [](TrainingStages& s, py::list in) { return s.run(*s.bwd, in); })
-      .def("saved_read", [](TrainingStages& s, const std::vector<bool>& given) {
-            auto it = s.pruned.find(given);
-            return it == s.pruned.end() ? std::vector<int>() : it->second.reads;
-          }, "the saved tensors the backward built for these given tangents reads (after backward_given built it)")
+      .def("saved_read", [](TrainingStages& s, const std::vector<bool>& given) { return s.pruned_for(given).reads; },
+           "the saved tensors the backward for these given tangents reads (building it on first use)")
       .def("backward_given", &TrainingStages::backward_given, py::arg("given"), py::arg("inputs"),
            "the backward for a call where only the tangents marked given came: gradients, None where structurally zero")
       .def_readonly("num_inputs", &TrainingStages::num_inputs)
