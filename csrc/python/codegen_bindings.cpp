@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -357,12 +358,17 @@ class CodegenGraph {
     // block and what follows it, after a graph break) records autograd from the middle: op by op.
     if (needs_grad && enables_grad_ && !c10::GradMode::is_enabled()) return eager_(*args);
     // Training: a compiled forward/backward pair behind one autograd node.
+    std::optional<c10::NoGradGuard> no_autograd;
     if (needs_grad && c10::GradMode::is_enabled()) {
       // Saved-tensor hooks (activation checkpointing, offloading) must see what the graph's own
       // operators save, as in eager: a compiled pair saves another set (and checkpoint's
       // recomputation would find a different count). The graph runs op by op under them.
       if (!at::SavedTensorDefaultHooks::get_tls_state().stack.empty()) return eager_(*args);
-      return training_call(inputs, args);
+      if (!grad_free_) return training_call(inputs, args);
+      // The joint trace found that no output requires grad (inputs that do are only read, or
+      // written, under no_grad: a module built and used inside `torch.no_grad()`): the inference
+      // program serves, all of it without autograd, as eager records none.
+      no_autograd.emplace();
     }
     if (state_ != kNew && ints != int_args_) return other_sizes(size_signature(inputs, ints), inputs, ints, args);
     if (state_ == kReady && !sized_.empty()) {
@@ -856,8 +862,13 @@ class CodegenGraph {
         training_status_ = std::string("eager: ") + e.what();
       } catch (const std::exception& e) {
         training_status_ = std::string("eager: ") + e.what();
+        if (std::strstr(e.what(), "no output requires grad")) {
+          grad_free_ = true;
+          training_status_ = "none needed: no output requires grad";
+        }
       }
       if (!on_compiled_.is_none()) on_compiled_(this);
+      if (grad_free_) return call(args);
       return eager_(*args);
     }
     if (!training_) return eager_(*args);
@@ -910,8 +921,11 @@ class CodegenGraph {
     timings_["trace"] = trace_s_;
     // The traced run is this call's result; apply its input mutations as eager would.
     std::vector<at::Tensor> results = tr.outputs;
-    for (size_t k = 0; k < tr.graph.input_mutations.size(); ++k)
-      inputs.at(tr.graph.input_mutations[k].first).copy_(tr.mutation_results[k]);
+    {
+      c10::NoGradGuard no_grad;  // the graph's own writes: recorded by no autograd (see call())
+      for (size_t k = 0; k < tr.graph.input_mutations.size(); ++k)
+        inputs.at(tr.graph.input_mutations[k].first).copy_(tr.mutation_results[k]);
+    }
     trace_text_ = tr.graph.to_string();
     if (background_) {
       pending_ = std::make_unique<runtime::BackgroundBuild>(std::move(tr), opts_);
@@ -967,6 +981,7 @@ class CodegenGraph {
   };
   std::shared_ptr<TrainingStages> training_;
   std::string training_status_;     // empty until the first training call
+  bool grad_free_ = false;          // inputs require grad but no output does: inference program
   std::string autotune_status_;     // mode="max-autotune": each kernel's chosen configuration
   std::vector<int64_t> signature_;  // of the call that traced this graph
   IntArgs int_args_;                // its int inputs, baked into the trace

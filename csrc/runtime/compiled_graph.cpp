@@ -1,6 +1,8 @@
 // The CompiledGraph runtime; see compiled_graph.h.
 #include "runtime/compiled_graph.h"
 
+#include <c10/core/GradMode.h>
+
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 #include <dlfcn.h>
@@ -223,7 +225,12 @@ std::vector<at::Tensor> CompiledGraph::run_steps(const std::vector<at::Tensor>& 
     const int e = device_error.item<int>();  // waits for the kernels
     if (e) throw KernelCheckFailed(e == 1 ? "index out of range" : "integer division by zero");
   }
-  for (auto [input, b] : program_.input_mutations) inputs.at(input).copy_(slots[b]);
+  {
+    // An inference program's writes to its inputs are recorded by no autograd (an input that
+    // requires grad is written only under no_grad in such a graph: a Parameter made in forward).
+    c10::NoGradGuard no_grad;
+    for (auto [input, b] : program_.input_mutations) inputs.at(input).copy_(slots[b]);
+  }
   std::vector<at::Tensor> outs;
   for (int b : program_.outputs) outs.push_back(slots[b]);
   return outs;

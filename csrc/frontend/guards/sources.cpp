@@ -33,6 +33,7 @@ PyObject* Source::root(const FrameView& f) const {
     case kFrameFunc: return f.func;
     case kConstant: return obj.get();
     case kGlobal: return dict_get(obj.get(), key.get());
+    case kMade: return f.made ? f.made[index] : nullptr;
     default: return nullptr;
   }
 }
@@ -89,6 +90,7 @@ std::string Source::placeholder_hint() const {
       case kTypeLookup: part = "cls_" + py_str(s->key.get()); break;
       case kInstanceDict: part = "dict"; break;
       case kFrameFunc: part = "fn"; break;
+      case kMade: part = "made_" + std::to_string(s->index); break;
     }
     out = out.empty() ? part : part + "_" + out;
   }
@@ -173,6 +175,14 @@ SourcePtr type_lookup_source(SourcePtr parent, PyObject* name, bool parent_is_ty
 SourcePtr instance_dict_source(SourcePtr parent) {
   auto s = make(Source::kInstanceDict, parent);
   s->text = parent->repr() + ".__dict__";
+  return s;
+}
+
+SourcePtr made_source(PyObject* maker, int index, const std::string& label) {
+  auto s = make(Source::kMade, nullptr);
+  s->obj = PyRef::borrow(maker);
+  s->index = index;
+  s->text = "MADE[" + std::to_string(index) + "](" + label + ")";
   return s;
 }
 

@@ -15,6 +15,9 @@ namespace kiln::frontend {
 struct FrameView {
   PyObject** locals = nullptr;
   PyObject* func = nullptr;
+  // The objects the entry's prologue made for this run (Source::kMade), in order; null when the
+  // view serves a guard check (made objects are never guarded).
+  PyObject* const* made = nullptr;
 };
 
 struct Source;
@@ -34,6 +37,8 @@ struct Source {
     kTypeLookup,    // the class attribute `key` as attribute lookup finds it on type(parent)
                     // (index 0) or on parent itself when parent is a class (index 1)
     kInstanceDict,  // parent.__dict__ itself
+    kMade,          // made anew for every run, before the graph, by calling `obj()` (a
+                    // Parameter built inside the captured code): FrameView::made[index]
   };
   Kind kind;
   SourcePtr parent;
@@ -67,6 +72,7 @@ SourcePtr dict_item_source(SourcePtr parent, PyObject* key);
 SourcePtr constant_source(PyObject* obj, const std::string& label);
 SourcePtr type_lookup_source(SourcePtr parent, PyObject* name, bool parent_is_type);
 SourcePtr instance_dict_source(SourcePtr parent);
+SourcePtr made_source(PyObject* maker, int index, const std::string& label);
 
 std::string py_repr(PyObject* o);
 std::string py_str(PyObject* o);

@@ -21,6 +21,7 @@ struct CacheEntry {
   std::vector<SourcePtr> fetch_plan;
   std::vector<int> fetch_parent;
   std::vector<int> input_slots;
+  std::vector<SourcePtr> made;  // objects made anew before every run (Source::kMade), by index
   PyRef compiled;          // callable(*inputs) -> sequence of outputs; null: run the frame eagerly
   OutputTemplate output;
   std::vector<SideEffect> side_effects;

@@ -382,6 +382,7 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
     log(kLogRecompiles, "dynamic shapes: " + label + ": " + change + ", so that dimension is symbolic from now on");
   entry->guards = cap.guards;
   entry->inputs = cap.inputs;
+  entry->made = cap.made;
   plan_input_fetches(*entry);
   entry->output = cap.output;
   entry->side_effects = cap.side_effects;
@@ -441,8 +442,19 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
 // Runs an entry on a frame; `effects_started` tells, on failure, whether anything the frame
 // could observe had happened yet (an input written in place, side effects replayed, the break's
 // instruction run).
-static PyObject* run_entry(const CacheEntry& e, const FrameView& fv, bool* effects_started) {
+static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* effects_started) {
   *effects_started = false;
+  // Objects the captured code makes (a Parameter built inside forward) are made here, once per
+  // run: the graph takes them as inputs and the frame's results reach them through the view.
+  std::vector<PyRef> made;
+  std::vector<PyObject*> made_ptrs;
+  for (const auto& m : e.made) {
+    made.push_back(PyRef::steal(PyObject_CallNoArgs(m->obj.get())));
+    if (!made.back()) return nullptr;
+    made_ptrs.push_back(made.back().get());
+  }
+  FrameView fv = frame;
+  fv.made = made_ptrs.data();
   const size_t n = e.inputs.size(), nplan = e.fetch_plan.size();
   PyObject* small[64];
   std::vector<PyObject*> big;

@@ -26,6 +26,16 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
         return make_const((n == "is_cuda" ? cuda : cpu) ? Py_True : Py_False);
       }
       if (n == "is_meta") return make_const(Py_False);
+      if (n == "grad_fn" || n == "is_leaf") {
+        // Known without running: a tensor that does not require grad is a leaf with no grad_fn,
+        // and so is a Parameter the capture made; one computed here that requires grad is not a
+        // leaf (its grad_fn, an autograd node, does not exist until the graph runs).
+        PyRef rg = PyRef::steal(PyObject_GetAttrString(obj->fake.get(), "requires_grad"));
+        if (!rg) unsupported("tensor." + n + ": " + take_python_error());
+        const bool made = obj->source && obj->source->kind == Source::kMade;
+        if (rg.get() == Py_False || made) return make_const(n == "is_leaf" ? Py_True : Py_None);
+        if (n == "is_leaf" && !obj->source) return make_const(Py_False);
+      }
       if (n == "grad" || n == "grad_fn" || n == "_base" || n == "_version" || n == "data_ptr" || n == "untyped_storage" || n == "is_leaf")
         unsupported("tensor." + n + " is not supported");
       if (n == "T" || n == "mT" || n == "H" || n == "mH" || n == "real" || n == "imag" || n == "data")

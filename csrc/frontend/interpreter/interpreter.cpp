@@ -32,7 +32,7 @@ enum OpId {
   X(CALL_FUNCTION_EX) X(MAKE_FUNCTION) X(RETURN_VALUE) X(BEFORE_WITH) X(RETURN_GENERATOR) X(YIELD_VALUE) \
   X(IMPORT_NAME) X(IMPORT_FROM) X(LOAD_ASSERTION_ERROR) X(RAISE_VARARGS) X(BUILD_SET) X(SET_ADD) X(SET_UPDATE) \
   X(LOAD_SUPER_ATTR) X(STORE_GLOBAL) X(GET_YIELD_FROM_ITER) X(SEND) X(END_SEND) \
-  X(PUSH_EXC_INFO) X(POP_EXCEPT) X(CHECK_EXC_MATCH) X(RERAISE) X(WITH_EXCEPT_START)
+  X(PUSH_EXC_INFO) X(POP_EXCEPT) X(CHECK_EXC_MATCH) X(RERAISE) X(WITH_EXCEPT_START) X(LOAD_BUILD_CLASS)
 #define KILN_ENUM(n) OP_##n,
   KILN_OPS(KILN_ENUM)
 #undef KILN_ENUM
@@ -727,6 +727,9 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
       push(call(fn, unpack(args), std::move(kwargs)));
       return;
     }
+    case OP_LOAD_BUILD_CLASS:  // a class statement: the call is build_class (new_objects.cpp)
+      push(make_object(builtin("__build_class__"), nullptr));
+      return;
     case OP_MAKE_FUNCTION: {
       VarPtr code = pop();
       auto fn = std::make_shared<Var>(VarKind::kNestedFunction);

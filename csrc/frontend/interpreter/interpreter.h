@@ -104,6 +104,7 @@ struct Capture {
   std::vector<PyRef> objects;            // the graph's handle table (targets, constants)
   std::vector<SourcePtr> inputs;         // one per placeholder, in order
   std::vector<PyRef> example_inputs;
+  std::vector<SourcePtr> made;           // Source::kMade, by index: made before every run
   OutputTemplate output;
   std::vector<SideEffect> side_effects;  // applied in order after the graph ran
   std::shared_ptr<GuardTree> guards = std::make_shared<GuardTree>();
@@ -144,6 +145,8 @@ class Interpreter {
   bool is_trace_value(PyObject* o) const { return trace_values_.count(o) != 0; }
   // False when `o` was already handed back once (a second copy would lose their identity).
   bool claim_trace_output(PyObject* o) { return trace_outputs_.insert(o).second; }
+  // True when the trace-time set `o` holds a token standing for a symbolic value (set_member).
+  bool holds_token(PyObject* o) const;
 
   struct Frame;
 
@@ -245,6 +248,10 @@ class Interpreter {
   VarPtr super_attr(const VarPtr& sup, PyObject* name);
   // Instances created during capture (see VarKind::kNewObject).
   VarPtr construct(PyObject* cls, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  // A class statement inside captured code whose body only defines names (new_objects.cpp).
+  VarPtr build_class(std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  // nn.Parameter(data, requires_grad) of a tensor the capture computed (new_parameter.cpp).
+  VarPtr new_parameter(PyObject* cls, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
   VarPtr new_object_attr(const VarPtr& obj, PyObject* name);
   void set_new_object_attr(const VarPtr& obj, PyObject* name, const VarPtr& value);
   // Calls a builtin method of a symbolic list, tuple, dict or new object: self.<name>(*args).
@@ -286,6 +293,8 @@ class Interpreter {
   MetaExecutor meta_;
   std::vector<Frame*> frames_;
   std::unordered_map<std::string, VarPtr> wrapped_;   // source repr -> Var
+  std::vector<VarPtr> made_parameters_;               // nn.Parameters the capture made
+  std::vector<PyRef> owned_classes_;                  // classes made by class statements
   std::unordered_map<PyObject*, int> handles_;
   bool initial_grad_ = true;
   int instructions_ = 0;
@@ -302,6 +311,13 @@ class Interpreter {
   static bool trace_value_type(PyObject* o);
   std::vector<PyRef> trace_owned_;
   std::unordered_set<PyObject*> trace_values_, trace_outputs_;
+  // A value as a member of a trace-time set (set.add, `in`, discard): Python values as
+  // themselves, an existing object as itself (guarded by identity), and an object made during the
+  // capture or a tensor it computed as a token object that stands for it: both hash by identity,
+  // and the Var is that identity. Null when the value cannot be a member.
+  PyRef set_member(const VarPtr& v);
+  std::unordered_map<const Var*, PyRef> tokens_;
+  std::unordered_map<PyObject*, VarPtr> token_vars_;
 };
 
 }  // namespace kiln::frontend

@@ -337,6 +337,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     if (mode != 2) record_grad_mode(mode == 1);
     return make_const(Py_None);
   }
+  if (f == builtin("__build_class__")) return build_class(args, kwargs);
   bool handled = false;
   VarPtr r = call_library(f, args, kwargs, &handled);
   if (handled) return r;
@@ -495,6 +496,15 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   }
   // Methods of trace-time values run for real: only the capture holds the object.
   if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) && is_trace_value(PyCFunction_GET_SELF(f))) {
+    const std::string m = reinterpret_cast<PyCFunctionObject*>(f)->m_ml->ml_name;
+    if (PyAnySet_Check(PyCFunction_GET_SELF(f)) && args.size() == 1 && kwargs.empty() &&
+        (m == "add" || m == "discard" || m == "remove" || m == "__contains__")) {
+      PyRef member = set_member(args[0]);  // objects and tensors by identity
+      if (!member) unsupported("set." + m + "() of a " + kind_name(args[0]->kind) + " kiln cannot hash");
+      PyRef r = PyRef::steal(PyObject_CallOneArg(f, member.get()));
+      if (!r) raise_pending_python_error("set." + m);
+      return from_python_value(r.get(), false);
+    }
     if (!all_python_values(args, kwargs)) unsupported(py_repr(f).substr(0, 60) + " with values that are not Python constants");
     VarPtr r = fold(f, args, kwargs);
     // c.items(), d.keys(): live views of a trace-time value are trace-time values too.

@@ -277,6 +277,13 @@ VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
 }
 
 VarPtr Interpreter::contains(const VarPtr& item, const VarPtr& container) {
+  if (container->kind == VarKind::kObject && is_trace_value(container->obj.get()) && PyAnySet_Check(container->obj.get())) {
+    PyRef member = set_member(item);  // set membership hashes objects and tensors by identity
+    if (!member) unsupported(std::string("`in` of a ") + kind_name(item->kind) + " in a set");
+    int r = PySequence_Contains(container->obj.get(), member.get());
+    if (r < 0) raise_pending_python_error("`in` a set");
+    return make_const(r ? Py_True : Py_False);
+  }
   if (container->is_tensor() || item->is_tensor()) unsupported("`in` with a tensor depends on its data");
   if (container->kind == VarKind::kNewObject) {
     PyObject* c = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(container->obj.get()), PyRef::steal(PyUnicode_FromString("__contains__")).get());

@@ -53,6 +53,7 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
       if (v->kind == VarKind::kObject && self->is_trace_value(v->obj.get())) {
         // A set/deque/Counter... the capture built: each call gets its own copy of it.
         if (!self->claim_trace_output(v->obj.get())) fail("a container built during the capture is handed back twice");
+        if (self->holds_token(v->obj.get())) fail("a set of objects or tensors made during the capture is handed back");
         if (PyDictKeys_Check(v->obj.get()) || PyDictValues_Check(v->obj.get()) || PyDictItems_Check(v->obj.get()))
           fail("a view of a container built during the capture is handed back");
         t.kind = OutputTemplate::kCopy;

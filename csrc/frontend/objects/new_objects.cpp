@@ -4,6 +4,7 @@
 // an instance that is returned is rebuilt after the graph runs from its final state, without
 // running __init__ again (OutputTemplate::kNewObject).
 #include <algorithm>
+#include <unordered_set>
 
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
@@ -32,6 +33,7 @@ VarPtr Interpreter::construct(PyObject* cls, std::vector<VarPtr> args, std::vect
   auto* t = reinterpret_cast<PyTypeObject*>(cls);
   std::string tn = t->tp_name;
   if (PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException))) return make_exception(cls, args, kwargs);
+  if (cls == g_torch.parameter_type) return new_parameter(cls, args, kwargs);
   if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.tensor_type)) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)))
     unsupported(PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)) ? "the function raises " + tn
                                                                                           : "constructing an object of class " + tn);
@@ -233,6 +235,29 @@ VarPtr Interpreter::call_deque_method(const VarPtr& self, const std::string& nam
   if (name == "clear" && args.empty()) { items.clear(); return none; }
   if (name == "reverse" && args.empty()) { std::reverse(items.begin(), items.end()); return none; }
   unsupported("deque." + name + "() is not supported");
+}
+
+// A class statement (`class Scale(nn.Module): ...` inside a function). Its body runs once, for
+// real, when the capture reaches it, when all it does is bind names to constants and functions:
+// then nothing it does differs between calls. The class object is the capture's (each eager call
+// would make an equal but distinct one); instances are new objects as usual.
+VarPtr Interpreter::build_class(std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  if (args.size() < 2 || args[0]->kind != VarKind::kNestedFunction || !args[1]->is_const()) unsupported("__build_class__ with unusual arguments");
+  const VarPtr& body = args[0];
+  if (!body->items.empty() || body->self || body->kwdefaults) unsupported("a class body that reads the enclosing function's variables");
+  auto* code = reinterpret_cast<PyCodeObject*>(body->obj.get());
+  static const std::unordered_set<std::string> plain = {
+      "RESUME", "NOP", "CACHE", "LOAD_NAME", "STORE_NAME", "LOAD_CONST", "MAKE_FUNCTION", "LOAD_CLOSURE", "BUILD_TUPLE",
+      "STORE_DEREF", "RETURN_VALUE", "RETURN_CONST", "COPY_FREE_VARS", "MAKE_CELL", "COPY", "SETUP_ANNOTATIONS", "STORE_SUBSCR"};
+  for (const auto& in : decoded_code(code).bc->instructions())
+    if (!plain.count(in.name)) unsupported(std::string("a class body with ") + in.name + " (it may do more than define names)");
+  PyRef fn = PyRef::steal(PyFunction_New(body->obj.get(), body->globals.get()));
+  std::vector<VarPtr> rest(args.begin() + 1, args.end());
+  rest.insert(rest.begin(), make_const(fn.get()));
+  VarPtr cls = fold(builtin("__build_class__"), rest, kwargs);
+  if (cls->kind != VarKind::kObject || !PyType_Check(cls->obj.get())) unsupported("__build_class__ made something other than a class");
+  owned_classes_.push_back(cls->obj);
+  return cls;
 }
 
 }  // namespace kiln::frontend

@@ -15,6 +15,14 @@ namespace kiln::frontend {
 
 void Interpreter::guard(const SourcePtr& src, GuardLeaf::Kind kind, PyObject* obj, Py_ssize_t len) {
   if (!src || src->kind == Source::kConstant) return;
+  const Source* root = src.get();
+  while (root->parent) root = root->parent.get();
+  if (root->kind == Source::kMade) {
+    // Made anew for every run as the capture made it: nothing about it can differ, and no guard
+    // could read it (guards run before it exists). Its identity differs on every run.
+    if (kind == GuardLeaf::kId) unsupported("the identity of an object the graph's prologue makes (" + src->repr() + ")");
+    return;
+  }
   GuardLeaf leaf{kind};
   leaf.obj = PyRef::borrow(obj);
   leaf.length = len;
@@ -274,6 +282,30 @@ VarPtr Interpreter::trace_value(PyObject* o) {
   VarPtr v = make_object(o, nullptr);
   v->fresh = true;
   return v;
+}
+
+PyRef Interpreter::set_member(const VarPtr& v) {
+  if (v->is_const() || v->is_symint() || (v->kind == VarKind::kObject && v->fresh && !v->source)) return as_python(v);
+  if (v->kind == VarKind::kObject) return PyRef::borrow(identity(v));
+  bool by_identity = v->is_tensor() && (!v->source || v->source->kind == Source::kMade);
+  if (v->kind == VarKind::kNewObject) {
+    auto* t = reinterpret_cast<PyTypeObject*>(v->obj.get());
+    by_identity = t->tp_hash == PyBaseObject_Type.tp_hash && t->tp_richcompare == PyBaseObject_Type.tp_richcompare;
+  }
+  if (!by_identity) return PyRef();
+  auto it = tokens_.find(v.get());
+  if (it != tokens_.end()) return it->second;
+  PyRef token = PyRef::steal(PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type)));
+  tokens_[v.get()] = token;
+  token_vars_[token.get()] = v;
+  return token;
+}
+
+bool Interpreter::holds_token(PyObject* o) const {
+  if (token_vars_.empty() || !PyAnySet_Check(o)) return false;
+  for (const auto& [token, var] : token_vars_)
+    if (PySet_Contains(o, token) == 1) return true;
+  return false;
 }
 
 // Constants, and tuples, lists and dicts of them: values a pure function can be evaluated on now
