@@ -376,3 +376,26 @@ def test_profiler_ranges_and_nullcontext_are_captured_without_a_break():
         torch.testing.assert_close(compiled(x, use_null), f(x, use_null))
     s = kiln.stats()
     assert s["graph_breaks"] == 0 and s["graphs"] == 2, s
+
+
+class _Obj:
+    pass
+
+
+def test_objects_made_before_a_break_keep_their_identity_across_it():
+    # A list or object the capture made and two names hold: rebuilt once at the break, so the
+    # resume function's writes through one name are seen through the other (kiln rebuilt it
+    # once per holder before, and this returned (1, 1, False, False)).
+    def fn(x):
+        a = [x]
+        b = a
+        o = _Obj()
+        o.v = 1
+        p = o
+        holder = {"o": o, "a": a}
+        print("brk", file=SINK)
+        a.append(x + 1)
+        o.v = 2
+        return len(b), p.v, a is b, o is p, holder["o"] is o, holder["a"] is a
+
+    check(fn, x1, graphs=None, breaks=None)

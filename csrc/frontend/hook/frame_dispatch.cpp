@@ -383,6 +383,7 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   entry->guards = cap.guards;
   entry->inputs = cap.inputs;
   entry->made = cap.made;
+  entry->shared_objects = cap.shared_objects;
   plan_input_fetches(*entry);
   entry->output = cap.output;
   entry->side_effects = cap.side_effects;
@@ -489,11 +490,12 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
   PyObject* const* items = PySequence_Fast_ITEMS(seq.get());
   // The result first: the frame's own values it hands back are fetched through the paths the
   // frame was called with, before side effects change what those paths reach.
-  PyRef result = PyRef::steal(e.output.build(items, fv));
+  std::vector<PyRef> built(e.shared_objects);  // objects made by the capture, shared by result and effects
+  PyRef result = PyRef::steal(e.output.build(items, fv, built));
   if (!result) return nullptr;
   std::vector<PyRef> values;  // likewise, every value to store is built before any is stored
   for (const auto& se : e.side_effects) {
-    values.push_back(PyRef::steal(se.value.build(items, fv)));
+    values.push_back(PyRef::steal(se.value.build(items, fv, built)));
     if (!values.back()) return nullptr;
   }
   // Owned, fetched before any store: a store may drop the last other reference to a container a

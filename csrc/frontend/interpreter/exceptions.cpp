@@ -128,7 +128,14 @@ void Interpreter::exception_step(Frame& f, int, const Instruction& in) {
     // contexts (and the no-op ones) restore the mode and never swallow the exception.
     // Stack (3.11/3.12): exit function, lasti, previous exception, the exception.
     if (st.size() < 4) unsupported("stack underflow");
-    const VarPtr& exit = st[st.size() - 4];
+    const VarPtr exit = st[st.size() - 4];
+    if (exit->kind == VarKind::kBoundMethod) {  // a Python __exit__: it decides whether to swallow it
+      VarPtr exc = st.back();
+      if (exc->kind != VarKind::kObject || !PyExceptionInstance_Check(exc->obj.get())) unsupported("WITH_EXCEPT_START without an exception");
+      VarPtr type = make_object(reinterpret_cast<PyObject*>(Py_TYPE(exc->obj.get())), nullptr);
+      st.push_back(call(exit, {type, exc, make_const(Py_None)}, {}));
+      return;
+    }
     if (exit->kind != VarKind::kGradModeExit) unsupported("an exception leaves a with-block over a context kiln cannot exit");
     if (exit->name != "no-op") record_grad_mode(exit->flag);
     st.push_back(make_const(Py_False));

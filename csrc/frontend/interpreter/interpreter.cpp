@@ -753,6 +753,26 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
     }
     case OP_BEFORE_WITH: {
       VarPtr ctx = pop();
+      if (ctx->kind == VarKind::kNewObject || ctx->kind == VarKind::kObject) {
+        // A context manager class of the program's own (Python __enter__ and __exit__): both are
+        // inlined, the exit by the with-statement's own call (or WITH_EXCEPT_START).
+        PyObject* type = python_type_of(ctx);
+        // PyTorch's own context managers (inference_mode, autocast, profiler ranges) change
+        // global state through C calls that must happen at run time, not while capturing.
+        const std::string mod = module_of(type);
+        if (mod.rfind("torch", 0) == 0 || mod.rfind("contextlib", 0) == 0)
+          unsupported(std::string("with-statement over ") + mod + "." + reinterpret_cast<PyTypeObject*>(type)->tp_name);
+        for (const char* m : {"__enter__", "__exit__"}) {
+          PyObject* fn = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(type), PyRef::steal(PyUnicode_FromString(m)).get());
+          if (!fn || !PyFunction_Check(fn))
+            unsupported(std::string("with-statement over a ") + reinterpret_cast<PyTypeObject*>(type)->tp_name + " (its " + m + " is not a Python function)");
+        }
+        VarPtr exit = get_attr(ctx, PyRef::steal(PyUnicode_FromString("__exit__")).get());
+        VarPtr entered = call(get_attr(ctx, PyRef::steal(PyUnicode_FromString("__enter__")).get()), {}, {});
+        push(exit);
+        push(entered);
+        return;
+      }
       if (ctx->kind != VarKind::kGradMode) unsupported(std::string("with-statement over a ") + kind_name(ctx->kind) + " (only grad-mode contexts are supported)");
       auto exit = std::make_shared<Var>(VarKind::kGradModeExit);
       exit->flag = probe_grad_enabled();

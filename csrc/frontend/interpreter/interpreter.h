@@ -57,14 +57,19 @@ struct OutputTemplate {
   SourcePtr source;     // kFetch: a value of the frame itself (an argument or what it holds),
                         // fetched again so the caller sees the very object, mutated in place
   PyRef names;          // kNewObject: tuple of attribute names (items[i] is the value of names[i])
+  // kList/kDict/kNewObject made during the capture: its number among the objects the frame's
+  // results and side effects rebuild (each is built once per run and shared by every place that
+  // holds it: `b = a`, an object stored in a list), or -1.
+  int shared = -1;
   std::vector<OutputTemplate> items;
   std::vector<OutputTemplate> dict_part;  // kNewObject of a dict subclass: a single kDict template
   PyRef dict_setitem;                     // ... and its builtin base's __setitem__ (dict/OrderedDict);
                                           // kDict: the OrderedDict/defaultdict type when the dict is one
                                           // (names: then the defaultdict's factory), or null;
                                           // kCopy: copy.deepcopy, applied to obj (a trace-time value)
-  // New reference, or nullptr with an exception set.
-  PyObject* build(PyObject* const* outputs, const FrameView& frame) const;
+  // New reference, or nullptr with an exception set. `built` holds the shared objects made so
+  // far in this run (Capture::shared_objects slots).
+  PyObject* build(PyObject* const* outputs, const FrameView& frame, std::vector<PyRef>& built) const;
 };
 
 // A side effect on a pre-existing object, replayed after the graph runs: an attribute
@@ -105,6 +110,7 @@ struct Capture {
   std::vector<SourcePtr> inputs;         // one per placeholder, in order
   std::vector<PyRef> example_inputs;
   std::vector<SourcePtr> made;           // Source::kMade, by index: made before every run
+  int shared_objects = 0;                // OutputTemplate::shared numbers handed out
   OutputTemplate output;
   std::vector<SideEffect> side_effects;  // applied in order after the graph ran
   std::shared_ptr<GuardTree> guards = std::make_shared<GuardTree>();
@@ -145,6 +151,10 @@ class Interpreter {
   bool is_trace_value(PyObject* o) const { return trace_values_.count(o) != 0; }
   // False when `o` was already handed back once (a second copy would lose their identity).
   bool claim_trace_output(PyObject* o) { return trace_outputs_.insert(o).second; }
+  // OutputTemplate::shared of a list, dict or object made during the capture (one number per Var,
+  // as a Var is one object); -1 while its template is being made (it refers to itself).
+  int begin_shared_template(const VarPtr& v);
+  void end_shared_template(const Var* v) { templates_in_progress_.erase(v); }
   // True when the trace-time set `o` holds a token standing for a symbolic value (set_member).
   bool holds_token(PyObject* o) const;
 
@@ -316,6 +326,9 @@ class Interpreter {
   // capture or a tensor it computed as a token object that stands for it: both hash by identity,
   // and the Var is that identity. Null when the value cannot be a member.
   PyRef set_member(const VarPtr& v);
+  std::unordered_map<const Var*, int> template_ids_;
+  std::vector<VarPtr> template_vars_;  // keeps those Vars (and so their addresses) alive
+  std::unordered_set<const Var*> templates_in_progress_;
   std::unordered_map<const Var*, PyRef> tokens_;
   std::unordered_map<PyObject*, VarPtr> token_vars_;
 };

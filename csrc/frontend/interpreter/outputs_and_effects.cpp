@@ -25,8 +25,38 @@ int grad_mode_restorer(PyObject* f) {
   return self == Py_None ? 2 : self == Py_True;
 }
 
+int Interpreter::begin_shared_template(const VarPtr& v) {
+  if (!templates_in_progress_.insert(v.get()).second) return -1;
+  auto it = template_ids_.find(v.get());
+  if (it != template_ids_.end()) return it->second;
+  template_vars_.push_back(v);
+  template_ids_.emplace(v.get(), cap_.shared_objects);
+  return cap_.shared_objects++;
+}
+
+static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::vector<graph::Arg>& outs,
+                                       std::unordered_map<int, int>& out_index, const std::function<void(const std::string&)>& fail);
+
+// Containers and objects the capture made are rebuilt once per run however many places hold
+// them (OutputTemplate::shared), so `b = a` still holds after a graph break or in a result.
 OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<graph::Arg>& outs,
-                                    std::unordered_map<int, int>& out_index, const std::function<void(const std::string&)>& fail) {
+                             std::unordered_map<int, int>& out_index, const std::function<void(const std::string&)>& fail) {
+  const bool rebuilt = (v->kind == VarKind::kList || v->kind == VarKind::kDict || v->kind == VarKind::kNewObject) &&
+                       !(v->source && !v->fresh);
+  if (!rebuilt) return make_template_of(self, v, outs, out_index, fail);
+  const int id = self->begin_shared_template(v);
+  if (id < 0) {
+    fail("an object made during the capture holds itself");
+    return OutputTemplate();
+  }
+  OutputTemplate t = make_template_of(self, v, outs, out_index, fail);
+  self->end_shared_template(v.get());
+  if (t.kind == OutputTemplate::kList || t.kind == OutputTemplate::kDict || t.kind == OutputTemplate::kNewObject) t.shared = id;
+  return t;
+}
+
+static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::vector<graph::Arg>& outs,
+                                       std::unordered_map<int, int>& out_index, const std::function<void(const std::string&)>& fail) {
   OutputTemplate t;
   // The frame's own tensors, lists and dicts are handed back as themselves (mutated in place by
   // the graph or by replayed side effects), as eager would; containers made for this call (its
@@ -171,7 +201,16 @@ VarPtr Interpreter::stored_attr(const VarPtr& obj, PyObject* name) {
 
 // ---------------------------------------------------------------- output template
 
-PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) const {
+PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame, std::vector<PyRef>& built) const {
+  if (shared >= 0) {
+    if (static_cast<size_t>(shared) >= built.size()) built.resize(shared + 1);
+    if (built[shared]) return Py_NewRef(built[shared].get());
+  }
+  // Shared containers and objects are recorded as soon as they exist, before their contents.
+  auto made = [&](PyObject* o) {
+    if (o && shared >= 0) built[shared] = PyRef::borrow(o);
+    return o;
+  };
   switch (kind) {
     case kGraphOut: return Py_NewRef(outs[index]);
     case kFetch: {
@@ -181,7 +220,7 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) c
     }
     case kGetAttr:
     case kMethod: {
-      PyRef self = PyRef::steal(items[0].build(outs, frame));
+      PyRef self = PyRef::steal(items[0].build(outs, frame, built));
       if (!self) return nullptr;
       return kind == kGetAttr ? PyObject_GetAttr(self.get(), obj.get()) : PyMethod_New(obj.get(), self.get());
     }
@@ -189,10 +228,10 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) c
     case kCopy: return PyObject_CallOneArg(dict_setitem.get(), obj.get());
     case kTuple:
     case kList: {
-      PyObject* seq = kind == kList ? PyList_New(items.size()) : PyTuple_New(items.size());
+      PyObject* seq = kind == kList ? made(PyList_New(items.size())) : PyTuple_New(items.size());
       if (!seq) return nullptr;
       for (size_t i = 0; i < items.size(); ++i) {
-        PyObject* it = items[i].build(outs, frame);
+        PyObject* it = items[i].build(outs, frame, built);
         if (!it) { Py_DECREF(seq); return nullptr; }
         if (kind == kList) PyList_SET_ITEM(seq, i, it);
         else PyTuple_SET_ITEM(seq, i, it);
@@ -211,10 +250,10 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) c
     case kNewObject: {
       // Rebuild from the final state: allocate without __init__, then fill dict contents and
       // attributes directly (bypassing overridden __setitem__/__setattr__).
-      PyObject* inst = PyObject_CallMethod(obj.get(), "__new__", "O", obj.get());
+      PyObject* inst = made(PyObject_CallMethod(obj.get(), "__new__", "O", obj.get()));
       if (!inst) return nullptr;
       if (!dict_part.empty()) {
-        PyObject* d = dict_part[0].build(outs, frame);
+        PyObject* d = dict_part[0].build(outs, frame, built);
         if (!d) { Py_DECREF(inst); return nullptr; }
         Py_ssize_t pos = 0;
         PyObject *k, *val;
@@ -226,7 +265,7 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) c
         Py_DECREF(d);
       }
       for (size_t i = 0; i < items.size(); ++i) {
-        PyObject* it = items[i].build(outs, frame);
+        PyObject* it = items[i].build(outs, frame, built);
         if (!it || PyObject_GenericSetAttr(inst, PyTuple_GET_ITEM(names.get(), i), it) < 0) {
           Py_XDECREF(it);
           Py_DECREF(inst);
@@ -237,18 +276,18 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame) c
       return inst;
     }
     case kDict: {
-      PyObject* d = PyDict_New();
+      // An OrderedDict / defaultdict(factory) made empty, then filled in order.
+      PyObject* d = made(!dict_setitem ? PyDict_New()
+                                       : names ? PyObject_CallOneArg(dict_setitem.get(), names.get()) : PyObject_CallNoArgs(dict_setitem.get()));
+      if (!d) return nullptr;
       for (size_t i = 0; i < items.size(); ++i) {
-        PyObject* it = items[i].build(outs, frame);
-        if (!it) { Py_DECREF(d); return nullptr; }
-        PyDict_SetItem(d, PyTuple_GET_ITEM(obj.get(), i), it);
+        PyObject* it = items[i].build(outs, frame, built);
+        if (!it || PyObject_SetItem(d, PyTuple_GET_ITEM(obj.get(), i), it) < 0) {
+          Py_XDECREF(it);
+          Py_DECREF(d);
+          return nullptr;
+        }
         Py_DECREF(it);
-      }
-      if (dict_setitem) {  // OrderedDict(d) keeps d's order
-        PyObject* od = names ? PyObject_CallFunctionObjArgs(dict_setitem.get(), names.get(), d, nullptr)  // defaultdict(factory, d)
-                             : PyObject_CallOneArg(dict_setitem.get(), d);
-        Py_DECREF(d);
-        return od;
       }
       return d;
     }
