@@ -13,6 +13,16 @@ namespace {
 
 int64_t wrap(int64_t d, int64_t n) { return d < 0 ? d + n : d; }
 
+// `x` is the result of a matrix product (a tensor ATen makes fresh) that the graph does not
+// return itself.
+bool unsafe_view_of_fresh_product(const AtenGraph& g, int x) {
+  const AtenValue& v = g.values.at(x);
+  if (v.kind != AtenValue::kNodeOutput) return false;
+  if (std::find(g.outputs.begin(), g.outputs.end(), x) != g.outputs.end()) return false;
+  const std::string& op = g.nodes.at(v.index).op;
+  return op == "aten::mm" || op == "aten::bmm" || op == "aten::addmm" || op == "aten::baddbmm";
+}
+
 }  // namespace
 
 bool lower_view(Lowerer& L, const AtenNode& n) {
@@ -45,7 +55,11 @@ bool lower_view(Lowerer& L, const AtenNode& n) {
     const int out = n.outputs[0];
     auto ys = L.meta(out).sizes;
     as_view(out, [=](const std::vector<Index>& i, LoadCtx& c) { return base(reshape_index(i, ys, xs, c.ranges), c); }, cost);
-    if (op == "aten::_unsafe_view") L.value(out).realize = nullptr;  // not a view in ATen's sense
+    // _unsafe_view is not a view in ATen's sense: eager's result shares memory with its base, but
+    // nothing tracks that. Of a matrix product's fresh result (matmul's decomposition) the ATen
+    // call itself is exact and copies nothing (a model's logits: megabytes per call); of anything
+    // else (an input, another output) it is realized as a copy, so no aliasing appears.
+    if (op == "aten::_unsafe_view" && !unsafe_view_of_fresh_product(L.graph(), x)) L.value(out).realize = nullptr;
     return true;
   }
   if (op == "aten::permute" || op == "aten::t" || op == "aten::transpose.int" || op == "aten::numpy_T") {

@@ -278,3 +278,11 @@ def test_negative_embedding_index_raises():
     g(torch.randint(0, 10, (5,)))
     with pytest.raises(IndexError):
         g(torch.tensor([1, -1, 3]))
+
+
+def test_matmul_result_reshaped_is_not_copied():
+    # at::matmul of a 3-d input is mm + _unsafe_view; the reshaped product is ATen's own view of
+    # mm's fresh result (no copy kernel: a model's logits were copied, megabytes per call).
+    g = check(lambda x, w: torch.matmul(x, w), lambda: (torch.randn(2, 5, 8), torch.randn(8, 16)))
+    assert g.num_kernels == 0, g.program_text
+
