@@ -115,3 +115,76 @@ def test_graph_break_inside_the_block():
         return y, t.depth
 
     run_both(f, torch.randn(3))
+
+
+import contextlib  # noqa: E402
+
+
+@contextlib.contextmanager
+def scaled(factor):
+    LOG.append(f"enter {factor}")
+    try:
+        yield factor * 2
+    finally:
+        LOG.append(f"exit {factor}")
+
+
+def test_contextmanager_function_is_captured_with_effects_in_order():
+    def f(x):
+        with scaled(3) as k:
+            LOG.append("body")
+            y = x * k
+        return y + 1
+
+    run_both(f, torch.randn(3))
+    s = kiln.stats()
+    assert (s["graphs"], s["graph_breaks"]) == (1, 0), s["breaks"]
+
+
+def test_contextmanager_defined_inside_the_function():
+    def f(x):
+        @contextlib.contextmanager
+        def tag(name):
+            LOG.append("enter " + name)
+            yield len(name)
+            LOG.append("exit " + name)
+
+        with tag("abc") as n:
+            y = x * n
+        with tag("de") as m:
+            y = y - m
+        return y
+
+    run_both(f, torch.randn(4))
+    s = kiln.stats()
+    assert (s["graphs"], s["graph_breaks"]) == (1, 0), s["breaks"]
+
+
+def test_exception_inside_a_contextmanager_block_matches_eager():
+    @contextlib.contextmanager
+    def swallow():
+        try:
+            yield
+        except KeyError:
+            LOG.append("swallowed")
+
+    def f(x):
+        with swallow():
+            LOG.append("body")
+            {}["k"]
+        return x + 1
+
+    run_both(f, torch.randn(2))
+
+
+def test_graph_break_inside_a_contextmanager_block_matches_eager():
+    buf = io.StringIO()
+
+    def f(x):
+        with scaled(2) as k:
+            y = x * k
+            print("inside", file=buf)
+            y = y + 1
+        return y
+
+    run_both(f, torch.randn(3))

@@ -245,6 +245,7 @@ VarPtr Interpreter::run_frame(Frame& f) {
     } catch (const PyRaised& raised) {
       if (!enter_handler(f, raised)) throw;
     }
+    if (f.suspended) return f.yielded;  // a @contextmanager's generator at its yield
   }
 }
 
@@ -753,6 +754,14 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
     }
     case OP_BEFORE_WITH: {
       VarPtr ctx = pop();
+      if (ctx->kind == VarKind::kGenContext) {
+        VarPtr exit = std::make_shared<Var>(VarKind::kGenContextExit);
+        VarPtr entered = enter_generator_context(ctx);
+        exit->pos = suspended_.size() - 1;
+        push(exit);
+        push(entered);
+        return;
+      }
       if (ctx->kind == VarKind::kNewObject || ctx->kind == VarKind::kObject) {
         // A context manager class of the program's own (Python __enter__ and __exit__): both are
         // inlined, the exit by the with-statement's own call (or WITH_EXCEPT_START).
@@ -789,6 +798,11 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
     }
     case OP_RETURN_GENERATOR: push(make_const(Py_None)); return;
     case OP_YIELD_VALUE: {
+      if (f.suspend_at_yield) {  // resumed by exit_generator_context, which pushes the sent None
+        f.yielded = pop();
+        f.suspended = true;
+        return;
+      }
       // An inlined generator runs to completion, so every `yield` evaluates to None, as under
       // next() and for-loops. Code that uses the value (`v = yield x`, fed by send()) would
       // compute with a None it never sees in eager: refused.

@@ -258,6 +258,18 @@ class Interpreter {
   VarPtr super_attr(const VarPtr& sup, PyObject* name);
   // Instances created during capture (see VarKind::kNewObject).
   VarPtr construct(PyObject* cls, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  // @contextlib.contextmanager (generator_context.cpp): the factory, a call of it, and entering
+  // and leaving its with-block, the generator suspended at its yield in between.
+  VarPtr context_manager_of(const VarPtr& generator_function);
+  static PyObject* contextmanager_generator(PyObject* f);  // the generator a decorated function wraps, or null
+  VarPtr enter_generator_context(const VarPtr& ctx);
+  VarPtr exit_generator_context(const VarPtr& exit);
+  std::vector<std::unique_ptr<Frame>> suspended_;
+  // The frame of a call of a Python function (or nested function) with its arguments bound, not
+  // yet run; run_inlined runs it as an inlined call.
+  std::unique_ptr<Frame> bind_frame(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,
+                                    std::vector<std::pair<std::string, VarPtr>> kwargs, const SourcePtr& func_source);
+  VarPtr run_inlined(Frame& f);
   // A class statement inside captured code whose body only defines names (new_objects.cpp).
   VarPtr build_class(std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
   // nn.Parameter(data, requires_grad) of a tensor the capture computed (new_parameter.cpp).

@@ -315,6 +315,24 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       if (fn->name != "no-op") record_grad_mode(fn->flag);
       return make_const(Py_None);
     }
+    case VarKind::kGenContext: {  // tag("block"): the context, not yet entered
+      if (fn->flag) unsupported("call of an entered-or-made @contextmanager context");
+      auto c = std::make_shared<Var>(VarKind::kGenContext);
+      c->flag = true;
+      c->self = fn->self;
+      c->items = std::move(args);
+      for (auto& [k, v] : kwargs) {
+        c->keys.push_back(PyRef::steal(PyUnicode_FromString(k.c_str())));
+        c->items.push_back(v);
+      }
+      c->pos = c->items.size() - c->keys.size();
+      return c;
+    }
+    case VarKind::kGenContextExit: {
+      for (const auto& a : args)
+        if (!a->is_const() || a->obj.get() != Py_None) unsupported("a @contextmanager's __exit__ with an exception");
+      return exit_generator_context(fn);
+    }
     case VarKind::kNewObject: return call_new_object(fn, std::move(args), std::move(kwargs));
     case VarKind::kConst:
     case VarKind::kObject: break;
@@ -338,6 +356,9 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     return make_const(Py_None);
   }
   if (f == builtin("__build_class__")) return build_class(args, kwargs);
+  if (f == module_attr("contextlib", "contextmanager") && args.size() == 1 && kwargs.empty()) return context_manager_of(args[0]);
+  if (PyObject* gen = contextmanager_generator(f))  // a call of a function decorated with @contextmanager
+    return call(context_manager_of(wrap_unguarded(gen, "contextmanager function")), std::move(args), std::move(kwargs));
   bool handled = false;
   VarPtr r = call_library(f, args, kwargs, &handled);
   if (handled) return r;
@@ -604,10 +625,30 @@ bool is_dynamo_generation_tag(PyObject* fn) {
 
 VarPtr Interpreter::inline_function(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,
                                     std::vector<std::pair<std::string, VarPtr>> kwargs, const SourcePtr& func_source) {
+  std::unique_ptr<Frame> f = bind_frame(func, nested, std::move(args), std::move(kwargs), func_source);
+  return run_inlined(*f);
+}
+
+VarPtr Interpreter::run_inlined(Frame& f) {
+  frames_.push_back(&f);
+  VarPtr r;
+  try {
+    r = run_frame(f);
+  } catch (...) {
+    frames_.pop_back();
+    throw;
+  }
+  frames_.pop_back();
+  return r;
+}
+
+std::unique_ptr<Interpreter::Frame> Interpreter::bind_frame(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,
+                                                            std::vector<std::pair<std::string, VarPtr>> kwargs, const SourcePtr& func_source) {
   PyCodeObject* code = reinterpret_cast<PyCodeObject*>(func ? PyFunction_GET_CODE(func) : nested->obj.get());
   if (code->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) unsupported("coroutines are not entered");
   ++cap_.inlined_functions;
-  Frame f;
+  auto owned = std::make_unique<Frame>();
+  Frame& f = *owned;
   f.code = code;
   f.dc = &decoded_code(code);
   f.globals = func ? PyFunction_GET_GLOBALS(func) : nested->globals.get();
@@ -679,16 +720,7 @@ VarPtr Interpreter::inline_function(PyObject* func, const VarPtr& nested, std::v
       for (int i = 0; i < nfree && i < static_cast<int>(nested->items.size()); ++i) f.locals[first_free + i] = nested->items[i];
     }
   }
-  frames_.push_back(&f);
-  VarPtr r;
-  try {
-    r = run_frame(f);
-  } catch (...) {
-    frames_.pop_back();
-    throw;
-  }
-  frames_.pop_back();
-  return r;
+  return owned;
 }
 
 }  // namespace kiln::frontend

@@ -30,6 +30,11 @@ struct Interpreter::Frame {
   std::vector<VarPtr> yields;
   VarPtr handled_exc;  // the exception an except/finally block of this frame is handling (PUSH_EXC_INFO)
   VarPtr closure_source_func;  // root only: where free variables come from
+  // A @contextmanager's generator: run_frame returns at its `yield` (the value in `yielded`),
+  // and runs on from there when called again (generator_context.cpp).
+  bool suspend_at_yield = false;
+  bool suspended = false;
+  VarPtr yielded;
 };
 
 

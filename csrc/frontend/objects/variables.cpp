@@ -144,6 +144,8 @@ const char* kind_name(VarKind k) {
     case VarKind::kNewObject: return "new object";
     case VarKind::kDictView: return "dict view";
     case VarKind::kPartial: return "functools.partial";
+    case VarKind::kGenContext: return "contextmanager";
+    case VarKind::kGenContextExit: return "contextmanager exit";
     case VarKind::kSymInt: return "symbolic int";
     case VarKind::kSymSlice: return "symbolic slice";
   }

@@ -48,6 +48,11 @@ enum class VarKind {
                    // at run time; fake = the torch.SymInt (over kiln's expression) meta code sees,
                    // or, with flag set, a float: fake = its captured value, items = the sizes it
                    // was computed from (what specialising it guards)
+  kGenContext,     // a @contextlib.contextmanager: self = the generator function (a kObject
+                   // function or kNestedFunction); flag set once called: items = its arguments,
+                   // then keyword values (keys = their names). Entered by a with-statement only.
+  kGenContextExit, // the __exit__ of an entered one: pos = its suspended generator frame
+                   // (Interpreter::suspended_)
   kSymSlice,       // a slice with symbolic bounds (`x[:, a:t]`): node = the graph's slice value,
                    // fake = the slice of SymInts meta code sees, items = start, stop, step
 };
