@@ -364,7 +364,7 @@ class CodegenGraph {
       // operators save, as in eager: a compiled pair saves another set (and checkpoint's
       // recomputation would find a different count). The graph runs op by op under them.
       if (!at::SavedTensorDefaultHooks::get_tls_state().stack.empty()) return eager_(*args);
-      if (!grad_free_) return training_call(inputs, args);
+      if (!grad_free_) return training_call(inputs, ints, args);
       // The joint trace found that no output requires grad (inputs that do are only read, or
       // written, under no_grad: a module built and used inside `torch.no_grad()`): the inference
       // program serves, all of it without autograd, as eager records none.
@@ -815,67 +815,84 @@ class CodegenGraph {
     };
   }
 
-  // The first training call traces the joint graph (on detached copies, so this call itself
-  // runs eagerly), partitions it and builds both halves; later calls run the pair.
-  py::object training_call(const std::vector<at::Tensor>& inputs, py::args args) {
-    if (!training_ && training_status_.empty()) {
-      Building guard(building_);
-      auto t0 = std::chrono::steady_clock::now();
-      try {
-        std::string why;
-        if (!note_cuda_device(inputs, opts_, &why)) throw std::runtime_error(why);
-        bridge::JointTrace jt = bridge::trace_joint(inputs, runner(), [](const std::function<void()>& block) {
-          py::gil_scoped_release nogil;
-          block();
-        });
-        autograd::JointSplit split = autograd::partition_joint(jt.trace.graph, jt.num_primals, jt.num_fwd_outputs,
-                                                               min_cut_ ? autograd::Partitioner::kMinCut : autograd::Partitioner::kSaveAll);
-        auto st = std::make_shared<TrainingStages>();
-        runtime::BuildResult f, b;
-        {
-          py::gil_scoped_release nogil;
-          f = runtime::build_graph(split_trace(split.forward, split.forward_nodes, split.forward_constants, jt.trace), opts_);
-          if (f.graph) b = runtime::build_graph(split_trace(split.backward, split.backward_nodes, split.backward_constants, jt.trace), opts_);
-        }
-        if (!f.graph) throw std::runtime_error("forward: " + f.error);
-        if (!b.graph) throw std::runtime_error("backward: " + b.error);
-        st->fwd = f.graph;
-        st->bwd = b.graph;
-        st->num_inputs = jt.num_primals;
-        st->num_outputs = jt.num_fwd_outputs - static_cast<int>(jt.mutated_inputs.size());
-        st->mutated_inputs = jt.mutated_inputs;
-        st->saved_primals = split.saved_primals;
-        st->grad_of = jt.grad_of;
-        st->output_requires_grad = jt.output_requires_grad;
-        st->grad_tangents = jt.grad_outputs;
-        for (int i = 0; i < jt.num_primals; ++i)
-          if (std::find(jt.grad_of.begin(), jt.grad_of.end(), i) == jt.grad_of.end()) st->unreached_inputs.push_back(i);
-        group_outputs(*st);
-        st->describe = split.describe();
-        st->bwd_trace = split_trace(split.backward, split.backward_nodes, split.backward_constants, jt.trace);
-        st->first_tangent = static_cast<int>(split.saved_primals.size()) + split.num_saved_values;
-        st->opts = opts_;
-        training_ = st;
-        training_status_ = "compiled forward and backward; " + st->describe;
-        timings_["training_build"] = since(t0);
-      } catch (const py::error_already_set& e) {
-        training_status_ = std::string("eager: ") + e.what();
-      } catch (const std::exception& e) {
-        training_status_ = std::string("eager: ") + e.what();
-        if (std::strstr(e.what(), "no output requires grad")) {
-          grad_free_ = true;
-          training_status_ = "none needed: no output requires grad";
-        }
-      }
+  // Training: one compiled forward/backward pair per size signature (a graph with symbolic sizes
+  // trained on batches of several lengths gets one per length, as inference graphs get one
+  // specialisation each), built on the first call with that signature from a joint trace on
+  // detached copies, so that call itself runs eagerly. Past max_variants_ signatures, or once a
+  // build failed, calls run the graph op by op (not declined: the frame stays one graph).
+  py::object training_call(const std::vector<at::Tensor>& inputs, const IntArgs& ints, py::args args) {
+    std::vector<int64_t> sig = size_signature(inputs, ints);
+    auto found = trainings_.find(sig);
+    if (found == trainings_.end()) {
+      if (training_failed_ || static_cast<int>(trainings_.size()) >= max_variants_) return eager_(*args);
+      std::shared_ptr<TrainingStages> st = build_training(inputs, ints);
+      if (!grad_free_) trainings_.emplace(std::move(sig), st);
+      if (st) training_ = st;
+      else training_failed_ = !grad_free_;
       if (!on_compiled_.is_none()) on_compiled_(this);
       if (grad_free_) return call(args);
       return eager_(*args);
     }
-    if (!training_) return eager_(*args);
+    if (!found->second) return eager_(*args);
     static py::handle run = py::object(py::module_::import("kiln._autograd").attr("run")).release();  // never freed: outlives Python
-    py::tuple r = run(py::cast(training_), *args);
+    py::tuple r = run(py::cast(found->second), *args);
     if (single_) return r[0];
     return as_list_ ? py::object(py::list(r)) : py::object(r);
+  }
+
+  // Traces the joint graph at these inputs, partitions it and builds both halves; null (with
+  // training_status_ saying why) when any step fails.
+  std::shared_ptr<TrainingStages> build_training(const std::vector<at::Tensor>& inputs, const IntArgs& ints) {
+    Building guard(building_);
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      std::string why;
+      if (!note_cuda_device(inputs, opts_, &why)) throw std::runtime_error(why);
+      bridge::JointTrace jt = bridge::trace_joint(inputs, runner_with(ints), [](const std::function<void()>& block) {
+        py::gil_scoped_release nogil;
+        block();
+      });
+      autograd::JointSplit split = autograd::partition_joint(jt.trace.graph, jt.num_primals, jt.num_fwd_outputs,
+                                                             min_cut_ ? autograd::Partitioner::kMinCut : autograd::Partitioner::kSaveAll);
+      auto st = std::make_shared<TrainingStages>();
+      runtime::BuildResult f, b;
+      {
+        py::gil_scoped_release nogil;
+        f = runtime::build_graph(split_trace(split.forward, split.forward_nodes, split.forward_constants, jt.trace), opts_);
+        if (f.graph) b = runtime::build_graph(split_trace(split.backward, split.backward_nodes, split.backward_constants, jt.trace), opts_);
+      }
+      if (!f.graph) throw std::runtime_error("forward: " + f.error);
+      if (!b.graph) throw std::runtime_error("backward: " + b.error);
+      st->fwd = f.graph;
+      st->bwd = b.graph;
+      st->num_inputs = jt.num_primals;
+      st->num_outputs = jt.num_fwd_outputs - static_cast<int>(jt.mutated_inputs.size());
+      st->mutated_inputs = jt.mutated_inputs;
+      st->saved_primals = split.saved_primals;
+      st->grad_of = jt.grad_of;
+      st->output_requires_grad = jt.output_requires_grad;
+      st->grad_tangents = jt.grad_outputs;
+      for (int i = 0; i < jt.num_primals; ++i)
+        if (std::find(jt.grad_of.begin(), jt.grad_of.end(), i) == jt.grad_of.end()) st->unreached_inputs.push_back(i);
+      group_outputs(*st);
+      st->describe = split.describe();
+      st->bwd_trace = split_trace(split.backward, split.backward_nodes, split.backward_constants, jt.trace);
+      st->first_tangent = static_cast<int>(split.saved_primals.size()) + split.num_saved_values;
+      st->opts = opts_;
+      training_status_ = "compiled forward and backward; " + st->describe;
+      if (!trainings_.empty()) training_status_ += " (" + std::to_string(trainings_.size() + 1) + " size signatures)";
+      timings_["training_build"] = since(t0);
+      return st;
+    } catch (const py::error_already_set& e) {
+      training_status_ = std::string("eager: ") + e.what();
+    } catch (const std::exception& e) {
+      training_status_ = std::string("eager: ") + e.what();
+      if (std::strstr(e.what(), "no output requires grad")) {
+        grad_free_ = true;
+        training_status_ = "none needed: no output requires grad";
+      }
+    }
+    return nullptr;
   }
 
   py::object first_call(const std::vector<at::Tensor>& inputs, py::args args) {
@@ -979,7 +996,9 @@ class CodegenGraph {
     explicit Building(bool& f) : flag(f) { flag = true; }
     ~Building() { flag = false; }
   };
-  std::shared_ptr<TrainingStages> training_;
+  std::shared_ptr<TrainingStages> training_;  // the last pair built (what program_text shows)
+  std::map<std::vector<int64_t>, std::shared_ptr<TrainingStages>> trainings_;  // per size signature (null: eager)
+  bool training_failed_ = false;    // a build failed: every training call runs op by op
   std::string training_status_;     // empty until the first training call
   bool grad_free_ = false;          // inputs require grad but no output does: inference program
   std::string autotune_status_;     // mode="max-autotune": each kernel's chosen configuration
