@@ -1,5 +1,7 @@
 """Python semantics the interpreter must keep exactly, each once silently wrong: builtins'
 keyword arguments and dict views that follow later changes to their dict."""
+import collections
+
 import torch
 
 from conftest import check
@@ -106,3 +108,17 @@ def test_sorting_filtering_itertools_namedtuples_and_string_methods_are_captured
         ys.sort(key=lambda t: 0)  # stable: order kept
         return xs[order[0]], names, best, evens, chained, pairs, running, p.b + q.a, q.b, d, size, joined, ys, p
     check(fn, lambda: (torch.randn(3),), graphs=1, breaks=0)
+
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
+
+def test_tuple_new_of_a_namedtuple_class():
+    # A namedtuple's generated __new__ is `lambda _cls, a, b: tuple.__new__(_cls, (a, b))`; it
+    # runs when library code (a tensor's repr, at a print break) makes one: captured, not a break.
+    def f(x):
+        p = tuple.__new__(_Pair, (x, x * 2))
+        q = _Pair.__new__(_Pair, x + 1, 3)
+        return p.a + p.b + q.a * q.b, type(p) is _Pair, len(tuple.__new__(tuple, [1, 2]))
+
+    check(f, lambda: [torch.randn(3)])

@@ -191,6 +191,18 @@ VarPtr Interpreter::call_library(PyObject* f, std::vector<VarPtr>& args, std::ve
     }
     return make_iterator(make_seq(VarKind::kList, out));
   }
+  if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) == reinterpret_cast<PyObject*>(&PyTuple_Type) &&
+      std::strcmp(reinterpret_cast<PyCFunctionObject*>(f)->m_ml->ml_name, "__new__") == 0 && kwargs.empty() && args.size() <= 2 &&
+      !args.empty() && args[0]->kind == VarKind::kObject && PyType_Check(args[0]->obj.get()) &&
+      PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(args[0]->obj.get()), &PyTuple_Type)) {
+    // tuple.__new__(cls, iterable): how a namedtuple's generated __new__ makes its instance.
+    PyObject* cls = args[0]->obj.get();
+    if (cls != reinterpret_cast<PyObject*>(&PyTuple_Type) && !(reinterpret_cast<PyTypeObject*>(cls)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+      unsupported("tuple.__new__ of a C-level tuple type");
+    VarPtr t = make_seq(VarKind::kTuple, args.size() == 2 ? unpack(args[1]) : std::vector<VarPtr>{});
+    if (cls != reinterpret_cast<PyObject*>(&PyTuple_Type)) t->obj = PyRef::borrow(cls);
+    return t;
+  }
   if (PyType_Check(f) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(f), &PyTuple_Type) && f != reinterpret_cast<PyObject*>(&PyTuple_Type)) {
     // A namedtuple class: its fields from the arguments, then from keywords, then defaults.
     PyRef fields = PyRef::steal(PyObject_GetAttrString(f, "_fields"));
