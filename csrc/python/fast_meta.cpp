@@ -23,9 +23,11 @@
 #include <ATen/autocast_mode.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/Device.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -180,7 +182,7 @@ bool is_binary(Op op) { return op <= Op::kXor || op == Op::kMaximum || op == Op:
 // ---- composite operators -------------------------------------------------------------------
 
 enum class Kind { kSoftmax, kLogSoftmax, kLayerNorm, kEmbedding, kLinear, kMatmul, kMm, kBmm, kAddmm, kBaddbmm, kSum, kMean,
-                  kAmax, kAmin, kTril, kTriu, kMaskedFill, kBitwiseNot, kPow, kTo, kCast, kTypeAs, kSdpa };
+                  kArange, kAmax, kAmin, kTril, kTriu, kMaskedFill, kBitwiseNot, kPow, kTo, kCast, kTypeAs, kSdpa };
 
 // A Python signature: parameter names in order, how many must be given, how many may be given
 // by position, and how many leading ones may not be given by keyword (self of a method, the
@@ -280,7 +282,7 @@ at::Tensor softmax(const Bound& b, bool log) {
   at::Tensor x;
   int64_t dim;
   if (!meta_operand(b.get("input"), &x) || !as_int(b.get("dim"), &dim)) return {};  // no dim: F.softmax warns
-  if (PyObject* s = b.get("_stacklevel"); s && !as_int(s, &dim)) return {};
+  if (int64_t level; b.get("_stacklevel") && !as_int(b.get("_stacklevel"), &level)) return {};
   at::Tensor in = x;
   if (PyObject* d = b.get("dtype"); !absent(d)) {
     at::ScalarType t;
@@ -448,6 +450,32 @@ at::Tensor sdpa(const Bound& b) {
   return at::empty(sizes, q.options());
 }
 
+// torch.arange(end), (start, end[, step]) with Python ints, on the meta device (the frontend passes
+// device=meta to factories): int64 unless dtype says otherwise.
+at::Tensor arange(const Bound& b) {
+  PyObject* d = b.get("device");
+  if (!d || !THPDevice_Check(d) || reinterpret_cast<THPDevice*>(d)->device.type() != at::kMeta) return {};
+  if (PyObject* l = b.get("layout"); !absent(l)) return {};
+  for (const char* flag : {"requires_grad", "pin_memory"}) {
+    bool v = false;
+    if (PyObject* o = b.get(flag); o && (!as_bool(o, &v) || v)) return {};
+  }
+  int64_t start = 0, end = 0, step = 1;
+  if (!as_int(b.get("start"), &start)) return {};
+  if (PyObject* e = b.get("end"); e && !as_int(e, &end)) return {};
+  if (PyObject* s = b.get("step"); s && !as_int(s, &step)) return {};
+  if (!b.get("end")) std::swap(start, end);  // arange(end)
+  constexpr int64_t kBig = int64_t{1} << 53;
+  if (step == 0 || (step > 0 && end < start) || (step < 0 && end > start) || std::max(start, end) > kBig || std::min(start, end) < -kBig ||
+      step > kBig || step < -kBig)
+    return {};  // arange raises on an inconsistent step sign
+  at::ScalarType dtype = at::kLong;
+  if (PyObject* t = b.get("dtype"); !absent(t) && !as_dtype(t, &dtype)) return {};
+  if (dtype != at::kLong && dtype != at::kInt && !is_float(dtype)) return {};
+  const int64_t n = step > 0 ? (end - start + step - 1) / step : (start - end - step - 1) / -step;
+  return at::empty({std::max<int64_t>(n, 0)}, at::TensorOptions().dtype(dtype).device(at::kMeta));
+}
+
 at::Tensor composite(const Sig& sig, const Bound& b) {
   at::Tensor x, y, z;
   switch (sig.kind) {
@@ -503,6 +531,7 @@ at::Tensor composite(const Sig& sig, const Bound& b) {
       if (!meta_operand(b.get("input"), &x) || !meta_operand(b.get("other"), &y)) return {};
       return cast(x, y.scalar_type());
     case Kind::kSdpa: return sdpa(b);
+    case Kind::kArange: return arange(b);
   }
   return {};
 }
@@ -576,6 +605,7 @@ const std::unordered_map<PyObject*, Sig>& composite_functions() {
     add("torch", "baddbmm", {Kind::kBaddbmm, {"input", "batch1", "batch2", "beta", "alpha"}, 3, 3});
     add("torch", "sum", {Kind::kSum, {"input", "dim", "keepdim", "dtype"}, 1, 3});
     add("torch", "mean", {Kind::kMean, {"input", "dim", "keepdim", "dtype"}, 1, 3});
+    add("torch", "arange", {Kind::kArange, {"start", "end", "step", "dtype", "layout", "device", "pin_memory", "requires_grad"}, 1, 3});
     add("torch", "amax", {Kind::kAmax, {"input", "dim", "keepdim"}, 1});
     add("torch", "amin", {Kind::kAmin, {"input", "dim", "keepdim"}, 1});
     add("torch", "tril", {Kind::kTril, {"input", "diagonal"}, 1});

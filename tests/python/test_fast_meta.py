@@ -287,3 +287,19 @@ def test_first_capture_of_a_transformer_imports_no_sympy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "False", out.stdout
+
+
+def test_arange_on_the_meta_device_matches():
+    calls = []
+    for args in ((5,), (0,), (2, 9), (9, 2), (2, 9, 3), (9, 2, -3), (3, 3), (2, 10, 0), (1, 2.5), (-4, 7, 2)):
+        for kw in ({}, {"dtype": torch.float32}, {"dtype": torch.int32}, {"dtype": torch.bfloat16}, {"requires_grad": False}):
+            calls.append((torch.arange, "", args, dict(kw, device=torch.device(M))))
+    assert check_all(calls) > 30
+    assert _C._fast_meta(torch.arange, "", (5,), {}) is None  # a CPU tensor
+    assert _C._fast_meta(torch.arange, "", (5,), {"device": torch.device(M), "requires_grad": True}) is None
+
+
+def test_softmax_stacklevel_is_not_the_dim():
+    x = meta((4, 6))
+    got = _C._fast_meta(F.softmax, "", (x, 0), {"_stacklevel": 5})
+    same(got, F.softmax(x, 0, _stacklevel=5))
