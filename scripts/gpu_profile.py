@@ -1,7 +1,9 @@
 """Where a bench case's time goes on a GPU, eager beside kiln: the top CUDA kernels by device
 time under torch.profiler, and kiln's launch records (kernel, pattern, grid, block).
 
-    python3 scripts/gpu_profile.py nanogpt [--iters 10] [--top 25]
+    python3 scripts/gpu_profile.py nanogpt [--iters 10] [--top 25] [--inductor]
+
+Each compiler's wall time per call (events around 20 calls, after warm-up) is printed too.
 
 Reads the bench suite from ../shared/bench or shared/bench (copy it there for a lent machine)."""
 import argparse
@@ -28,6 +30,16 @@ def top_kernels(fn, args, iters, top):
         for _ in range(3):
             fn(*args)
         torch.cuda.synchronize()
+        walls = []
+        for _ in range(5):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(20):
+                fn(*args)
+            e.record()
+            torch.cuda.synchronize()
+            walls.append(s.elapsed_time(e) / 20)
+        print(f"  wall per call: {sorted(walls)[2]:.3f} ms (median of 5 x 20 calls)")
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(iters):
                 fn(*args)
@@ -45,6 +57,7 @@ def main():
     ap.add_argument("case")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--inductor", action="store_true", help="profile torch.compile's default mode too")
     a = ap.parse_args()
     torch.manual_seed(0)
     model, args, _ = CASES[a.case]("cuda")
@@ -59,6 +72,9 @@ def main():
         for line in g.source.splitlines():
             if line.startswith("//   kernel"):
                 print("   " + line[4:])
+    if a.inductor:
+        print(f"== {a.case}: inductor")
+        top_kernels(torch.compile(model), args, a.iters, a.top)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One lease call on a lent GPU machine, in stages chosen by GPU_STAGES (comma list, in order):
+#   build     kiln._C only (no C++ tests), against the PyTorch there
+#   tests     tests/python/test_cuda.py and test_fast_meta.py
+#   profile   scripts/gpu_profile.py nanogpt with inductor beside kiln and eager
+#   micro     scripts/gpu_matmul_epilogue.py (cuBLAS(Lt) epilogues at nanogpt's sizes)
+#   bench     ../shared/bench/run.py --device cuda (cases GPU_BENCH_CASES) for eager, inductor, kiln
+#   first     scripts/gpu_first_call.py (kiln cold/warm first calls)
+# Each stage has its own time limit (GPU_T_<stage> seconds); logs go under $OUT, a summary last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu_run_out}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export KILN_CACHE_DIR=$(mktemp -d /tmp/kiln_gpu_cache.XXXX)
+S=$OUT/summary.txt
+: > "$S"
+t0=$(date +%s)
+note() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$S"; }
+BENCH=""
+for c in ../shared/bench/run.py shared/bench/run.py ../bench/run.py; do [ -z "$BENCH" ] && [ -f "$c" ] && BENCH=$c; done
+for stage in ${GPU_STAGES//,/ }; do
+  case $stage in
+    build)
+      GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
+      if timeout ${GPU_T_build:-300} cmake -S . -B build-gpu "${GEN[@]}" -DKILN_INPLACE=ON -DCMAKE_BUILD_TYPE=Release \
+           -DPython_EXECUTABLE="$(command -v "$PY")" > "$OUT/build.log" 2>&1 &&
+         timeout ${GPU_T_build:-300} cmake --build build-gpu --target _C -j "$(nproc)" >> "$OUT/build.log" 2>&1; then
+        note "build: ok, $(grep -c -i 'warning' "$OUT/build.log") warning lines; $(grep -o 'kiln: CUDA code generation [^(]*' "$OUT/build.log" | head -1)"
+      else
+        note "build: FAILED"; grep -E 'error' "$OUT/build.log" | head -30 | tee -a "$S"; exit 1
+      fi ;;
+    tests)
+      timeout ${GPU_T_tests:-240} "$PY" -m pytest -q -rfE -p no:cacheprovider tests/python/test_cuda.py tests/python/test_fast_meta.py > "$OUT/tests.log" 2>&1
+      note "tests: exit $?: $(tail -1 "$OUT/tests.log")"; grep -E '^(FAILED|ERROR)' "$OUT/tests.log" | head -20 | tee -a "$S" ;;
+    profile)
+      timeout ${GPU_T_profile:-150} "$PY" scripts/gpu_profile.py nanogpt --inductor --top ${GPU_TOP:-30} > "$OUT/profile.log" 2>&1
+      note "profile: exit $?"; grep -E '^==|wall per call|device time per call|graph:' "$OUT/profile.log" | tee -a "$S" ;;
+    micro)
+      timeout ${GPU_T_micro:-90} "$PY" scripts/gpu_matmul_epilogue.py > "$OUT/micro.log" 2>&1
+      note "micro: exit $?"; cat "$OUT/micro.log" | tail -12 | tee -a "$S" ;;
+    bench)
+      timeout ${GPU_T_bench:-300} "$PY" "$BENCH" --device cuda --compilers ${GPU_BENCH_COMPILERS:-eager,inductor,kiln} --no-warm --no-prime \
+        --cases ${GPU_BENCH_CASES:-softmax,pointwise_ln,nanogpt} --timeout 200 --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+      note "bench: exit $?"; sed -n '/^case | compiler/,$p' "$OUT/bench.log" | tee -a "$S" ;;
+    first)
+      timeout ${GPU_T_first:-120} "$PY" scripts/gpu_first_call.py --compilers kiln ${GPU_FIRST_ARGS:-} > "$OUT/first.log" 2>&1
+      note "first: exit $?"; tail -25 "$OUT/first.log" | tee -a "$S" ;;
+    *) note "unknown stage $stage" ;;
+  esac
+done
+note "done"
