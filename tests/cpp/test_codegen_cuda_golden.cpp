@@ -68,6 +68,14 @@ return %1, %2
 %3 = aten::mul.Tensor(%2, other=%2) : f32[4, 6, 8]{48, 8, 1}@device
 return %3
 )"},
+    {"bf16_residual_layer_norm_row_cache", R"(%0 = input 0 : bf16[64, 768]{768, 1}@device
+%1 = input 1 : bf16[64, 768]{768, 1}@device
+%2 = input 2 : bf16[768]{1}@device
+%3 = input 3 : bf16[768]{1}@device
+%4 = aten::add.Tensor(%0, other=%1, alpha=1) : bf16[64, 768]{768, 1}@device
+%5, %6, %7 = aten::native_layer_norm(%4, normalized_shape=[768], weight=%2, bias=%3, eps=1e-05) : bf16[64, 768]{768, 1}@device, f32[64, 1]{1, 1}@device, f32[64, 1]{1, 1}@device
+return %5
+)"},
     {"full_sum_max_int", R"(%0 = input 0 : i32[37, 5]{5, 1}@device
 %1 = aten::sum(%0, dtype=None) : i64[]{}@device
 %2 = aten::amax(%0, dim=[1], keepdim=False) : i32[37]{1}@device
