@@ -337,3 +337,32 @@ def test_max_autotune_modes(mode):
     assert graphs and all(g.status == "compiled" for g in graphs), [g.status for g in _codegen.GRAPHS]
     assert all(g.autotune_status for g in graphs), [g.autotune_status for g in graphs]
     assert not any("autotuning" in n for n in kiln.stats()["notes"])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("act", ["gelu_tanh", "relu"])
+def test_linear_activation_runs_as_one_cublaslt_call(act, dtype):
+    """addmm (through a view) then gelu(tanh) or relu, read only by the next matmul: one
+    _addmm_activation call (cuBLASLt bias+activation epilogue), same values as eager."""
+    torch.manual_seed(0)
+    f = (lambda t: F.gelu(t, approximate="tanh")) if act == "gelu_tanh" else torch.relu
+    fc, out = nn.Linear(64, 256).to(DEV, dtype), nn.Linear(256, 64).to(DEV, dtype)
+
+    def fn(x):
+        return out(f(fc(x)))
+
+    with torch.no_grad():
+        g = check(fn, lambda: (make((4, 16, 64), dtype),), min_kernels=0)
+    assert "_addmm_activation" in g.graph_text, g.graph_text
+
+
+def test_pre_activation_read_elsewhere_keeps_addmm():
+    fc = nn.Linear(64, 128).to(DEV)
+
+    def fn(x):
+        h = fc(x)
+        return F.gelu(h, approximate="tanh"), h * 2
+
+    with torch.no_grad():
+        g = check(fn, lambda: (make((32, 64)),))
+    assert "_addmm_activation" not in g.graph_text
