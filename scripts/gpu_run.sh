@@ -6,6 +6,7 @@
 #   micro     scripts/gpu_matmul_epilogue.py (cuBLAS(Lt) epilogues at nanogpt's sizes)
 #   bench     ../shared/bench/run.py --device cuda (cases GPU_BENCH_CASES) for eager, inductor, kiln
 #   first     scripts/gpu_first_call.py (kiln cold/warm first calls)
+#   ro        scripts/gpu_reduce_overhead.py (NanoGPT b1 s32, default and reduce-overhead modes)
 # Each stage has its own time limit (GPU_T_<stage> seconds); logs go under $OUT, a summary last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +49,9 @@ for stage in ${GPU_STAGES//,/ }; do
     first)
       timeout ${GPU_T_first:-120} "$PY" scripts/gpu_first_call.py --compilers kiln ${GPU_FIRST_ARGS:-} > "$OUT/first.log" 2>&1
       note "first: exit $?"; tail -25 "$OUT/first.log" | tee -a "$S" ;;
+    ro)
+      timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
+      note "reduce-overhead: exit $?"; tail -8 "$OUT/ro.log" | tee -a "$S" ;;
     *) note "unknown stage $stage" ;;
   esac
 done

@@ -366,3 +366,19 @@ def test_pre_activation_read_elsewhere_keeps_addmm():
     with torch.no_grad():
         g = check(fn, lambda: (make((32, 64)),))
     assert "_addmm_activation" not in g.graph_text
+
+
+def test_views_inside_and_out_of_the_graph():
+    """Views between matmuls are made as aliases of their input (no dispatcher call); a view the
+    graph returns is still the dispatcher's own view of the input."""
+    w = torch.randn(16, 32, device=DEV)
+
+    def fn(x):
+        y = (x.view(8, 32) @ w.t()).view(2, 4, 16).transpose(1, 2)
+        z = x[:, 1:3].expand(3, 2, 2, 32).permute(0, 3, 1, 2)
+        return y.relu() + 1, (z * 2).sum(1), x.transpose(0, 1)
+
+    g = check(fn, lambda: (make((2, 4, 32)),))
+    x = make((2, 4, 32))
+    out = g(x)[2]
+    assert out._base is x or out.data_ptr() == x.data_ptr()
