@@ -2,8 +2,9 @@
 GPU: addmm + gelu(tanh) against _addmm_activation (cuBLASLt's bias+GELU epilogue) and mm + a
 separate bias/GELU pass; each timed as a CUDA graph replay (median of 20 x 20 replays).
 
-    python3 scripts/gpu_matmul_epilogue.py"""
+    python3 scripts/gpu_matmul_epilogue.py [rows ...]    (default 4096 = b8 x s512; 32 = b1 x s32)"""
 import statistics
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -33,9 +34,14 @@ def bench(fn):
 
 def main():
     torch.manual_seed(0)
-    dt = torch.bfloat16
-    m = 8 * 512
     print(torch.cuda.get_device_name(), torch.__version__)
+    for m in [int(a) for a in sys.argv[1:]] or [8 * 512]:
+        matmuls(m)
+    attention_and_copy()
+
+
+def matmuls(m):
+    dt = torch.bfloat16
     for name, k, n, act in (("qkv", 768, 2304, False), ("proj", 768, 768, False), ("fc", 768, 3072, True), ("out", 3072, 768, False),
                             ("head", 768, 8192, None)):
         x = torch.randn(m, k, device="cuda", dtype=dt)
@@ -53,6 +59,10 @@ def main():
             row["relerr"] = ((got - ref).norm() / ref.norm()).item()
         print(f"{name:5s} {m}x{k}x{n}: " + ", ".join(f"{key} {v:.1f} us" if key != "relerr" else f"{key} {v:.1e}" for key, v in row.items())
               + f"  (mm at {flops / row['mm'] / 1e6:.0f} TFLOP/s)")
+
+
+def attention_and_copy():
+    dt = torch.bfloat16
     # attention: 96 heads of 512x64
     q = torch.randn(8, 12, 512, 64, device="cuda", dtype=dt)
     att = q @ q.transpose(-2, -1)
@@ -63,7 +73,7 @@ def main():
     big = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(big)
     us = bench(lambda: dst.copy_(big))
-    print(f"copy 256 MiB: {us:.1f} us = {2 * big.numel() / us / 1e6:.0f} GB/s (read + write)")
+    print(f"copy 256 MiB: {us:.1f} us = {2 * big.numel() / us / 1e6:.2f} TB/s (read + write)")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #   micro     scripts/gpu_matmul_epilogue.py (cuBLAS(Lt) epilogues at nanogpt's sizes)
 #   bench     ../shared/bench/run.py --device cuda (cases GPU_BENCH_CASES) for eager, inductor, kiln
 #   first     scripts/gpu_first_call.py (kiln cold/warm first calls)
+#   tune      scripts/gpu_autotune_ab.py (default vs max-autotune per case, configurations kept)
 #   ro        scripts/gpu_reduce_overhead.py (NanoGPT b1 s32, default and reduce-overhead modes)
 # Each stage has its own time limit (GPU_T_<stage> seconds); logs go under $OUT, a summary last.
 set -uo pipefail
@@ -37,10 +38,10 @@ for stage in ${GPU_STAGES//,/ }; do
       timeout ${GPU_T_tests:-240} "$PY" -m pytest -q -rfE -p no:cacheprovider tests/python/test_cuda.py tests/python/test_fast_meta.py > "$OUT/tests.log" 2>&1
       note "tests: exit $?: $(tail -1 "$OUT/tests.log")"; grep -E '^(FAILED|ERROR)' "$OUT/tests.log" | head -20 | tee -a "$S" ;;
     profile)
-      timeout ${GPU_T_profile:-150} "$PY" scripts/gpu_profile.py nanogpt --inductor --top ${GPU_TOP:-30} > "$OUT/profile.log" 2>&1
-      note "profile: exit $?"; grep -E '^==|wall per call|device time per call|graph:' "$OUT/profile.log" | tee -a "$S" ;;
+      timeout ${GPU_T_profile:-150} "$PY" scripts/gpu_profile.py ${GPU_PROFILE_CASE:-nanogpt} --inductor --top ${GPU_TOP:-30} > "$OUT/profile.log" 2>&1
+      note "profile: exit $?"; grep -E '^==|wall per call|device time per call|graph:|by kind' "$OUT/profile.log" | tee -a "$S" ;;
     micro)
-      timeout ${GPU_T_micro:-90} "$PY" scripts/gpu_matmul_epilogue.py > "$OUT/micro.log" 2>&1
+      timeout ${GPU_T_micro:-90} "$PY" scripts/gpu_matmul_epilogue.py ${GPU_MICRO_ARGS:-} > "$OUT/micro.log" 2>&1
       note "micro: exit $?"; cat "$OUT/micro.log" | tail -12 | tee -a "$S" ;;
     bench)
       timeout ${GPU_T_bench:-300} "$PY" "$BENCH" --device cuda --compilers ${GPU_BENCH_COMPILERS:-eager,inductor,kiln} --no-warm --no-prime \
@@ -49,6 +50,9 @@ for stage in ${GPU_STAGES//,/ }; do
     first)
       timeout ${GPU_T_first:-120} "$PY" scripts/gpu_first_call.py --compilers kiln ${GPU_FIRST_ARGS:-} > "$OUT/first.log" 2>&1
       note "first: exit $?"; tail -25 "$OUT/first.log" | tee -a "$S" ;;
+    tune)
+      timeout ${GPU_T_tune:-200} "$PY" scripts/gpu_autotune_ab.py ${GPU_TUNE_CASES:-} > "$OUT/tune.log" 2>&1
+      note "tune: exit $?"; grep -v Warn "$OUT/tune.log" | tail -20 | tee -a "$S" ;;
     ro)
       timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
       note "reduce-overhead: exit $?"; tail -8 "$OUT/ro.log" | tee -a "$S" ;;

@@ -390,7 +390,7 @@ class KernelWriter {
     }
     b << "  if (row >= " << rows_ << ") return;\n";
     define_vars(b, "  ", "row", 0, n_outer_);
-    plan_row_cache(b);
+    if (config_.row_cache) plan_row_cache(b);
     std::set<int> written;
     for (const Stage& s : k_.stages) {
       bool reads_written = false;
@@ -781,7 +781,7 @@ std::vector<CudaConfig> tuning_configs(const Kernel& k) {
             block = static_cast<int>(Strategy::kRowPerBlock);
   if (!reduction) return {{-1, 128, true}, {-1, 512, true}, {-1, 1024, true}, {-1, 256, false}};
   return {{thread, 128, true}, {thread, 256, true}, {warp, 128, true}, {warp, 256, true}, {warp, 512, true},
-          {block, 128, true}, {block, 256, true}, {block, 512, true}, {block, 1024, true}};
+          {block, 128, true}, {block, 256, true}, {block, 512, true}, {block, 1024, true}, {-1, 0, true, false}};
 }
 
 }  // namespace
@@ -790,6 +790,7 @@ std::string config_string(const CudaConfig& c) {
   std::string s = c.strategy < 0 ? "default" : strategy_name(static_cast<Strategy>(c.strategy));
   if (c.block) s += " block=" + std::to_string(c.block);
   if (!c.vectors) s += " novec";
+  if (!c.row_cache) s += " nocache";
   return s;
 }
 
