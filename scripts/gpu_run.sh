@@ -53,6 +53,9 @@ for stage in ${GPU_STAGES//,/ }; do
     tune)
       timeout ${GPU_T_tune:-200} "$PY" scripts/gpu_autotune_ab.py ${GPU_TUNE_CASES:-} > "$OUT/tune.log" 2>&1
       note "tune: exit $?"; grep -v Warn "$OUT/tune.log" | tail -20 | tee -a "$S" ;;
+    robreak)
+      timeout ${GPU_T_robreak:-120} "$PY" scripts/gpu_ro_breakdown.py > "$OUT/robreak.log" 2>&1
+      note "ro breakdown: exit $?"; grep -v Warn "$OUT/robreak.log" | head -40 | cut -c1-160 | tee -a "$S" ;;
     ro)
       timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
       note "reduce-overhead: exit $?"; tail -8 "$OUT/ro.log" | tee -a "$S" ;;
