@@ -263,6 +263,26 @@ def test_reduce_overhead_replays_a_cuda_graph_and_matches_eager():
     assert runners and not runners[-1].disabled, [r.disabled for r in _cudagraphs.RUNNERS]
 
 
+def test_reduce_overhead_new_parameter_storage_or_layout_captures_again():
+    """The replay check compares parameters by address (one C++ call) and copied inputs by
+    layout: a parameter given new storage, or an input of another shape, gets a capture of its own."""
+    from kiln import _cudagraphs
+    m = _Tiny().to(DEV).eval()
+    c = kiln.compile(m, mode="reduce-overhead")
+    with torch.no_grad():
+        for _ in range(3):
+            ids = torch.randint(0, 100, (4, 16), device=DEV)
+            compare(c(ids), m(ids))
+        runner = [r for r in _cudagraphs.RUNNERS if r.replays][-1]
+        assert len(runner.captures) == 1 and runner.replays >= 2
+        m.fc.weight.data = torch.randn_like(m.fc.weight)  # new storage: the old capture would read freed memory
+        ids = torch.randint(0, 100, (4, 16), device=DEV)
+        compare(c(ids), m(ids))
+        ids = torch.randint(0, 100, (2, 16), device=DEV)
+        compare(c(ids), m(ids))
+    assert not runner.disabled
+
+
 # ---- concurrent NVRTC compiles and mode="max-autotune" ----------------------------------------------
 def _many_kernels(x):
     """Softmaxes along alternating dimensions and layer norms: a kernel each. (Not `layer_norm(x + 1)`:
