@@ -47,6 +47,7 @@ class _Capture:
         self.n = len(args)
         self.param_idx = [i for i, a in enumerate(args) if isinstance(a, torch.nn.Parameter)]
         self.param_ptrs = [args[i].data_ptr() for i in self.param_idx]
+        self.all_params = list(range(len(self.param_idx)))
         self.copied_sig = _copied_signature(args, self.copied)
         for i in self.copied:
             self.static[i].copy_(args[i])
@@ -72,9 +73,10 @@ class _Capture:
         for i in self.copied:
             if isinstance(args[i], torch.nn.Parameter):
                 return False  # a parameter where the capture copies: its own signature
+        params = [args[i] for i in self.param_idx]
         if _PTRS_EQUAL is not None:
-            return _PTRS_EQUAL(list(args), self.param_ptrs, self.param_idx)
-        return all(args[i].data_ptr() == p and isinstance(args[i], torch.nn.Parameter) for i, p in zip(self.param_idx, self.param_ptrs))
+            return _PTRS_EQUAL(params, self.param_ptrs, self.all_params)
+        return all(t.data_ptr() == p for t, p in zip(params, self.param_ptrs))
 
     def replay(self, args):
         for i in self.copied:
