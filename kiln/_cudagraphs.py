@@ -17,6 +17,8 @@ import torch
 
 _MAX_CAPTURES = 8
 RUNNERS: list = []  # of this process, for tests and kiln.stats
+# CUDA builds of PyTorch check many tensors' data pointers in one C++ call (cudagraph trees' own).
+_PTRS_EQUAL = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
 
 
 def _signature(args):
@@ -32,11 +34,21 @@ def _clone_outputs(out):
     return type(out)(o.clone() for o in out)
 
 
+def _copied_signature(args, positions):
+    return tuple((tuple(args[i].shape), args[i].stride(), args[i].dtype, args[i].device) for i in positions)
+
+
 class _Capture:
     def __init__(self, graph, args):
         self.static = [a if isinstance(a, torch.nn.Parameter) else torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
                        for a in args]
         self.copied = [i for i, a in enumerate(args) if not isinstance(a, torch.nn.Parameter)]
+        # The check of a later call (`matches`): parameters by address, copied inputs by layout.
+        self.n = len(args)
+        self.param_idx = [i for i, a in enumerate(args) if isinstance(a, torch.nn.Parameter)]
+        self.param_ptrs = [args[i].data_ptr() for i in self.param_idx]
+        self.all_params = list(range(len(self.param_idx)))
+        self.copied_sig = _copied_signature(args, self.copied)
         for i in self.copied:
             self.static[i].copy_(args[i])
         side = torch.cuda.Stream()
@@ -47,6 +59,24 @@ class _Capture:
         self.cuda_graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.cuda_graph):
             self.out, self.flag = graph.run_for_capture(*self.static)
+
+    def matches(self, args):
+        """Whether this capture serves these arguments: what _signature would say, checked
+        without walking every parameter in Python (a model has hundreds: 0.2 ms a call)."""
+        if len(args) != self.n:
+            return False
+        try:
+            if _copied_signature(args, self.copied) != self.copied_sig:
+                return False
+        except AttributeError:  # not a tensor
+            return False
+        for i in self.copied:
+            if isinstance(args[i], torch.nn.Parameter):
+                return False  # a parameter where the capture copies: its own signature
+        params = [args[i] for i in self.param_idx]
+        if _PTRS_EQUAL is not None:
+            return _PTRS_EQUAL(params, self.param_ptrs, self.all_params)
+        return all(t.data_ptr() == p for t, p in zip(params, self.param_ptrs))
 
     def replay(self, args):
         for i in self.copied:
@@ -67,12 +97,20 @@ class CudaGraphRunner:
         self.captures: dict = {}
         self.disabled = ""  # why this graph is not replayed (kept for kiln.stats and tests)
         self.replays = 0
+        self.last = None  # the capture the last call replayed: tried first
 
     def __getattr__(self, name):  # status, source, timings...: the wrapped graph's
         return getattr(self.graph, name)
 
     def __call__(self, *args):
         g = self.graph
+        last = self.last
+        if last is not None and not self.disabled and not torch.is_grad_enabled() and last.matches(args):
+            out = last.replay(args)  # the common case: the same parameters, inputs of the same layout
+            if out is None:
+                return g(*args)
+            self.replays += 1
+            return out
         if self.disabled or not g.capturable or not all(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
             return g(*args)
         if torch.is_grad_enabled() and any(a.requires_grad for a in args):
@@ -88,6 +126,7 @@ class CudaGraphRunner:
                 self.disabled = f"CUDA graph capture failed: {type(e).__name__}: {e}"
                 return g(*args)
             self.captures[key] = cap
+        self.last = cap
         out = cap.replay(args)
         if out is None:  # a kernel's check failed: the normal path raises eager's exception
             return g(*args)

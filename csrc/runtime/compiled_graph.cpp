@@ -8,7 +8,9 @@
 #include <dlfcn.h>
 
 #include <optional>
+#include <set>
 #include <stdexcept>
+#include <string>
 
 #include "runtime/cpp_compiler.h"
 
@@ -77,6 +79,28 @@ void CompiledGraph::share_kernels(const CompiledGraph& base, std::vector<int64_t
 void CompiledGraph::use_cuda(std::shared_ptr<CudaKernels> kernels, int device) {
   cuda_ = std::move(kernels);
   device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device));
+  // Views whose sizes and strides follow from their input's traced layout alone. The result
+  // must not leave the graph (an output keeps the dispatcher's view, with its autograd view
+  // tracking and shared version counter).
+  static const std::set<std::string> kViews = {"aten::view", "aten::_unsafe_view", "aten::t", "aten::transpose.int", "aten::expand",
+                                               "aten::permute", "aten::unsqueeze", "aten::squeeze.dim", "aten::alias",
+                                               "aten::slice.Tensor", "aten::select.int"};
+  std::set<int> escaping(program_.outputs.begin(), program_.outputs.end());
+  for (auto [input, b] : program_.input_mutations) escaping.insert(b);
+  fast_views_.assign(program_.steps.size(), std::nullopt);
+  for (size_t si = 0; si < program_.steps.size(); ++si) {
+    const Step& s = program_.steps[si];
+    if (s.kind != Step::kExtern || s.outputs.size() != 1 || s.outputs[0] < 0 || escaping.count(s.outputs[0]) || s.args.empty() || s.args[0] < 0)
+      continue;
+    const AtenNode& node = trace_.graph.nodes[s.node];
+    if (!kViews.count(node.op) || node.outputs.size() != 1 || node.outputs[0] < 0 || node.args.empty() ||
+        node.args[0].kind != AtenArg::kTensor)
+      continue;
+    const TensorMeta& in = trace_.graph.values[node.args[0].value].meta;
+    const TensorMeta& out = trace_.graph.values[node.outputs[0]].meta;
+    if (in.cpu || out.cpu || in.dtype != out.dtype || out.sizes.size() != out.strides.size()) continue;
+    fast_views_[si] = FastView{s.args[0], s.outputs[0], out.sizes, out.strides, out.storage_offset - in.storage_offset};
+  }
 }
 
 // The kernels index an input with the traced sizes and strides (a stride matters only where its
@@ -174,6 +198,15 @@ std::vector<at::Tensor> CompiledGraph::run_steps(const std::vector<at::Tensor>& 
         kernels_[s.kernel](ptrs.data());
         if (error) throw KernelCheckFailed(error == 1 ? "index out of range" : "integer division by zero");
       }
+    } else if (!fast_views_.empty() && fast_views_[si] && slots[fast_views_[si]->in].defined() &&
+               slots[fast_views_[si]->in].storage_offset() + fast_views_[si]->offset_delta >= 0) {
+      const FastView& f = *fast_views_[si];
+      const at::Tensor& in = slots[f.in];
+      at::Tensor out = at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(in.storage()), in.key_set(), in.dtype());
+      out.unsafeGetTensorImpl()->set_storage_offset(in.storage_offset() + f.offset_delta);
+      out.unsafeGetTensorImpl()->set_sizes_and_strides(f.sizes, f.strides);
+      slots[f.out] = std::move(out);
+      ptrs[f.out] = slots[f.out].numel() ? slots[f.out].data_ptr() : nullptr;
     } else {
       const AtenNode& node = trace_.graph.nodes[s.node];
       const auto& schema = ops_[s.node]->schema();

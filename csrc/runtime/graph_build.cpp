@@ -10,6 +10,7 @@
 
 #include "codegen/cpp/cpp_codegen.h"
 #include "codegen/cuda/cuda_codegen.h"
+#include "codegen/cuda/matmul_epilogue.h"
 #include "lowering/lowerer.h"
 #include "runtime/cpp_compiler.h"
 #include "schedule/memory_plan.h"
@@ -262,7 +263,12 @@ BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts) {
 #ifndef KILN_WITH_CUDA
     if (device >= 0) throw std::runtime_error("kiln was built without CUDA support (its PyTorch has no CUDA, or CUDA's headers were not found)");
 #endif
-    if (device >= 0) move_scalar_constants(trace, device);
+    if (device >= 0) {
+      move_scalar_constants(trace, device);
+      if (!opts.extern_only)
+        for (const codegen::EpilogueFusion& f : codegen::fuse_matmul_epilogues(trace.graph))
+          trace.node_args.at(static_cast<size_t>(f.node)).push_back(c10::IValue(f.use_gelu));
+    }
     lowering::LoweringOptions lo;
     lo.fuse = opts.fuse;
     lo.cuda = device >= 0;

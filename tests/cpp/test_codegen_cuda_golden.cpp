@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "codegen/cuda/cuda_codegen.h"
+#include "codegen/cuda/matmul_epilogue.h"
 #include "ir/aten_graph.h"
 #include "lowering/lowerer.h"
 #include "schedule/memory_plan.h"
@@ -68,6 +69,14 @@ return %1, %2
 %3 = aten::mul.Tensor(%2, other=%2) : f32[4, 6, 8]{48, 8, 1}@device
 return %3
 )"},
+    {"bf16_residual_layer_norm_row_cache", R"(%0 = input 0 : bf16[64, 768]{768, 1}@device
+%1 = input 1 : bf16[64, 768]{768, 1}@device
+%2 = input 2 : bf16[768]{1}@device
+%3 = input 3 : bf16[768]{1}@device
+%4 = aten::add.Tensor(%0, other=%1, alpha=1) : bf16[64, 768]{768, 1}@device
+%5, %6, %7 = aten::native_layer_norm(%4, normalized_shape=[768], weight=%2, bias=%3, eps=1e-05) : bf16[64, 768]{768, 1}@device, f32[64, 1]{1, 1}@device, f32[64, 1]{1, 1}@device
+return %5
+)"},
     {"full_sum_max_int", R"(%0 = input 0 : i32[37, 5]{5, 1}@device
 %1 = aten::sum(%0, dtype=None) : i64[]{}@device
 %2 = aten::amax(%0, dim=[1], keepdim=False) : i32[37]{1}@device
@@ -122,4 +131,55 @@ TEST_P(CudaGolden, SourceAndLaunchesMatch) {
 INSTANTIATE_TEST_SUITE_P(Graphs, CudaGolden, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// A GPT MLP's up-projection: addmm, a view back to [batch, tokens, 4d], gelu(tanh), read by the
+// down-projection. The addmm becomes _addmm_activation(use_gelu=True) and the down-projection
+// reads the view; a relu likewise (use_gelu=False).
+const char* kMlp = R"(%0 = input 0 : bf16[2, 8, 16]{128, 16, 1}@device
+%1 = input 1 : bf16[64, 16]{16, 1}@device
+%2 = input 2 : bf16[64]{1}@device
+%3 = input 3 : bf16[16, 64]{64, 1}@device
+%4 = aten::view(%0, size=[16, 16]) : bf16[16, 16]{16, 1}@device
+%5 = aten::t(%1) : bf16[16, 64]{1, 16}@device
+%6 = aten::addmm(%2, mat1=%4, mat2=%5, beta=1, alpha=1) : bf16[16, 64]{64, 1}@device
+%7 = aten::view(%6, size=[2, 8, 64]) : bf16[2, 8, 64]{512, 64, 1}@device
+%8 = aten::gelu(%7, approximate='tanh') : bf16[2, 8, 64]{512, 64, 1}@device
+%9 = aten::view(%8, size=[16, 64]) : bf16[16, 64]{64, 1}@device
+%10 = aten::t(%3) : bf16[64, 16]{1, 64}@device
+%11 = aten::mm(%9, mat2=%10) : bf16[16, 16]{16, 1}@device
+%12 = aten::relu(%11) : bf16[16, 16]{16, 1}@device
+return %12
+)";
+
+TEST(MatmulEpilogue, AddmmGeluBecomesAddmmActivation) {
+  ir::AtenGraph g = ir::AtenGraph::parse(kMlp);
+  auto done = codegen::fuse_matmul_epilogues(g);
+  ASSERT_EQ(done.size(), 1u);  // the relu follows mm (no bias): left alone
+  EXPECT_EQ(done[0].node, 2);
+  EXPECT_TRUE(done[0].use_gelu);
+  const ir::AtenNode& mm = g.nodes[2];
+  EXPECT_EQ(mm.op, "aten::_addmm_activation");
+  ASSERT_EQ(mm.args.size(), 6u);
+  EXPECT_EQ(mm.args[5].name, "use_gelu");
+  EXPECT_EQ(mm.args[5].i, 1);
+  EXPECT_EQ(g.nodes[5].args[0].value, g.nodes[3].outputs[0]);  // the view of the result, not the gelu's
+  EXPECT_EQ(g.use_counts()[g.nodes[4].outputs[0]], 0);          // the gelu: no reader left
+  // The rewritten graph lowers (the gelu is never computed) and prints.
+  ir::Program p = lowering::Lowerer(g, cuda_options()).run();
+  EXPECT_EQ(p.kernels.size(), 1u) << p.to_string();  // the final relu
+  EXPECT_NE(g.to_string().find("aten::_addmm_activation(%2, mat1=%4, mat2=%5, beta=1, alpha=1, use_gelu=True)"), std::string::npos)
+      << g.to_string();
+}
+
+TEST(MatmulEpilogue, LeavesOtherShapesAlone) {
+  auto rewrites = [](std::string text) { ir::AtenGraph g = ir::AtenGraph::parse(text); return codegen::fuse_matmul_epilogues(g).size(); };
+  auto replace = [](std::string s, const std::string& a, const std::string& b) { s.replace(s.find(a), a.size(), b); return s; };
+  EXPECT_EQ(rewrites(kMlp), 1u);
+  EXPECT_EQ(rewrites(replace(kMlp, "approximate='tanh'", "approximate='none'")), 0u);  // erf GELU: no cuBLASLt epilogue
+  EXPECT_EQ(rewrites(replace(kMlp, "return %12", "return %12, %7")), 0u);             // the pre-activation is read elsewhere
+  EXPECT_EQ(rewrites(replace(kMlp, "return %12", "return %12, %8")), 0u);             // the activation is an output
+  EXPECT_EQ(rewrites(replace(kMlp, "beta=1, alpha=1", "beta=1, alpha=2")), 0u);
+  EXPECT_EQ(rewrites(replace(kMlp, "%2 = input 2 : bf16[64]{1}", "%2 = input 2 : bf16[1]{1}")), 0u);  // a broadcast bias
+}
+
 }  // namespace
+

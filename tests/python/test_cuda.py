@@ -263,6 +263,26 @@ def test_reduce_overhead_replays_a_cuda_graph_and_matches_eager():
     assert runners and not runners[-1].disabled, [r.disabled for r in _cudagraphs.RUNNERS]
 
 
+def test_reduce_overhead_new_parameter_storage_or_layout_captures_again():
+    """The replay check compares parameters by address (one C++ call) and copied inputs by
+    layout: a parameter given new storage, or an input of another shape, gets a capture of its own."""
+    from kiln import _cudagraphs
+    m = _Tiny().to(DEV).eval()
+    c = kiln.compile(m, mode="reduce-overhead")
+    with torch.no_grad():
+        for _ in range(3):
+            ids = torch.randint(0, 100, (4, 16), device=DEV)
+            compare(c(ids), m(ids))
+        runner = [r for r in _cudagraphs.RUNNERS if r.replays][-1]
+        assert len(runner.captures) == 1 and runner.replays >= 2
+        m.fc.weight.data = torch.randn_like(m.fc.weight)  # new storage: the old capture would read freed memory
+        ids = torch.randint(0, 100, (4, 16), device=DEV)
+        compare(c(ids), m(ids))
+        ids = torch.randint(0, 100, (2, 16), device=DEV)
+        compare(c(ids), m(ids))
+    assert not runner.disabled
+
+
 # ---- concurrent NVRTC compiles and mode="max-autotune" ----------------------------------------------
 def _many_kernels(x):
     """Softmaxes along alternating dimensions and layer norms: a kernel each. (Not `layer_norm(x + 1)`:
@@ -337,3 +357,48 @@ def test_max_autotune_modes(mode):
     assert graphs and all(g.status == "compiled" for g in graphs), [g.status for g in _codegen.GRAPHS]
     assert all(g.autotune_status for g in graphs), [g.autotune_status for g in graphs]
     assert not any("autotuning" in n for n in kiln.stats()["notes"])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("act", ["gelu_tanh", "relu"])
+def test_linear_activation_runs_as_one_cublaslt_call(act, dtype):
+    """addmm (through a view) then gelu(tanh) or relu, read only by the next matmul: one
+    _addmm_activation call (cuBLASLt bias+activation epilogue), same values as eager."""
+    torch.manual_seed(0)
+    f = (lambda t: F.gelu(t, approximate="tanh")) if act == "gelu_tanh" else torch.relu
+    fc, out = nn.Linear(64, 256).to(DEV, dtype), nn.Linear(256, 64).to(DEV, dtype)
+
+    def fn(x):
+        return out(f(fc(x)))
+
+    with torch.no_grad():
+        g = check(fn, lambda: (make((4, 16, 64), dtype),), min_kernels=0)
+    assert "_addmm_activation" in g.graph_text, g.graph_text
+
+
+def test_pre_activation_read_elsewhere_keeps_addmm():
+    fc = nn.Linear(64, 128).to(DEV)
+
+    def fn(x):
+        h = fc(x)
+        return F.gelu(h, approximate="tanh"), h * 2
+
+    with torch.no_grad():
+        g = check(fn, lambda: (make((32, 64)),))
+    assert "_addmm_activation" not in g.graph_text
+
+
+def test_views_inside_and_out_of_the_graph():
+    """Views between matmuls are made as aliases of their input (no dispatcher call); a view the
+    graph returns is still the dispatcher's own view of the input."""
+    w = torch.randn(16, 32, device=DEV)
+
+    def fn(x):
+        y = (x.view(8, 32) @ w.t()).view(2, 4, 16).transpose(1, 2)
+        z = x[:, 1:3].expand(3, 2, 2, 32).permute(0, 3, 1, 2)
+        return y.relu() + 1, (z * 2).sum(1), x.transpose(0, 1)
+
+    g = check(fn, lambda: (make((2, 4, 32)),))
+    x = make((2, 4, 32))
+    out = g(x)[2]
+    assert out._base is x or out.data_ptr() == x.data_ptr()

@@ -44,6 +44,7 @@ struct CudaConfig {
   int strategy = -1;
   int block = 0;
   bool vectors = true;
+  bool row_cache = true;  // row kernels keep a row's repeated vector loads in registers
 };
 std::string config_string(const CudaConfig& c);
 

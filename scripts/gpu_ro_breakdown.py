@@ -1,0 +1,64 @@
+"""Where a reduce-overhead call of NanoGPT (12L bf16, batch 1, 32 tokens) spends its time: the
+whole call, the CUDA graph replay alone (input copy, replay, flag read, output copy), whether the
+runner replayed or fell back, and the top Python functions of 50 calls under cProfile.
+
+    python3 scripts/gpu_ro_breakdown.py"""
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+for p in (os.path.join(ROOT, "..", "shared", "bench"), os.path.join(ROOT, "shared", "bench")):
+    if os.path.isdir(p):
+        sys.path.insert(0, p)
+sys.path.insert(0, ROOT)
+
+import kiln  # noqa: E402
+from kiln import _cudagraphs  # noqa: E402
+from suite import NanoGPT  # noqa: E402
+
+
+def timed(fn, n=50):
+    ts = []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(ts)
+
+
+def main():
+    torch.manual_seed(0)
+    m = NanoGPT(12, 768, 12).to("cuda", torch.bfloat16).eval()
+    ids = torch.randint(0, 8192, (1, 32), device="cuda")
+    f = kiln.compile(m, mode="reduce-overhead")
+    with torch.no_grad():
+        for _ in range(4):
+            f(ids)
+        print(f"whole call: {timed(lambda: f(ids)):.3f} ms")
+        for r in _cudagraphs.RUNNERS:
+            print(f"runner: disabled={r.disabled!r} replays={r.replays} captures={len(r.captures)}")
+            for cap in r.captures.values():
+                args = list(cap.static)
+                print(f"  inputs {len(args)}, copied {len(cap.copied)}, flag {cap.flag is not None}")
+                print(f"  replay alone: {timed(lambda: cap.replay(args)):.3f} ms; graph replay only: {timed(cap.cuda_graph.replay):.3f} ms")
+                print(f"  signature: {timed(lambda: _cudagraphs._signature(args)):.3f} ms")
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(50):
+            f(ids)
+        torch.cuda.synchronize()
+        pr.disable()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(15)
+
+
+if __name__ == "__main__":
+    main()

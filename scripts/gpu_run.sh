@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One lease call on a lent GPU machine, in stages chosen by GPU_STAGES (comma list, in order):
+#   build     kiln._C only (no C++ tests), against the PyTorch there
+#   tests     tests/python/test_cuda.py and test_fast_meta.py
+#   profile   scripts/gpu_profile.py nanogpt with inductor beside kiln and eager
+#   micro     scripts/gpu_matmul_epilogue.py (cuBLAS(Lt) epilogues at nanogpt's sizes)
+#   bench     ../shared/bench/run.py --device cuda (cases GPU_BENCH_CASES) for eager, inductor, kiln
+#   first     scripts/gpu_first_call.py (kiln cold/warm first calls)
+#   tune      scripts/gpu_autotune_ab.py (default vs max-autotune per case, configurations kept)
+#   ro        scripts/gpu_reduce_overhead.py (NanoGPT b1 s32, default and reduce-overhead modes)
+# Each stage has its own time limit (GPU_T_<stage> seconds); logs go under $OUT, a summary last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu_run_out}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export KILN_CACHE_DIR=$(mktemp -d /tmp/kiln_gpu_cache.XXXX)
+S=$OUT/summary.txt
+: > "$S"
+t0=$(date +%s)
+note() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$S"; }
+BENCH=""
+for c in ../shared/bench/run.py shared/bench/run.py ../bench/run.py; do [ -z "$BENCH" ] && [ -f "$c" ] && BENCH=$c; done
+for stage in ${GPU_STAGES//,/ }; do
+  case $stage in
+    build)
+      GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
+      if timeout ${GPU_T_build:-300} cmake -S . -B build-gpu "${GEN[@]}" -DKILN_INPLACE=ON -DCMAKE_BUILD_TYPE=Release \
+           -DPython_EXECUTABLE="$(command -v "$PY")" > "$OUT/build.log" 2>&1 &&
+         timeout ${GPU_T_build:-300} cmake --build build-gpu --target _C -j "$(nproc)" >> "$OUT/build.log" 2>&1; then
+        note "build: ok, $(grep -c -i 'warning' "$OUT/build.log") warning lines; $(grep -o 'kiln: CUDA code generation [^(]*' "$OUT/build.log" | head -1)"
+      else
+        note "build: FAILED"; grep -E 'error' "$OUT/build.log" | head -30 | tee -a "$S"; exit 1
+      fi ;;
+    tests)
+      timeout ${GPU_T_tests:-240} "$PY" -m pytest -q -rfE -p no:cacheprovider tests/python/test_cuda.py tests/python/test_fast_meta.py > "$OUT/tests.log" 2>&1
+      note "tests: exit $?: $(tail -1 "$OUT/tests.log")"; grep -E '^(FAILED|ERROR)' "$OUT/tests.log" | head -20 | tee -a "$S" ;;
+    profile)
+      timeout ${GPU_T_profile:-150} "$PY" scripts/gpu_profile.py ${GPU_PROFILE_CASE:-nanogpt} --inductor --top ${GPU_TOP:-30} > "$OUT/profile.log" 2>&1
+      note "profile: exit $?"; grep -E '^==|wall per call|device time per call|graph:|by kind' "$OUT/profile.log" | tee -a "$S" ;;
+    micro)
+      timeout ${GPU_T_micro:-90} "$PY" scripts/gpu_matmul_epilogue.py ${GPU_MICRO_ARGS:-} > "$OUT/micro.log" 2>&1
+      note "micro: exit $?"; cat "$OUT/micro.log" | tail -12 | tee -a "$S" ;;
+    bench)
+      timeout ${GPU_T_bench:-300} "$PY" "$BENCH" --device cuda --compilers ${GPU_BENCH_COMPILERS:-eager,inductor,kiln} --no-warm --no-prime \
+        --cases ${GPU_BENCH_CASES:-softmax,pointwise_ln,nanogpt} --timeout 200 --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+      note "bench: exit $?"; sed -n '/^case | compiler/,$p' "$OUT/bench.log" | tee -a "$S" ;;
+    first)
+      timeout ${GPU_T_first:-120} "$PY" scripts/gpu_first_call.py --compilers kiln ${GPU_FIRST_ARGS:-} > "$OUT/first.log" 2>&1
+      note "first: exit $?"; tail -25 "$OUT/first.log" | tee -a "$S" ;;
+    tune)
+      timeout ${GPU_T_tune:-200} "$PY" scripts/gpu_autotune_ab.py ${GPU_TUNE_CASES:-} > "$OUT/tune.log" 2>&1
+      note "tune: exit $?"; grep -v Warn "$OUT/tune.log" | tail -20 | tee -a "$S" ;;
+    robreak)
+      timeout ${GPU_T_robreak:-120} "$PY" scripts/gpu_ro_breakdown.py > "$OUT/robreak.log" 2>&1
+      note "ro breakdown: exit $?"; grep -v Warn "$OUT/robreak.log" | head -40 | cut -c1-160 | tee -a "$S" ;;
+    ro)
+      timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
+      note "reduce-overhead: exit $?"; tail -8 "$OUT/ro.log" | tee -a "$S" ;;
+    *) note "unknown stage $stage" ;;
+  esac
+done
+note "done"
