@@ -122,7 +122,7 @@ std::string render(const ExP& e) {
     case ExKind::FString: return render_fstring(*e);
     case ExKind::Null: case ExKind::Iter: case ExKind::Sink: case ExKind::Function: case ExKind::CodeRef:
     case ExKind::Module: case ExKind::ImportAttr: case ExKind::Inplace: case ExKind::Saved: case ExKind::WithExit:
-    case ExKind::Dummy: case ExKind::Accumulator:
+    case ExKind::Dummy: case ExKind::Accumulator: case ExKind::Chain: case ExKind::BuildClass: case ExKind::Class:
       if (e->kind == ExKind::Function && !e->text.empty()) return e->text;  // a lambda
       if (e->kind == ExKind::Accumulator && !e->text.empty()) return e->text;
       throw DecompileError("a value with no source form is used as an expression", -1);

@@ -103,6 +103,14 @@ static std::string render_safe(const ExP& e) {
 // Assigns `value` to the target `target` (source text), emitting the statement.
 static void store(Decompiler& d, int i, const std::string& target, bool is_name, Stack& st, ExP value,
                   std::vector<Stmt>& out) {
+  // the next target of a chained assignment `a = b = v`: the statement that assigned v is the last
+  // one emitted; it gains this target
+  if (value->chain_out == &out && value->chain_index + 1 == out.size() && out.back().kind == Stmt::Kind::Line) {
+    value->chain_lhs += " = " + target;
+    out.back().text = value->chain_lhs + " = " + value->chain_rhs;
+    return;
+  }
+  if (value->kind == ExKind::Chain) d.fail("a chained assignment's value used elsewhere", i);
   switch (value->kind) {
     case ExKind::Sink: {
       auto s = value->sink;
@@ -175,9 +183,14 @@ static void store(Decompiler& d, int i, const std::string& target, bool is_name,
   std::string rhs = value->kind == ExKind::Display && value->display == '(' ? render(value) : wrap(value, kPrecTuple);
   if (value->name == "<yield>") rhs = value->text;
   out.push_back(line(target + " = " + rhs));
-  if (dup && !is_trivial(value)) {
-    if (!is_name) d.fail("chained assignment of an expression to an attribute or item", i);
-    auto n = make_ex(target, kPrecAtom, ExKind::Name);
+  if (dup) {
+    // kept for the next target of `a = b = v`; a name also reads back as the value (`(a := v)`)
+    auto n = is_name ? make_ex(target, kPrecAtom, ExKind::Name) : make_marker(ExKind::Chain, "<chain>");
+    if (is_trivial(value)) n = std::make_shared<Ex>(*value);
+    n->chain_out = &out;
+    n->chain_index = out.size() - 1;
+    n->chain_lhs = target;
+    n->chain_rhs = rhs;
     for (auto& e : st)
       if (e == value) e = n;
   }
@@ -219,7 +232,7 @@ static int swap_assignment(Decompiler& d, int i, Stack& st, std::vector<Stmt>& o
         v->kind != ExKind::Not && v->kind != ExKind::Display && v->kind != ExKind::FString)
       return -1;
     for (auto& o : stored)
-      if (o == v && v->kind != ExKind::Name && v->kind != ExKind::Const) return -1;  // chained assignment
+      if (o == v) return -1;  // chained assignment
     stored.push_back(v);
     s.pop_back();
     targets.push_back(fast ? d.local(in.arg) : d.name(in.arg));
@@ -233,7 +246,13 @@ static int swap_assignment(Decompiler& d, int i, Stack& st, std::vector<Stmt>& o
     for (size_t b = a + 1; b < targets.size(); ++b) hazard |= mentions(values[b], targets[a]);
   for (auto& e : s)
     for (auto& t : targets) hazard |= !e->text.empty() && mentions(e->text, t);
-  if (!swapped && !hazard) return -1;
+  (void)hazard;
+  // without SWAPs the compiler stored the targets of `a, b = x, y` last first (it reorders the
+  // stores instead of swapping the values): the first target takes the deepest value
+  if (!swapped) {
+    std::reverse(targets.begin(), targets.end());
+    std::reverse(values.begin(), values.end());
+  }
   std::string t, v;
   for (size_t k = 0; k < targets.size(); ++k) t += (k ? ", " : "") + targets[k], v += (k ? ", " : "") + values[k];
   out.push_back(line(t + " = " + v));
