@@ -22,6 +22,7 @@ import collections
 import dis
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -60,13 +61,22 @@ def walk(code, path, out):
             walk(c, path, out)
 
 
+# Per source file: the names its module scope binds by import. The compiler reads them: a method
+# call on an imported module (`re.sub(...)`) compiles to LOAD_ATTR rather than LOAD_METHOD, so the
+# recompiled source is compiled below such imports.
+IMPORTED = {}
+
+
 def corpus(torch_dir):
+    import symtable
     out = []
     for f in source_files(torch_dir):
         with open(f, encoding="utf-8") as fh:
             src = fh.read()
         top = compile(src, f, "exec", dont_inherit=True)
-        walk(top, os.path.relpath(f, os.path.dirname(os.path.dirname(f))), out)
+        rel = os.path.relpath(f, os.path.dirname(os.path.dirname(f)))
+        IMPORTED[rel] = sorted(s.get_name() for s in symtable.symtable(src, f, "exec").get_symbols() if s.is_imported())
+        walk(top, rel, out)
     return out
 
 
@@ -120,11 +130,12 @@ def first_diff(a, b):
     return "?"
 
 
-def recompiled(code, src):
+def recompiled(code, src, imported=()):
     """The code object of the function (or class body) the source defines."""
     body = src
     if code.co_freevars:
         body = "def __kiln_make(" + ", ".join(code.co_freevars) + "):\n" + textwrap.indent(src, "    ")
+    body = "".join(f"import {n}\n" for n in imported) + body
     top = compile(body, "<decompiled>", "exec", dont_inherit=True)
     found = []
 
@@ -140,10 +151,10 @@ def recompiled(code, src):
     return found[0]
 
 
-def check(code, src):
+def check(code, src, imported=()):
     """(compiles, same, why)."""
     try:
-        new = recompiled(code, src)
+        new = recompiled(code, src, imported)
     except SyntaxError as e:
         return False, False, f"SyntaxError: {e}"
     except LookupError as e:
@@ -171,7 +182,7 @@ def worker_check(torch_dir, sources_path, out_path):
     res = {}
     for key, src in sources.items():
         try:
-            res[key] = check(codes[key], src)
+            res[key] = check(codes[key], src, IMPORTED[key.split(':')[0]])
         except Exception as e:  # noqa: BLE001 - reported
             res[key] = (False, False, f"{type(e).__name__}: {e}")
     with open(out_path, "w") as f:
@@ -204,9 +215,14 @@ def report(label, results, show):
         elif not r.get("compiles"):
             reasons["no compile: " + r["why"][:80]] += 1
         elif not r.get("same"):
-            reasons["differs: " + r["why"].split(":")[0]] += 1
+            m = re.match(r"instruction \d+: \('(\w+)'.*? vs \('(\w+)'", r["why"])
+            reasons["differs: " + (f"{m.group(1)} vs {m.group(2)}" if m else r["why"].split(":")[0])] += 1
+    examples = {}
+    for key, r in results.items():
+        if r["status"] != "decompiled":
+            examples.setdefault("error: " + classify(r["why"]), key)
     for why, k in reasons.most_common(show):
-        print(f"  {k:4d}  {why}")
+        print(f"  {k:4d}  {why}" + (f"   e.g. {examples[why]}" if why in examples else ""))
 
 
 def decompile_all(items):
@@ -241,7 +257,7 @@ def main():
     codes = dict(items)
     for key, r in res.items():
         if r["status"] == "decompiled":
-            r["compiles"], r["same"], r["why"] = check(codes[key], r["src"])
+            r["compiles"], r["same"], r["why"] = check(codes[key], r["src"], IMPORTED[key.split(":")[0]])
     report("3.11", res, args.show)
     all_results["3.11"] = res
     if args.py312:

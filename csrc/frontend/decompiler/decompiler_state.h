@@ -65,6 +65,13 @@ class Decompiler {
   // functions.cpp
   std::string function_source(const FunctionInfo& fn, const std::string& name);
   std::string lambda_source(const FunctionInfo& fn);
+  // `class Name(header):` and its body from the class body's code (fn.code); header: bases and
+  // keywords as source
+  std::string class_source(const FunctionInfo& fn, const std::string& name, const std::string& header);
+  // True for a class body's code object (name-based locals, __module__/__qualname__ prologue).
+  static bool is_class_body(const CodeDesc& c);
+  // A name in this class body as CPython stores it (`__x` -> `_Cls__x`).
+  std::string mangled(const std::string& n) const;
   ExP comprehension(const FunctionInfo& fn, const ExP& iterable, int at);
   ExP inline_comprehension(const Stmt& loop, const ExP& acc, int at);
 
@@ -73,6 +80,7 @@ class Decompiler {
   std::vector<ExceptionEntry> exc;
   int minor;
   std::set<std::string> globals_declared, nonlocals_declared;
+  std::string class_name;  // set while decompiling a class body
   int swap_skip_to = -1;  // set by a SWAP that rebuilt a tuple assignment: where to continue
 
   [[noreturn]] void fail(const std::string& what, int index) const;

@@ -96,6 +96,7 @@ struct FunctionInfo {
   std::vector<std::string> defaults;                        // rendered positional defaults
   std::vector<std::pair<std::string, std::string>> kwdefaults;
   std::vector<std::string> decorators;                      // outermost first
+  std::vector<std::pair<std::string, std::string>> annotations;  // parameter (or "return") -> source
 };
 
 ExP make_ex(std::string text, int prec = kPrecAtom, ExKind kind = ExKind::Value);

@@ -139,9 +139,17 @@ static void store(Decompiler& d, int i, const std::string& target, bool is_name,
       if (fn.code->name == "<lambda>" && fn.decorators.empty()) {
         out.push_back(line(target + " = " + d.lambda_source(fn)));
       } else {
+        if (!is_identifier(fn.code->name)) d.fail("function whose name is not an identifier", i);
         out.push_back(line(d.function_source(fn, fn.code->name)));
-        if (target != fn.code->name) out.push_back(line(target + " = " + fn.code->name));
+        if (target != d.mangled(fn.code->name)) out.push_back(line(target + " = " + fn.code->name));
       }
+      return;
+    }
+    case ExKind::Class: {
+      const std::string& cname = value->name;
+      if (!is_identifier(cname)) d.fail("class whose name is not an identifier", i);
+      out.push_back(line(d.class_source(*value->fn, cname, value->text)));
+      if (target != d.mangled(cname)) out.push_back(line(target + " = " + cname));
       return;
     }
     case ExKind::Inplace: {
@@ -168,7 +176,7 @@ static void store(Decompiler& d, int i, const std::string& target, bool is_name,
     }
     case ExKind::Saved: return;  // 3.12: restoring an inlined comprehension's variable
     case ExKind::Null: case ExKind::Iter: case ExKind::WithExit: case ExKind::Dummy: case ExKind::CodeRef:
-    case ExKind::Accumulator:
+    case ExKind::Accumulator: case ExKind::BuildClass:
       d.fail("store of a value with no source form", i);
     default: break;
   }
@@ -272,6 +280,8 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
 
   if (op == "NOP" || op == "RESUME" || op == "PRECALL" || op == "COPY_FREE_VARS" || op == "MAKE_CELL" || op == "CACHE" ||
       op == "EXTENDED_ARG") return true;
+  if (op == "SETUP_ANNOTATIONS") return true;  // a class or module body that annotates names
+  if (op == "LOAD_BUILD_CLASS") { st.push_back(make_marker(ExKind::BuildClass, "__build_class__")); return true; }
   if (op == "RETURN_GENERATOR") { st.push_back(make_marker(ExKind::Dummy)); return true; }
   if (op == "PUSH_NULL") { st.push_back(make_marker(ExKind::Null)); return true; }
   if (op == "LOAD_CONST") { st.push_back(const_ex(code.consts.at(arg))); return true; }
@@ -520,6 +530,25 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     ExP callable;
     if (x->kind == ExKind::Null) callable = y;
     else { callable = x; args.insert(args.begin(), y); }
+    // class statements: __build_class__(body, 'Name', *bases, **keywords)
+    if (callable->kind == ExKind::BuildClass) {
+      if (args.size() < 2 || args[0]->kind != ExKind::Function || !args[1]->cst || !args[1]->cst->is_str)
+        fail("__build_class__ call that is not a class statement", i);
+      size_t nkw = kwnames ? kwnames->items.size() : 0;
+      if (nkw + 2 > args.size()) fail("more keyword names than arguments", i);
+      auto e = make_marker(ExKind::Class);
+      e->fn = args[0]->fn;
+      e->name = args[1]->cst->str;
+      std::string header;
+      for (size_t k = 2; k < args.size(); ++k) {
+        if (k > 2) header += ", ";
+        if (k >= args.size() - nkw) header += kwnames->items[k - (args.size() - nkw)].str + "=";
+        header += wrap(args[k], kPrecLambda + 1);
+      }
+      e->text = header;
+      st.push_back(e);
+      return true;
+    }
     // comprehensions (3.11 code objects; generator expressions in both versions)
     if (callable->kind == ExKind::Function && args.size() == 1 && args[0]->kind == ExKind::Iter && !kwnames) {
       const std::string& n = callable->fn->code->name;
@@ -529,7 +558,8 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
       }
     }
     // decorators
-    if (args.size() == 1 && !kwnames && args[0]->kind == ExKind::Function && args[0]->fn->code->name != "<lambda>") {
+    if (args.size() == 1 && !kwnames && ((args[0]->kind == ExKind::Function && args[0]->fn->code->name != "<lambda>") ||
+                                         args[0]->kind == ExKind::Class)) {
       auto f = std::make_shared<Ex>(*args[0]);
       f->fn = std::make_shared<FunctionInfo>(*args[0]->fn);
       f->fn->decorators.insert(f->fn->decorators.begin(), wrap(callable, kPrecAtom));
@@ -619,7 +649,19 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     auto fn = std::make_shared<FunctionInfo>();
     fn->code = c->cst->code.get();
     if (arg & 8) P();  // closure cells
-    if (arg & 4) P();  // annotations (dropped)
+    if (arg & 4) {  // annotations: a tuple of name, value pairs
+      ExP an = P();
+      std::vector<ExP> flat;
+      if (an->kind == ExKind::Display && an->display == '(') flat = an->items;
+      else if (an->cst && an->cst->kind == ConstDesc::Kind::Tuple)
+        for (auto& it : an->cst->items) flat.push_back(const_ex(it));
+      else fail("annotations that are not a tuple", i);
+      if (flat.size() % 2) fail("annotations of odd length", i);
+      for (size_t k = 0; k < flat.size(); k += 2) {
+        if (!flat[k]->cst || !flat[k]->cst->is_str) fail("annotation of a non-string name", i);
+        fn->annotations.push_back({flat[k]->cst->str, wrap(flat[k + 1], kPrecLambda + 1)});
+      }
+    }
     if (arg & 2) {
       ExP kw = P();
       if (kw->kind != ExKind::Display || kw->display != 'd') fail("keyword-only defaults that are not a dict display", i);
@@ -675,6 +717,11 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
       }
     }
     std::string n = op == "STORE_FAST" || op == "STORE_DEREF" ? local(arg) : name(arg);
+    if (op == "STORE_NAME" && n == "__classcell__" && !class_name.empty()) {  // the class body's __class__ cell
+      if (st.empty() || st.back()->kind != ExKind::Dummy || st.back()->text != "__class__") fail("__classcell__ store", i);
+      st.pop_back();
+      return true;
+    }
     if (op == "STORE_GLOBAL") globals_declared.insert(n);
     if (op == "STORE_DEREF" && std::find(code.freevars.begin(), code.freevars.end(), n) != code.freevars.end())
       nonlocals_declared.insert(n);
@@ -691,6 +738,18 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
   if (op == "STORE_SUBSCR") {
     impure();
     ExP idx = P(), obj = P(), v = P();
+    // an annotated name of a class (or module) body: `x: T` (after `x = v`: `x: T = v`)
+    if (obj->kind == ExKind::Name && obj->text == "__annotations__" && !class_name.empty() && idx->cst &&
+        idx->cst->is_str && is_identifier(idx->cst->str)) {
+      const std::string& n = idx->cst->str;
+      std::string ann = wrap(v, kPrecLambda + 1);
+      if (!out.empty() && out.back().kind == Stmt::Kind::Line && out.back().text.compare(0, n.size() + 3, n + " = ") == 0 &&
+          out.back().text.find('\n') == std::string::npos && out.back().text.find(" = ", n.size() + 3) == std::string::npos)
+        out.back().text = n + ": " + ann + " = " + out.back().text.substr(n.size() + 3);
+      else
+        out.push_back(line(n + ": " + ann));
+      return true;
+    }
     store(*this, i, attr_base(obj) + "[" + subscript_text(idx) + "]", false, st, v, out);
     return true;
   }

@@ -179,6 +179,7 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
         if (st.empty()) fail("return with an empty stack", i);
         v = st.back();
         st.pop_back();
+        if (!class_name.empty() && v->kind == ExKind::Dummy && v->text == "__class__") return -1;  // class body's end
       }
       Stmt s;
       s.kind = Stmt::Kind::Return;
