@@ -484,3 +484,101 @@ def complex_const(n): return 1j * n, (1 + 2j), -0.0, 1e100, float("nan") != floa
 def set_ops(xs): return {1, 2} | set(xs), frozenset(xs) & {3}, 3 in {3, 4}, 5 not in (1, 2)
 @case((3,),)
 def generator_expression_closure(n): return tuple(x * n for x in range(n))
+
+
+# ---- chained comparisons -----------------------------------------------------------------------
+@case((1, 2, 3), (3, 2, 1), (1, 1, 2), (0, 5, 5))
+def chain_if(a, b, c):
+    if a < b < c:
+        return "up"
+    elif a > b > c:
+        return "down"
+    elif not a <= b <= c:
+        return "not"
+    return "flat"
+@case((1, 2, 3), (3, 2, 1), (2, 2, 2))
+def chain_values(a, b, c):
+    x = a < b <= c
+    y = a == b == c != 0
+    z = [v for v in (a, b, c) if 0 < v < 3]
+    return x, y, z, 0 < a < 10 and b, a is not None is not b
+@case((1, 2, 3, 0), (3, 2, 1, 1), (1, 1, 1, 0))
+def chain_or_and(a, b, c, d):
+    r = []
+    if a < b < c or d:
+        r.append(1)
+    if d and a <= b < c + 1:
+        r.append(2)
+    if a in (1, 2) in [(1, 2)]:
+        r.append(3)
+    return r
+@case((0, 5),)
+def chain_while(i, n):
+    s = 0
+    while 0 <= i < n:
+        s += i
+        i += 1
+    return s
+@case((2, [1, 2, 3]), (7, [1, 2]))
+def chain_calls(x, xs):
+    def f(v):
+        return v * 2
+    return f(1) < f(x) < f(len(xs)) + 10, min(xs) <= x <= max(xs)
+
+
+# ---- tuple and chained assignments ---------------------------------------------------------------
+@case(([1, 2, 3],),)
+def tuple_assign_order(xs):
+    first, last = xs[0], xs[-1]
+    a = b = c = len(xs)
+    class Box:
+        pass
+    o = Box()
+    o.p = o.q = [first]
+    d = {}
+    d["k"] = o.r = last
+    return first, last, a, b, c, o.p is o.q, d, o.r
+
+
+# ---- class statements ------------------------------------------------------------------------------
+class _Base:
+    def hello(self):
+        return "base"
+@case((3,), (0,))
+def class_statement(n):
+    class Point(_Base):
+        "A point."
+        dims: int = 2
+        label: str
+        def __init__(self, x, y=0):
+            self.x = x
+            self.__y = y
+        def hello(self):
+            return "point " + super().hello()
+        @property
+        def norm(self):
+            return abs(self.x) + abs(self.__y)
+        @staticmethod
+        def origin():
+            return Point(0)
+        def __repr__(self):
+            return f"Point({self.x}, {self.__y})"
+    p = Point(n, 2)
+    return repr(p), p.norm, p.hello(), Point.dims, Point.__doc__, repr(Point.origin()), Point.__annotations__
+@case((1,),)
+def class_keywords(n):
+    class Meta(type):
+        def __new__(mcs, name, bases, ns, flag=0):
+            ns["flag"] = flag
+            return super().__new__(mcs, name, bases, ns)
+    class K(object, metaclass=Meta, flag=n):
+        pass
+    return K.flag, type(K).__name__
+
+
+# ---- annotations -----------------------------------------------------------------------------------
+@case((2,),)
+def annotated(n):
+    def f(a: int, b: "str" = "x", *args: float, c: list = None, **kw: dict) -> tuple:
+        return a, b
+    return f(n), f.__annotations__

@@ -10,6 +10,7 @@ Decompiler::Decompiler(const CodeDesc& c)
     : code(c), bc(c.code.data(), c.code.size(), 3, c.py_minor), exc(parse_exception_table(c.exception_table)),
       minor(c.py_minor) {
   cover_.assign(bc.size(), -1);
+  skip_.assign(bc.size(), false);
   for (size_t k = 0; k < exc.size(); ++k) {
     int a = bc.index_of_offset(exc[k].start);
     for (int j = a; j >= 0 && j < bc.size() && bc.at(j).offset < exc[k].end; ++j) cover_[j] = static_cast<int>(k);

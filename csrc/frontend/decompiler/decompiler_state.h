@@ -105,6 +105,10 @@ class Decompiler {
   int handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
   int handle_jump(int i, int target, int hi, const RegionCtx& ctx, std::vector<Stmt>& out);
   int handle_value_boolop(int i, int hi, const RegionCtx& ctx, Stack& st);
+  // `a < b < c` from `SWAP 2; COPY 2; COMPARE_OP` at i: pushes the chain and returns where to go on
+  // (the final conditional jump of a condition, or past the value form's cleanup); -2 if no chain.
+  int handle_chain(int i, int hi, const RegionCtx& ctx, Stack& st);
+  bool is_compare(int index) const;
   int loop_exit_label(int lo, int hi_excl, int natural_exit, const std::vector<int>& ignore = {}) const;
   // try_with.cpp helpers
   int covering_handler(int index) const;   // handler of the innermost exception entry, or -1
@@ -114,6 +118,11 @@ class Decompiler {
   int span_end(int handler) const;  // index after the last range protected by `handler`
   std::set<int> handled_try_;
   std::vector<int> cover_;          // per instruction: index into exc, or -1
+ public:
+  // per instruction: part of a comparison chain's cleanup (reached only from the chain's own
+  // jumps, which the chain expression replaces); walked over as if absent
+  std::vector<bool> skip_;
+  std::set<int> chains_checked_;
 };
 
 }  // namespace kiln::decompiler

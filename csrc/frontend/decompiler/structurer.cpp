@@ -65,8 +65,8 @@ bool Decompiler::same_exit_block(int a, int b) const {
 int Decompiler::resolve(int index) const {
   for (int guard = 0; guard < 64 && index >= 0 && index < bc.size(); ++guard) {
     const char* n = bc.at(index).name;
-    if (!std::strcmp(n, "NOP")) { ++index; continue; }
     if (is_uncond_jump(index)) { index = bc.at(index).target; continue; }
+    if (!std::strcmp(n, "NOP") || skip_[index]) { ++index; continue; }
     break;
   }
   return index;
@@ -114,9 +114,20 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
   int i = lo;
   int stmt_start = lo;
   while (i < hi) {
+    if (skip_[i]) {
+      ++i;
+      continue;
+    }
     if (static_cast<int>(st.size()) <= ctx.base) stmt_start = i;
     const frontend::Instruction& in = bc.at(i);
     const char* n = in.name;
+    if (!std::strcmp(n, "SWAP")) {
+      int r = handle_chain(i, hi, ctx, st);
+      if (r != -2) {
+        i = r;
+        continue;
+      }
+    }
     if (!ctx.pure) {
       int r = handle_try(i, hi, ctx, st, out);
       if (r != -2) {
@@ -154,6 +165,12 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       continue;
     }
     if (is_uncond_jump(i)) {
+      int t = bc.at(i).target, q = i + 1;
+      while (q < t && skip_[q]) ++q;
+      if (t > i + 1 && q == t && t <= hi) {  // a jump over a comparison chain's cleanup
+        i = t;
+        continue;
+      }
       if (ctx.pure) throw NotPure{};
       return handle_jump(i, in.target, hi, ctx, out);
     }
@@ -241,6 +258,141 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
     ++i;
   }
   return hi;
+}
+
+bool Decompiler::is_compare(int index) const {
+  const char* n = bc.at(index).name;
+  return !std::strcmp(n, "COMPARE_OP") || !std::strcmp(n, "IS_OP") || !std::strcmp(n, "CONTAINS_OP");
+}
+
+int Decompiler::handle_chain(int i, int hi, const RegionCtx& ctx, Stack& st) {
+  auto at = [&](int j, const char* n, int arg = -1) {
+    return j < bc.size() && !std::strcmp(bc.at(j).name, n) && (arg < 0 || bc.at(j).arg == arg);
+  };
+  auto triple = [&](int j) { return at(j, "SWAP", 2) && at(j + 1, "COPY", 2) && j + 2 < bc.size() && is_compare(j + 2); };
+  if (!triple(i) || st.size() < 2) return -2;
+  // one comparison's operator, applied to the two values below it
+  auto compare = [&](int j, const ExP& l, const ExP& r) {
+    Stack s{l, r};
+    std::vector<Stmt> none;
+    if (!exec(j, s, none, ctx) || s.size() != 1 || s[0]->kind != ExKind::Compare) fail("comparison chain", j);
+    return s[0];
+  };
+  // the jump after each comparison but the last: statement form POP_JUMP_IF_FALSE C; value form
+  // JUMP_IF_FALSE_OR_POP C (3.11) or COPY 1; POP_JUMP_IF_FALSE C; POP_TOP (3.12)
+  bool value_form = false;
+  int C = -1;
+  auto middle_jump = [&](int p) {
+    int j = p, len = 1;
+    bool v = false;
+    if (at(p, "JUMP_IF_FALSE_OR_POP")) v = true;
+    else if (at(p, "COPY", 1) && p + 2 < bc.size() && is_cond_jump(p + 1) && has(bc.at(p + 1).name, "FALSE") &&
+             !has(bc.at(p + 1).name, "NONE") && at(p + 2, "POP_TOP"))
+      v = true, j = p + 1, len = 3;
+    else if (!(is_cond_jump(p) && has(bc.at(p).name, "FALSE") && !has(bc.at(p).name, "NONE"))) fail("comparison chain without its jump", p);
+    if (C < 0) C = bc.at(j).target, value_form = v;
+    else if (C != bc.at(j).target || v != value_form) fail("comparison chain with jumps to different places", p);
+    return p + len;
+  };
+  ExP b = st.back();
+  st.pop_back();
+  ExP a = st.back();
+  st.pop_back();
+  ExP E = compare(i + 2, a, b);
+  int p = middle_jump(i + 3);
+  for (;;) {
+    // the next operand ends at the next SWAP 2; COPY 2; compare, or at the last comparison
+    // (the first candidate whose code before it is one expression)
+    int q = p;
+    Stack s2;
+    for (;; ++q) {
+      if (q >= hi) fail("comparison chain without its end", i);
+      if (!triple(q) && !(is_compare(q) && q + 1 < bc.size() &&
+                          (value_form || (is_cond_jump(q + 1) && !has(bc.at(q + 1).name, "NONE")))))
+        continue;
+      s2 = st;
+      RegionCtx c2 = ctx;
+      c2.pure = false;  // an operand may call; it must not leave statements
+      c2.stop_at_cond = false;
+      c2.base = static_cast<int>(st.size());
+      c2.follow = -1;
+      std::vector<Stmt> tmp;
+      try {
+        if (region(p, q, c2, s2, tmp) == q && s2.size() == st.size() + 1 && tmp.empty()) break;
+      } catch (const DecompileError&) {
+      }
+    }
+    ExP link = compare(triple(q) ? q + 2 : q, E->operands.back(), s2.back());
+    auto chained = make_ex("", kPrecCompare, ExKind::Compare);
+    chained->operands = E->operands;
+    chained->ops = E->ops;
+    chained->operands.push_back(link->operands[1]);
+    chained->ops.push_back(link->ops[0]);
+    std::string t = wrap(chained->operands[0], kPrecCompare + 1);
+    for (size_t k = 0; k < chained->ops.size(); ++k) t += " " + chained->ops[k] + " " + wrap(chained->operands[k + 1], kPrecCompare + 1);
+    chained->text = t;
+    E = chained;
+    if (triple(q)) {
+      p = middle_jump(q + 3);
+      continue;
+    }
+    p = q + 1;
+    break;
+  }
+  if (value_form) {
+    // JUMP_FORWARD end; C: SWAP 2; POP_TOP; end:  or (3.12) the code using the value, then
+    // C: SWAP 2; POP_TOP; a copy of that code
+    if (!at(C, "SWAP", 2) || !at(C + 1, "POP_TOP") || C < p) fail("comparison chain value of an unexpected shape", p);
+    if (is_uncond_jump(p) && C == p + 1 && bc.at(p).target == C + 2) {
+      st.push_back(E);
+      return C + 2;
+    }
+    const int len = C - p;
+    for (int q = 0; q < len; ++q) {
+      const auto &x = bc.at(p + q), &y = C + 2 + q < bc.size() ? bc.at(C + 2 + q) : bc.at(p + q);
+      if (C + 2 + q >= bc.size() || x.opcode != y.opcode || x.arg != y.arg || x.target >= 0 || is_cond_jump(p + q))
+        fail("comparison chain value of an unexpected shape", p);
+    }
+    for (int q = C; q < C + 2 + len; ++q) skip_[q] = true;
+    st.push_back(E);
+    return p;
+  }
+  // statement form: p is the final conditional jump; the cleanup at C pops the middle operand and
+  // goes where the chain's false outcome goes
+  if (!at(C, "POP_TOP") || C <= p) fail("comparison chain cleanup of an unexpected shape", C);
+  int D = C + 1;
+  if (C + 1 < bc.size() && is_uncond_jump(C + 1)) D = bc.at(C + 1).target;
+  bool jump_if_true = has(bc.at(p).name, "TRUE");
+  if (!chains_checked_.count(i)) {  // checked before any skip marks change what labels resolve to
+    int FT = p + 1;
+    if (p + 1 < bc.size() && is_uncond_jump(p + 1) && C == p + 2 && bc.at(p + 1).target > C) FT = bc.at(p + 1).target;
+    int false_outcome = jump_if_true ? FT : bc.at(p).target;
+    if (!same_label(D, false_outcome)) fail("comparison chain whose failing middle test goes elsewhere", C);
+    chains_checked_.insert(i);
+  }
+  skip_[C] = true;
+  if (C + 1 < bc.size() && is_uncond_jump(C + 1)) {
+    bool only = true;
+    for (int j = 0; j < bc.size() && only; ++j) only = bc.at(j).target != C + 1;
+    if (only) skip_[C + 1] = true;
+  }
+  if (p + 1 < bc.size() && is_uncond_jump(p + 1) && C == p + 2 && bc.at(p + 1).target > C) {
+    skip_[p + 1] = true;
+    const int FT = bc.at(p + 1).target;
+    // what the cleanup falls into before the true path (3.12 copies a small exit block there) is
+    // reached from the cleanup alone: skipped too
+    bool alone = true;
+    for (int j = 0; j < bc.size() && alone; ++j)
+      if ((j < p + 1 || j >= FT) && bc.at(j).target > C && bc.at(j).target < FT) alone = false;
+    const char* ln = bc.at(FT - 1).name;
+    bool closed = is_uncond_jump(FT - 1) || !std::strcmp(ln, "RETURN_VALUE") || !std::strcmp(ln, "RETURN_CONST") ||
+                  !std::strcmp(ln, "RAISE_VARARGS") || !std::strcmp(ln, "RERAISE");
+    if (alone && closed)
+      for (int j = C + 1; j < FT; ++j) skip_[j] = true;
+  }
+
+  st.push_back(E);
+  return p;
 }
 
 int Decompiler::handle_value_boolop(int i, int hi, const RegionCtx& ctx, Stack& st) {
@@ -370,6 +522,25 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     int glen = B - stmt_start, last = F - 1, tail = -1;
     if (minor == 11 && is_cond_jump(last) && bc.at(last).target == B) tail = F - glen;
     if (minor >= 12 && is_uncond_jump(last) && bc.at(last).target == B) tail = F - 1 - glen;
+    // a guard with a comparison chain: its copy ends in a backward jump into the body (3.11: the
+    // final test; 3.12: a JUMP_BACKWARD after it), followed by the copy's cleanup and exit path
+    bool chain_guard = false;
+    for (int q = stmt_start; q <= B && q < bc.size(); ++q) chain_guard |= skip_[q];
+    if (tail < 0 && chain_guard) {
+      int L = -1;
+      for (int j = B; j < F; ++j)
+        if (bc.at(j).target >= 0 && has(bc.at(j).name, "BACKWARD") && resolve(bc.at(j).target) == resolve(B)) L = j;
+      if (L >= 0) {
+        tail = is_uncond_jump(L) ? L - glen : L - glen + 1;
+        for (int j = L + 1; j < F && tail >= B;) {
+          const char* n = bc.at(j).name;
+          if (!std::strcmp(n, "POP_TOP") || !std::strcmp(n, "NOP") || is_uncond_jump(j)) { ++j; continue; }
+          if (!same_exit_block(j, F)) { tail = -1; break; }
+          while (j < F && std::strcmp(bc.at(j).name, "RETURN_VALUE") && std::strcmp(bc.at(j).name, "RETURN_CONST")) ++j;
+          ++j;
+        }
+      }
+    }
     bool match = tail >= B;
     for (int q = 0; match && q < glen; ++q) {
       const auto &x = bc.at(stmt_start + q), &y = bc.at(tail + q);
@@ -383,7 +554,8 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
       int X = loop_exit_label(B, tail, F, {stmt_start, tail});
       for (int j = tail; j < F; ++j) {  // the tail's own exits
         int t = bc.at(j).target;
-        if (t >= 0 && t != B && (t < tail || t >= F) && !same_label(t, F) && !same_label(t, X)) fail("while condition with a second exit", j);
+        if (t >= 0 && t != B && resolve(t) != resolve(B) && (t < tail || t >= F) && !same_label(t, F) && !same_label(t, X))
+          fail("while condition with a second exit", j);
       }
       L.break_label = X;
       RegionCtx bctx = ctx;
@@ -447,6 +619,7 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   }
   int then_end = F, else_lo = -1, else_end = -1, join = F;
   int last = F - 1;
+  while (last > B && skip_[last]) --last;
   if (last >= B && is_uncond_jump(last)) {
     int J = bc.at(last).target;
     if (J > F && (J < hi || (J == hi && ctx.follow >= 0 && same_label(J, ctx.follow)))) { then_end = last; else_lo = F; else_end = J; join = J; }
