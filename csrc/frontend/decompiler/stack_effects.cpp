@@ -566,7 +566,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
       st.push_back(f);
       return true;
     }
-    impure();
+    // a call is an expression: a condition atom may call (statements are what a pure scan refuses)
     size_t nkw = kwnames ? kwnames->items.size() : 0;
     if (nkw > args.size()) fail("more keyword names than arguments", i);
     std::string s = wrap(callable, kPrecAtom) + "(";
@@ -591,7 +591,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     if (arg & 1) kw = P();
     ExP args = P(), fn = P();
     if (!st.empty() && st.back()->kind == ExKind::Null) st.pop_back();
-    impure();
+    // (an expression, as CALL)
     std::vector<std::string> parts = star_args(args);
     if (kw) for (auto& k : star_kwargs(kw)) parts.push_back(k);
     std::string s = wrap(fn, kPrecAtom) + "(";
