@@ -582,3 +582,43 @@ def annotated(n):
     def f(a: int, b: "str" = "x", *args: float, c: list = None, **kw: dict) -> tuple:
         return a, b
     return f(n), f.__annotations__
+
+
+# ---- async functions ---------------------------------------------------------------------------------
+@case((3,), (0,))
+def async_constructs(n):
+    import asyncio
+
+    async def agen(k):
+        for i in range(k):
+            yield i
+            await asyncio.sleep(0)
+
+    class CM:
+        def __init__(self):
+            self.log = []
+        async def __aenter__(self):
+            self.log.append("enter")
+            return 10
+        async def __aexit__(self, *exc):
+            self.log.append("exit")
+            return False
+
+    async def main(k):
+        total = 0
+        async for v in agen(k):
+            if v == 1:
+                continue
+            if v > 5:
+                break
+            total += v
+        else:
+            total += 100
+        cm = CM()
+        async with cm as c:
+            total += c
+        async with CM() as a, CM() as b:
+            total += a + b
+        return total + await asyncio.sleep(0, 5), cm.log
+
+    return asyncio.run(main(n))

@@ -248,9 +248,9 @@ def test_corpus_pure_functions_behave():
 
 
 def test_decompile_error_is_clear():
-    async def coro():
-        return 1
-    with pytest.raises(kiln.DecompileError, match="async"):
+    async def coro(it):
+        return [x async for x in it]  # async comprehensions are not rebuilt yet
+    with pytest.raises(kiln.DecompileError):
         kiln.decompile(coro)
     with pytest.raises(TypeError):
         kiln.decompile(42)

@@ -54,7 +54,6 @@ std::vector<bool> Decompiler::reachable() const {
 }
 
 std::vector<Stmt> Decompiler::body() {
-  if (code.flags & (kCoCoroutine | kCoAsyncGenerator)) fail("async function", 0);
   Stack st;
   std::vector<Stmt> out;
   RegionCtx ctx;

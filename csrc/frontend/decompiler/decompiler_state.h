@@ -40,6 +40,10 @@ struct RegionCtx {
   // copies on the normal paths out of the try body (before return/break/continue) are skipped.
   std::vector<std::array<int, 3>> finallies;
   std::vector<PendingExit>* pending = nullptr;
+  // a with block's body region: its stack, and the depth below the block's markers; the region
+  // ends where the normal exit's __exit__ result is popped at that depth
+  const Stack* with_stack = nullptr;
+  int with_depth = -1;
   int loop_start = -1;  // the header of the while loop whose body this region starts  // collects PendingExits of a conditional's branch
 };
 
@@ -103,6 +107,11 @@ class Decompiler {
   int handle_while_true(int h, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
   int handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
   int handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
+  int handle_async_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
+  int send_end(int send) const;
+  // a for loop's else block (the code between its natural exit `after` and a break target X past
+  // it); returns where control goes on
+  int loop_else(Stmt& f, int X, int after, int hi, const RegionCtx& ctx, const Stack& st, int at);  // the index after an await/yield from's SEND loop (and END_SEND)
   int handle_jump(int i, int target, int hi, const RegionCtx& ctx, std::vector<Stmt>& out);
   int handle_value_boolop(int i, int hi, const RegionCtx& ctx, Stack& st);
   // `a < b < c` from `SWAP 2; COPY 2; COMPARE_OP` at i: pushes the chain and returns where to go on

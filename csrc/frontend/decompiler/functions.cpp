@@ -65,7 +65,7 @@ std::string def_source(const FunctionInfo& fn, const std::string& name) {
   std::string ret;
   for (auto& [an, av] : fn.annotations)
     if (an == "return") ret = " -> " + av;
-  head += std::string(c.flags & kCoCoroutine ? "async " : "") + "def " + name + "(" + parameters(c, fn) + ")" + ret + ":\n";
+  head += std::string(c.flags & (kCoCoroutine | kCoAsyncGenerator) ? "async " : "") + "def " + name + "(" + parameters(c, fn) + ")" + ret + ":\n";
   std::string decl = declarations(d, "    ");
   std::string text = print_block(body, 1);
   // a generator whose body never yields (after dead-code removal) must stay a generator

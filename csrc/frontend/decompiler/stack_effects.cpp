@@ -494,6 +494,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     st.push_back(t);
     return true;
   }
+  if (op == "ASYNC_GEN_WRAP" || (op == "CALL_INTRINSIC_1" && arg == 4)) return true;  // an async generator's yielded value
   if (op == "CALL_INTRINSIC_1" && arg == 5) {
     ExP v = P();
     st.push_back(make_ex("+" + wrap(v, kPrecUnary), kPrecUnary));
@@ -524,7 +525,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     for (int k = arg - 1; k >= 0; --k) args[k] = P();
     ExP y = P(), x = P();
     if (x->kind == ExKind::WithExit || y->kind == ExKind::WithExit) {  // __exit__(None, None, None)
-      st.push_back(make_marker(ExKind::Dummy));
+      st.push_back(make_marker(ExKind::Dummy, "<exit>"));
       return true;
     }
     ExP callable;

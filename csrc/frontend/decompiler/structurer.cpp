@@ -181,7 +181,31 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       i = r;
       continue;
     }
-    if (!std::strcmp(n, "BEFORE_WITH")) {
+    if (!std::strcmp(n, "GET_AWAITABLE")) {
+      // GET_AWAITABLE; LOAD_CONST None; SEND end; YIELD_VALUE; RESUME; JUMP_BACKWARD_NO_INTERRUPT; end: [END_SEND]
+      if (i + 2 >= bc.size() || std::strcmp(bc.at(i + 1).name, "LOAD_CONST") || std::strcmp(bc.at(i + 2).name, "SEND"))
+        fail("GET_AWAITABLE outside `await`", i);
+      if (st.empty()) fail("await with an empty stack", i);
+      if (in.arg == 0) {
+        ExP v = st.back();
+        st.pop_back();
+        auto e = make_ex("await " + wrap(v, kPrecAwait + 1), kPrecAwait);
+        e->a = v;
+        st.push_back(e);
+      } else if (st.back()->kind != ExKind::Dummy) {  // 2: awaiting __aexit__'s result (a with block's exit)
+        fail("await of an async with's exit outside its block", i);
+      }
+      i = send_end(i + 2);
+      continue;
+    }
+    if (!std::strcmp(n, "GET_AITER")) {
+      if (ctx.pure) throw NotPure{};
+      int r = handle_async_for(i, hi, ctx, st, out);
+      if (r < 0) return -1;
+      i = r;
+      continue;
+    }
+    if (!std::strcmp(n, "BEFORE_WITH") || !std::strcmp(n, "BEFORE_ASYNC_WITH")) {
       if (ctx.pure) throw NotPure{};
       int r = handle_with(i, hi, ctx, st, out);
       if (r < 0) return -1;
@@ -243,11 +267,12 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       e->name = "<yield>";
       e->a = v;
       st.push_back(e);
-      int end = bc.at(i + 2).target;
-      if (end < bc.size() && !std::strcmp(bc.at(end).name, "END_SEND")) ++end;
-      i = end;
+      i = send_end(i + 2);
       continue;
     }
+    // the end of a with block's body: the exit call's result popped at the depth below the block
+    const bool exit_result = !std::strcmp(n, "POP_TOP") && !st.empty() && st.back()->kind == ExKind::Dummy &&
+                             st.back()->text == "<exit>";
     swap_skip_to = -1;
     if (!exec(i, st, out, ctx)) fail(std::string("unsupported instruction ") + n, i);
     if (swap_skip_to >= 0) {
@@ -256,8 +281,91 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       continue;
     }
     ++i;
+    if (exit_result && ctx.with_stack == &st && static_cast<int>(st.size()) == ctx.with_depth) return i;
   }
   return hi;
+}
+
+int Decompiler::send_end(int j) const {
+  if (j >= bc.size() || std::strcmp(bc.at(j).name, "SEND")) fail("SEND expected", j);
+  int end = bc.at(j).target;
+  if (end < bc.size() && !std::strcmp(bc.at(end).name, "END_SEND")) ++end;
+  return end;
+}
+
+int Decompiler::handle_async_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
+  // GET_AITER; h: GET_ANEXT; LOAD_CONST None; SEND; ...; [END_SEND]; <store target>; body;
+  // JUMP_BACKWARD h; [3.12: CLEANUP_THROW blocks]; H: END_ASYNC_FOR (the handler of GET_ANEXT's range)
+  if (st.empty()) fail("async for with an empty stack", i);
+  const int h = i + 1;
+  if (h + 2 >= bc.size() || std::strcmp(bc.at(h).name, "GET_ANEXT") || std::strcmp(bc.at(h + 2).name, "SEND"))
+    fail("GET_AITER outside `async for`", i);
+  const int H = covering_handler(h);
+  if (H < 0 || std::strcmp(bc.at(H).name, "END_ASYNC_FOR")) fail("async for without END_ASYNC_FOR", i);
+  int L = -1;
+  for (int j = h; j < H; ++j)
+    if (is_uncond_jump(j) && bc.at(j).target == h) L = j;
+  if (L < 0) fail("async for without its back edge", i);
+  // 3.12 may move END_ASYNC_FOR (and the else block after it, which jumps back) past the code
+  // that follows the loop
+  bool moved = false;
+  for (int j = L + 1; j < H; ++j) moved |= std::strcmp(bc.at(j).name, "CLEANUP_THROW") && !is_uncond_jump(j);
+  ExP iterable = st.back();
+  st.pop_back();
+  const int after = moved ? L + 1 : H + 1;
+  LoopInfo info;
+  info.continue_labels = {h};
+  const int X = loop_exit_label(h, L + 1, after);
+  if (moved && !same_label(X, after)) fail("async for whose break target is not after it", i);
+  info.break_label = X;
+  RegionCtx bctx = ctx;
+  bctx.follow = h;
+  bctx.loop = &info;
+  bctx.base = static_cast<int>(st.size()) + 1;
+  bctx.stop_at_cond = false;
+  Stack sb = st;
+  sb.push_back(make_marker(ExKind::Dummy));  // the async iterator
+  auto sink = std::make_shared<SinkState>();
+  sink->targets = {""};
+  auto se = make_marker(ExKind::Sink);
+  se->sink = sink;
+  sb.push_back(se);
+  Stmt f;
+  f.kind = Stmt::Kind::For;
+  region(send_end(h + 2), L, bctx, sb, f.body);
+  if (!sink->filled) fail("async for whose target is not stored", i);
+  f.target = sink->targets[0];
+  f.e1 = iterable;
+  f.text = "async for " + f.target + " in " + wrap(iterable, kPrecLambda + 1);
+  if (moved) {  // the else block after the moved END_ASYNC_FOR jumps back to `after`
+    Stmt::Clause c{"else", {}};
+    RegionCtx ectx = ctx;
+    ectx.follow = after;
+    Stack s2 = st;
+    region(H + 1, bc.size(), ectx, s2, c.body);
+    if (!c.body.empty()) f.clauses.push_back(c);
+    out.push_back(f);
+    return after;
+  }
+  const int next = loop_else(f, X, after, hi, ctx, st, i);
+  out.push_back(f);
+  return next;
+}
+
+int Decompiler::loop_else(Stmt& f, int X, int after, int hi, const RegionCtx& ctx, const Stack& st, int at) {
+  if (same_label(X, after)) return after;
+  // a break goes past the code after the loop's natural exit: that code is the loop's else block
+  int else_end, next;
+  if (X <= hi && X > after) else_end = next = X;
+  else if (ctx.follow >= 0 && same_label(X, ctx.follow)) else_end = next = hi;
+  else fail("loop whose break target is not after its else block", at);
+  Stmt::Clause c{"else", {}};
+  RegionCtx ectx = ctx;
+  ectx.follow = next;
+  Stack s2 = st;
+  region(after, else_end, ectx, s2, c.body);
+  f.clauses.push_back(c);
+  return next;
 }
 
 bool Decompiler::is_compare(int index) const {
@@ -740,19 +848,7 @@ int Decompiler::handle_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     if (!same_label(X, after)) fail("comprehension with a break", i);
     return after;
   }
-  int next = after;
-  if (!same_label(X, after)) {
-    int else_end;
-    if (X <= hi && X > after) { else_end = X; next = X; }
-    else if (ctx.follow >= 0 && same_label(X, ctx.follow)) { else_end = hi; next = hi; }
-    else fail("for loop whose break target is not after its else block", i);
-    Stmt::Clause c{"else", {}};
-    RegionCtx ectx = ctx;
-    ectx.follow = next;
-    Stack s2 = st;
-    region(after, else_end, ectx, s2, c.body);
-    f.clauses.push_back(c);
-  }
+  const int next = loop_else(f, X, after, hi, ctx, st, i);
   out.push_back(f);
   return next;
 }

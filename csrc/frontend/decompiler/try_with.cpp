@@ -242,9 +242,16 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
 
 int Decompiler::handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
   if (st.empty()) fail("with block with an empty stack", i);
+  const bool async = is(bc.at(i), "BEFORE_ASYNC_WITH");
   ExP mgr = st.back();
   st.pop_back();
-  int H = covering_handler(i + 1);
+  // async with: BEFORE_ASYNC_WITH; GET_AWAITABLE 1; LOAD_CONST None; SEND ... (awaiting __aenter__)
+  int body = i + 1;
+  if (async) {
+    if (body + 2 >= bc.size() || !is(bc.at(body), "GET_AWAITABLE") || bc.at(body).arg != 1) fail("async with without its await", i);
+    body = send_end(body + 2);
+  }
+  int H = covering_handler(body);
   if (H < 0 || H + 1 >= bc.size() || !is(bc.at(H + 1), "WITH_EXCEPT_START")) fail("with block without its handler", i);
   handled_try_.insert(H);
   int after = -1;
@@ -260,19 +267,27 @@ int Decompiler::handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   RegionCtx bctx = ctx;
   bctx.follow = after;
   bctx.base = static_cast<int>(sb.size()) - 1;
+  bctx.with_stack = &sb;
+  bctx.with_depth = static_cast<int>(st.size());
   Stmt w;
   w.kind = Stmt::Kind::With;
-  int r = region(i + 1, H, bctx, sb, w.body);
+  const std::string kw = async ? "async with " : "with ";
+  int r = region(body, H, bctx, sb, w.body);
   std::string item = wrap(mgr, kPrecLambda + 1) + (sink->filled ? " as " + sink->targets[0] : "");
-  if (w.body.size() == 1 && w.body[0].kind == Stmt::Kind::With) {
+  if (w.body.size() == 1 && w.body[0].kind == Stmt::Kind::With && w.body[0].text.compare(0, kw.size(), kw) == 0) {
     Stmt inner = w.body[0];
-    w.text = "with " + item + ", " + inner.text.substr(5);
+    w.text = kw + item + ", " + inner.text.substr(kw.size());
     w.body = inner.body;
   } else {
-    w.text = "with " + item;
+    w.text = kw + item;
   }
   out.push_back(w);
-  (void)r;
+  // the body fell through its normal exit (__exit__(None, None, None) called and its result
+  // popped): the code after the block goes on from there
+  if (r >= 0 && r < H && static_cast<int>(sb.size()) == bctx.with_depth && !(is_uncond_jump(r) && same_label(bc.at(r).target, after))) {
+    if (r <= hi) return r;
+    fail("with block continuing outside its enclosing block", i);
+  }
   if (after <= hi) return after;
   if (ctx.follow >= 0 && same_label(after, ctx.follow)) return hi;
   fail("with block continuing outside its enclosing block", i);
