@@ -48,11 +48,25 @@ std::string parameters(const CodeDesc& c, const FunctionInfo& fn) {
 
 std::string declarations(const Decompiler& d, const std::string& pad);
 
-// Strips the implicit trailing `return None`.
+// Strips the implicit trailing `return None`, also at the end of the branches of a final if
+// statement (the compiler copies the function's end into them).
 void drop_final_return(std::vector<Stmt>& body) {
   if (!body.empty() && body.back().kind == Stmt::Kind::Return && body.back().e1 && body.back().e1->cst &&
       body.back().e1->cst->is_none && body.back().text == "return None")
     body.pop_back();
+  if (!body.empty() && body.back().kind == Stmt::Kind::If) {
+    drop_final_return(body.back().body);
+    for (auto& c : body.back().clauses) drop_final_return(c.body);
+  }
+}
+
+bool has_return(const std::vector<Stmt>& body) {
+  for (auto& s : body) {
+    if (s.kind == Stmt::Kind::Return || has_return(s.body)) return true;
+    for (auto& c : s.clauses)
+      if (has_return(c.body)) return true;
+  }
+  return false;
 }
 
 std::string def_source(const FunctionInfo& fn, const std::string& name) {
@@ -125,8 +139,10 @@ std::string Decompiler::class_source(const FunctionInfo& fn, const std::string& 
   if (k < body.size() && is_line(body[k], "__qualname__ = ")) ++k;
   else fail("class body without its __qualname__", 0);
   body.erase(body.begin(), body.begin() + k);
-  // a docstring: `__doc__ = 'text'` as the first statement
-  if (!body.empty() && is_line(body[0], "__doc__ = '") && body[0].text.find('\n') == std::string::npos)
+  if (has_return(body)) fail("class body that returns before its end", 0);
+  // a docstring: `__doc__ = 'text'` (a string constant) as the first statement
+  if (!body.empty() && is_line(body[0], "__doc__ = ") && body[0].e1 && body[0].e1->kind == ExKind::Const &&
+      body[0].e1->cst && body[0].e1->cst->is_str)
     body[0].text = body[0].text.substr(10);
   std::string head;
   for (auto& dec : fn.decorators) head += "@" + dec + "\n";

@@ -191,6 +191,7 @@ static void store(Decompiler& d, int i, const std::string& target, bool is_name,
   std::string rhs = value->kind == ExKind::Display && value->display == '(' ? render(value) : wrap(value, kPrecTuple);
   if (value->name == "<yield>") rhs = value->text;
   out.push_back(line(target + " = " + rhs));
+  if (target == "__doc__") out.back().e1 = value;  // a class body's docstring, if a string constant
   if (dup) {
     // kept for the next target of `a = b = v`; a name also reads back as the value (`(a := v)`)
     auto n = is_name ? make_ex(target, kPrecAtom, ExKind::Name) : make_marker(ExKind::Chain, "<chain>");
@@ -388,6 +389,12 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
   }
   if (op == "IS_OP" || op == "CONTAINS_OP") {
     ExP r = P(), l = P();
+    // `x in {1, 2}`: the compiler made the set display a frozenset constant
+    if (op == "CONTAINS_OP" && r->cst && r->cst->kind == ConstDesc::Kind::FrozenSet && !r->cst->items.empty()) {
+      std::string t;
+      for (auto& c : r->cst->items) t += (t.empty() ? "" : ", ") + wrap(const_ex(c), kPrecLambda + 1);
+      r = make_ex("{" + t + "}");
+    }
     std::string o = op == "IS_OP" ? (arg ? "is not" : "is") : (arg ? "not in" : "in");
     st.push_back(compare_ex(l, o, r));
     return true;

@@ -98,6 +98,13 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
   }
   if (chosen < 0) return -2;
   const int h = chosen;
+  // active while this try is structured (its body's instructions are covered by h); a later walk
+  // of the same code (a copy the compiler placed where a break or return goes) structures it anew
+  struct Active {
+    std::set<int>& set;
+    int h;
+    ~Active() { set.erase(h); }
+  } active{handled_try_, h};
   handled_try_.insert(h);
   const int E = span_end(h), C = covering_handler(h);
   if (E < 0 || C < 0 || E > h) fail("try block with an unexpected exception table", i);
