@@ -98,9 +98,9 @@ def _recorded():
         return json.load(f)
 
 
-# 3.12 layouts not rebuilt yet (try/except/else/finally, a with block ending the function, a
-# conditional expression as a call argument, an if/else around imports): each must be a clear error.
-KNOWN_312 = {"conditional_import_like", "ternary_in_call", "try_except_else_finally_all", "try_multi", "with_stmt"}
+# 3.12 layouts not rebuilt yet (a with block ending the function, a conditional expression as a
+# call argument, an if/else around imports): each must be a clear error.
+KNOWN_312 = {"conditional_import_like", "ternary_in_call", "with_stmt"}
 
 
 def test_312_fixtures_decompile_compile_and_behave():

@@ -43,6 +43,7 @@ struct RegionCtx {
   // a with block's body region: its stack, and the depth below the block's markers; the region
   // ends where the normal exit's __exit__ result is popped at that depth
   const Stack* with_stack = nullptr;
+  const Stack* finally_stack = nullptr;  // a try/finally body region's stack (its base: `base`)
   int with_depth = -1;
   int loop_start = -1;  // the header of the while loop whose body this region starts  // collects PendingExits of a conditional's branch
 };
@@ -122,7 +123,9 @@ class Decompiler {
   // try_with.cpp helpers
   int covering_handler(int index) const;   // handler of the innermost exception entry, or -1
   bool chain_contains(int index, int handler) const;
-  int skip_finally_copy(int i, const RegionCtx& ctx) const;  // index after a copy at i, or i
+  // index after a copy of a finally block at i, or i; *innermost: the copy is of the innermost one
+  int skip_finally_copy(int i, const RegionCtx& ctx, bool* innermost = nullptr) const;
+  int body_end_ = -1;  // where a try/finally body ended at its finally copy (set by region)
   int handler_depth(int handler) const;
   int span_end(int handler) const;  // index after the last range protected by `handler`
   std::set<int> handled_try_;

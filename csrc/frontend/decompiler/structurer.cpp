@@ -130,6 +130,10 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
     }
     if (!ctx.pure) {
       int r = handle_try(i, hi, ctx, st, out);
+      if (r <= -3) {  // a try body's end: its normal-exit finally copy
+        body_end_ = -3 - r;
+        return -3 - r;
+      }
       if (r != -2) {
         if (r < 0) return -1;
         i = r;

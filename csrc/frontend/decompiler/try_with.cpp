@@ -54,8 +54,9 @@ int Decompiler::span_end(int handler) const {
   return idx < 0 ? bc.size() : idx;
 }
 
-int Decompiler::skip_finally_copy(int i, const RegionCtx& ctx) const {
+int Decompiler::skip_finally_copy(int i, const RegionCtx& ctx, bool* innermost) const {
   for (auto it = ctx.finallies.rbegin(); it != ctx.finallies.rend(); ++it) {
+    if (innermost) *innermost = it == ctx.finallies.rbegin();
     int h = (*it)[0], lo = (*it)[1], hi = (*it)[2], len = hi - lo;
     if (len <= 0 || i + len > bc.size() || i == lo) continue;
     if (chain_contains(i, h)) continue;
@@ -72,7 +73,11 @@ int Decompiler::skip_finally_copy(int i, const RegionCtx& ctx) const {
 
 int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
   if (!ctx.finallies.empty()) {
-    int j = skip_finally_copy(i, ctx);
+    bool innermost = false;
+    int j = skip_finally_copy(i, ctx, &innermost);
+    // the normal exit's copy of the innermost finally block, at the try body's own level: the
+    // body ends there (3.12 places the code after the try right after it)
+    if (j != i && innermost && ctx.finally_stack == &st && static_cast<int>(st.size()) == ctx.base) return -3 - j;
     if (j != i) return j;
   }
   const auto& cur = bc.at(i);
@@ -134,9 +139,15 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     bctx.finallies.push_back({h, h + 1, reraise0});
     bctx.follow = E;
     Stack sb = st;
+    bctx.finally_stack = &sb;
+    bctx.base = static_cast<int>(st.size());
+    body_end_ = -1;
     int rb = region(i, E, bctx, sb, t.body);
     int len = reraise0 - (h + 1), k = E;
-    if (rb == E && sb.size() != st.size() && E < h) {
+    if (body_end_ >= 0) {
+      k = body_end_;  // the body fell into its finally copy
+      body_end_ = -1;
+    } else if (rb == E && sb.size() != st.size() && E < h) {
       // `return value` at the end of the body: the finally copy and the return follow the range
       RegionCtx rctx = bctx;
       int r = region(E, h, rctx, sb, t.body);
@@ -176,8 +187,18 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     else if (!same_label(join, J)) fail("except clauses that continue at different places", at);
   };
   if (E < h && is_uncond_jump(h - 1) && bc.at(h - 1).target > h) note_join(bc.at(h - 1).target, h - 1);
-  for (int j = h; j < C; ++j)
-    if (is_uncond_jump(j) && bc.at(j).target >= C + 3 && covering_handler(j) != C) note_join(bc.at(j).target, j);
+  auto loop_label = [&](int t) {
+    if (!ctx.loop) return false;
+    for (int c : ctx.loop->continue_labels)
+      if (same_label(t, c)) return true;
+    return ctx.loop->break_label >= 0 && same_label(t, ctx.loop->break_label);
+  };
+  for (int j = h; j < C; ++j) {
+    if (!is_uncond_jump(j) || covering_handler(j) == C) continue;
+    int t = bc.at(j).target;
+    // 3.12 places handlers after the code that follows the try: their ends jump back to it
+    if (t >= C + 3 || (t >= E && t < h && !loop_label(t))) note_join(t, j);
+  }
   RegionCtx bctx = ctx;
   bctx.follow = E;
   Stack sb = st;
@@ -188,6 +209,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     RegionCtx ectx = ctx;
     ectx.follow = join;
     int end = is_uncond_jump(h - 1) && bc.at(h - 1).target == join ? h - 1 : h;
+    if (join > E && join < end) end = join;
     int r = region(E, end, ectx, sb, t.body);
     if (r >= 0 && sb.size() != st.size()) fail("try body leaving a value on the stack", E);
   } else if (E < h) {
@@ -195,7 +217,8 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     ectx.follow = join;
     Stack se = st;
     int end = is_uncond_jump(h - 1) && bc.at(h - 1).target == join ? h - 1 : h;
-    region(E, end, ectx, se, else_body);
+    if (join > E && join < end) end = join;
+    if (join != E) region(E, end, ectx, se, else_body);
   }
   int p = h + 1;
   while (p < C) {
