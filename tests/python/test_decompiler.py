@@ -99,8 +99,8 @@ def _recorded():
 
 
 # 3.12 layouts not rebuilt yet (a with block ending the function, a conditional expression as a
-# call argument, an if/else around imports): each must be a clear error.
-KNOWN_312 = {"conditional_import_like", "ternary_in_call", "with_stmt"}
+# call argument): each must be a clear error.
+KNOWN_312 = {"ternary_in_call", "with_stmt"}
 
 
 def test_312_fixtures_decompile_compile_and_behave():

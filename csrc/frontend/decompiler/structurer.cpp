@@ -143,8 +143,14 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
     if (!ctx.pure && static_cast<int>(st.size()) == ctx.base && std::strcmp(n, "FOR_ITER") && i != ctx.loop_start) {
       bool header = false;
       int L = -1;
+      // (not the end of an except clause: 3.12 places handlers after the code the try continues at)
+      auto except_exit = [&](int j) {
+        return (j >= 1 && !std::strcmp(bc.at(j - 1).name, "POP_EXCEPT")) ||
+               (j >= 4 && !std::strcmp(bc.at(j - 4).name, "POP_EXCEPT") && !std::strncmp(bc.at(j - 1).name, "DELETE_", 7));
+      };
       for (int j = i; j < hi; ++j)
-        if (bc.at(j).target == i && (is_uncond_jump(j) || is_cond_jump(j)) && has(bc.at(j).name, "BACKWARD")) header = true, L = j;
+        if (bc.at(j).target == i && (is_uncond_jump(j) || is_cond_jump(j)) && has(bc.at(j).name, "BACKWARD") && !except_exit(j))
+          header = true, L = j;
       // a `continue` of a guarded while jumps to the guard: the loop's own back edge (to the
       // body, after the guard) comes later
       for (int j = L + 1; header && j < hi; ++j)
