@@ -177,8 +177,32 @@ def _resume_functions():
         print("two", file=SINK)
         return y * k
 
+    def f5(x, k):  # resumes inside an elif branch
+        if k == 0:
+            y = x + 1
+        elif k == 1:
+            print("b", file=SINK)
+            y = x * 2
+        else:
+            y = x - 1
+        return y
+
+    def f6(x, n):  # resumes inside a nested if's branch
+        if n > 2:
+            y = x + n
+            if n > 3:
+                print("deep", file=SINK)
+                y = y * 2
+            else:
+                y = y - 1
+            z = y + 1
+        else:
+            z = x
+        return z
+
     for f, args in ((f1, (torch.ones(3), 2)), (f2, (torch.ones(3),)), (f2, (-torch.ones(3),)),
-                    (f3, (torch.ones(2), [1, 2])), (f4, (torch.ones(2),))):
+                    (f3, (torch.ones(2), [1, 2])), (f4, (torch.ones(2),)), (f5, (torch.ones(2), 1)),
+                    (f6, (torch.ones(2), 4))):
         kiln.compile(f)(*args)
     # type() rather than isinstance(): a dead weak proxy among gc's objects raises on isinstance.
     # Only this file's: other tests' resume functions (whichever ran before) would make the count
@@ -205,7 +229,7 @@ def test_corpus_compiles():
             failures.append(f"{f.__module__}.{f.__qualname__}: {type(e).__name__}: {str(e)[:200]}")
     print(f"corpus: tried {tried} (resume functions {len(resumes)}), compiled {ok}")
     print("\n".join(failures))
-    assert tried >= 250 and len(resumes) >= 3
+    assert tried >= 250 and len(resumes) >= 5
     # Measured 570/602 (94.7%); the rest are clear DecompileErrors (jumps the structurer cannot place).
     assert ok >= 0.94 * tried, "\n".join(failures)
     assert not [f for f in failures if "__resume_at_" in f], "kiln's own resume functions must decompile"

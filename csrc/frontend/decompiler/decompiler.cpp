@@ -71,6 +71,7 @@ std::vector<Stmt> Decompiler::body() {
     if (dead) {
       if (region(0, j, ctx, st, out) < 0) return out;
       lo = t;
+      live_ = live;
     }
   }
   region(lo, bc.size(), ctx, st, out);

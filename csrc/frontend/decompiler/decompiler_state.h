@@ -135,6 +135,7 @@ class Decompiler {
   // jumps, which the chain expression replaces); walked over as if absent
   std::vector<bool> skip_;
   std::set<int> chains_checked_;
+  std::vector<bool> live_;  // reachable(), when a resume function's prologue jumps into the code
 };
 
 }  // namespace kiln::decompiler

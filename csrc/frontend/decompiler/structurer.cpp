@@ -181,6 +181,16 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
         i = t;
         continue;
       }
+      // a jump over code nothing reaches: a resume function that continues inside an if/elif
+      // chain jumps over the chain's other branches
+      if (t > i + 1 && t <= hi && !live_.empty()) {
+        bool dead = true;
+        for (int k = i + 1; k < t && dead; ++k) dead = !live_[k];
+        if (dead) {
+          i = t;
+          continue;
+        }
+      }
       if (ctx.pure) throw NotPure{};
       return handle_jump(i, in.target, hi, ctx, out);
     }
