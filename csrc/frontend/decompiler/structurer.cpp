@@ -748,6 +748,16 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   int then_end = F, else_lo = -1, else_end = -1, join = F;
   int last = F - 1;
   while (last > B && skip_[last]) --last;
+  // a try ending the branch: 3.11 puts its handlers after the jump that ends its body
+  for (int guard = 0; guard < 16 && last > B && !std::strcmp(bc.at(last).name, "RERAISE"); ++guard) {
+    int t = -1;
+    for (auto& e : exc) {
+      int x = bc.index_of_offset(e.target);
+      if (x > B && x <= last && x > t) t = x;
+    }
+    if (t < 0) break;
+    last = t - 1;
+  }
   if (last >= B && is_uncond_jump(last)) {
     int J = bc.at(last).target;
     if (J > F && (J < hi || (J == hi && ctx.follow >= 0 && same_label(J, ctx.follow)))) { then_end = last; else_lo = F; else_end = J; join = J; }
