@@ -106,7 +106,10 @@ def normal(code):
         elif isinstance(i.argval, types.CodeType):
             rows.append((i.opname, normal(i.argval)))
         elif i.opname in ("LOAD_CONST", "RETURN_CONST", "KW_NAMES"):
-            rows.append((i.opname, type(i.argval).__name__, repr(i.argval)))
+            v = i.argval
+            # (a frozenset's order follows string hashes, which differ between processes)
+            text = repr(sorted(map(repr, v))) if isinstance(v, frozenset) else repr(v)
+            rows.append((i.opname, type(v).__name__, text))
         else:
             rows.append((i.opname, i.argrepr))
     table = []

@@ -799,7 +799,8 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   }
   // 3.12 value and/or: COPY 1; POP_JUMP_IF_x end; POP_TOP; <b>; end:
   if (else_lo < 0 && r1 >= 0 && s1.size() == n0 && n0 > 0 && s1.back() != st.back() && body1.empty() &&
-      (E == st.back() || (E->kind == ExKind::Not && E->a == st.back()))) {
+      (E == st.back() || (E->kind == ExKind::Not && E->a == st.back()) ||
+       (E->kind == ExKind::Compare && E->b && E->b == st.back()))) {  // (a negated `in`/`is` compare)
     bool is_and = E == st.back();
     st.back() = and_or(st.back(), s1.back(), is_and);
     return join;
