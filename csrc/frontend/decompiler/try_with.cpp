@@ -199,6 +199,10 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     // 3.12 places handlers after the code that follows the try: their ends jump back to it
     if (t >= C + 3 || (t >= E && t < h && !loop_label(t))) note_join(t, j);
   }
+  // every clause raises or returns: where the body's normal exit jumps (right after the body, or
+  // after an else block that ends before the handlers) is where the try statement continues
+  if (join < 0 && E < h && is_uncond_jump(E) && bc.at(E).target > E) join = bc.at(E).target;
+  if (join < 0 && E < h && is_uncond_jump(h - 1) && bc.at(h - 1).target > h) join = bc.at(h - 1).target;
   RegionCtx bctx = ctx;
   bctx.follow = E;
   Stack sb = st;
