@@ -154,7 +154,7 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       // a `continue` of a guarded while jumps to the guard: the loop's own back edge (to the
       // body, after the guard) comes later
       for (int j = L + 1; header && j < hi; ++j)
-        if (has(bc.at(j).name, "BACKWARD") && bc.at(j).target > i && bc.at(j).target <= L) header = false;
+        if (has(bc.at(j).name, "BACKWARD") && bc.at(j).target > i && bc.at(j).target <= L && !except_exit(j)) header = false;
       if (header) {
         int r = handle_while_true(i, hi, ctx, st, out);
         if (r < 0) return -1;
