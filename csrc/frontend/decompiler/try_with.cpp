@@ -47,8 +47,12 @@ int Decompiler::handler_depth(int handler) const {
 
 int Decompiler::span_end(int handler) const {
   int end = -1;
-  for (auto& e : exc)
+  for (auto& e : exc) {
+    // (3.12 puts an await's CLEANUP_THROW after the function's code, covered by the same handler)
+    const int first = bc.index_of_offset(e.start);
+    if (first >= 0 && first < bc.size() && is(bc.at(first), "CLEANUP_THROW")) continue;
     if (bc.index_of_offset(e.target) == handler) end = std::max(end, e.end);
+  }
   if (end < 0) return -1;
   int idx = bc.index_of_offset(end);
   return idx < 0 ? bc.size() : idx;
@@ -203,6 +207,9 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
   // after an else block that ends before the handlers) is where the try statement continues
   if (join < 0 && E < h && is_uncond_jump(E) && bc.at(E).target > E) join = bc.at(E).target;
   if (join < 0 && E < h && is_uncond_jump(h - 1) && bc.at(h - 1).target > h) join = bc.at(h - 1).target;
+  // or (3.12, which places the code after the try there) the code right after the body (an else
+  // block there runs exactly when it would after the try)
+  if (join < 0 && minor >= 12 && E < h && !(is_uncond_jump(E) || !std::strcmp(bc.at(E).name, "RETURN_VALUE"))) join = E;
   RegionCtx bctx = ctx;
   bctx.follow = E;
   Stack sb = st;
