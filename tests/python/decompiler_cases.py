@@ -622,3 +622,45 @@ def async_constructs(n):
         return total + await asyncio.sleep(0, 5), cm.log
 
     return asyncio.run(main(n))
+
+
+# ---- 3.12 layouts ------------------------------------------------------------------------------------
+@case((1.5,), (2,))
+def lambda_conditional(x):
+    f = lambda t: float(t) if isinstance(t, int) else -t
+    g = lambda t, u=2: t if t > u else (u if u > 0 else None)
+    return f(x), g(x)
+@case(([3, 1],), ([],))
+def try_in_loop_reraise(xs):
+    xs = list(xs)
+    out = []
+    while xs:
+        v = xs.pop()
+        try:
+            out.append(10 // v)
+        except ZeroDivisionError:
+            out.append("zero")
+            raise
+    return out
+@case(([1, 0, 2],),)
+def try_except_continue_312(xs):
+    d = {1: "a", 2: "b"}
+    out = []
+    for x in xs:
+        try:
+            out.append(d[x])
+        except KeyError:
+            continue
+        out.append(x)
+    return out
+@case(("abc",), ("",))
+def try_all_clauses_raise(s):
+    it = iter(s)
+    if s:
+        try:
+            v = next(it)
+        except StopIteration:
+            raise ValueError("empty") from None
+    else:
+        v = None
+    return v, list(it)

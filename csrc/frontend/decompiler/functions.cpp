@@ -170,13 +170,30 @@ std::string Decompiler::function_source(const FunctionInfo& fn, const std::strin
   return def_source(fn, name);
 }
 
+namespace {
+
+// The value a lambda's body returns as one expression: `return v`, or (3.12 compiles a
+// conditional expression in a lambda into branches) `if c: <returns> [else:] <returns>`.
+ExP returned_value(const std::vector<Stmt>& body, size_t from = 0) {
+  if (from >= body.size()) return nullptr;
+  const Stmt& s = body[from];
+  if (s.kind == Stmt::Kind::Return && s.e1 && from + 1 == body.size()) return s.e1;
+  if (s.kind != Stmt::Kind::If || !s.e1 || s.clauses.size() > 1) return nullptr;
+  ExP yes = returned_value(s.body);
+  ExP no = s.clauses.empty() ? returned_value(body, from + 1)
+                             : (from + 1 == body.size() && s.clauses[0].header == "else" ? returned_value(s.clauses[0].body) : nullptr);
+  if (!yes || !no || yes->name == "<yield>" || no->name == "<yield>") return nullptr;
+  return make_ex(wrap(yes, kPrecTernary + 1) + " if " + wrap(s.e1, kPrecTernary + 1) + " else " + wrap(no, kPrecTernary), kPrecTernary);
+}
+
+}  // namespace
+
 std::string Decompiler::lambda_source(const FunctionInfo& fn) {
   Decompiler d(*fn.code);
   std::vector<Stmt> body = d.body();
-  if (body.size() != 1 || body[0].kind != Stmt::Kind::Return || !body[0].e1)
-    fail("lambda whose body is not a single expression", 0);
+  ExP v = returned_value(body);
+  if (!v) fail("lambda whose body is not a single expression", 0);
   std::string params = parameters(*fn.code, fn);
-  ExP v = body[0].e1;
   std::string value = v->name == "<yield>" ? "(" + v->text + ")" : wrap(v, kPrecLambda);
   return "lambda" + (params.empty() ? std::string() : " " + params) + ": " + value;
 }
