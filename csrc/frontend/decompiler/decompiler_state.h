@@ -48,6 +48,17 @@ struct RegionCtx {
   int loop_start = -1;  // the header of the while loop whose body this region starts  // collects PendingExits of a conditional's branch
 };
 
+// Pushes a marker that collects what the region stores into it (a for target, `except E as name`,
+// `with m as name`), and returns its state.
+inline std::shared_ptr<SinkState> push_sink(Stack& s, const char* label = "") {
+  auto sink = std::make_shared<SinkState>();
+  sink->targets = {""};
+  auto marker = make_marker(ExKind::Sink, label);
+  marker->sink = sink;
+  s.push_back(marker);
+  return sink;
+}
+
 // Thrown inside a pure scan when an instruction has side effects.
 struct NotPure {};
 

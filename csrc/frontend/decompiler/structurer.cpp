@@ -194,9 +194,15 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       if (ctx.pure) throw NotPure{};
       return handle_jump(i, in.target, hi, ctx, out);
     }
-    if (!std::strcmp(n, "FOR_ITER")) {
+    // compound statements that start at one instruction: for, async for, with, async with
+    using Compound = int (Decompiler::*)(int, int, const RegionCtx&, Stack&, std::vector<Stmt>&);
+    Compound compound = !std::strcmp(n, "FOR_ITER")  ? &Decompiler::handle_for
+                        : !std::strcmp(n, "GET_AITER") ? &Decompiler::handle_async_for
+                        : (!std::strcmp(n, "BEFORE_WITH") || !std::strcmp(n, "BEFORE_ASYNC_WITH")) ? &Decompiler::handle_with
+                                                                                                     : nullptr;
+    if (compound) {
       if (ctx.pure) throw NotPure{};
-      int r = handle_for(i, hi, ctx, st, out);
+      int r = (this->*compound)(i, hi, ctx, st, out);
       if (r < 0) return -1;
       i = r;
       continue;
@@ -216,20 +222,6 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
         fail("await of an async with's exit outside its block", i);
       }
       i = send_end(i + 2);
-      continue;
-    }
-    if (!std::strcmp(n, "GET_AITER")) {
-      if (ctx.pure) throw NotPure{};
-      int r = handle_async_for(i, hi, ctx, st, out);
-      if (r < 0) return -1;
-      i = r;
-      continue;
-    }
-    if (!std::strcmp(n, "BEFORE_WITH") || !std::strcmp(n, "BEFORE_ASYNC_WITH")) {
-      if (ctx.pure) throw NotPure{};
-      int r = handle_with(i, hi, ctx, st, out);
-      if (r < 0) return -1;
-      i = r;
       continue;
     }
     if (!std::strcmp(n, "RETURN_VALUE") || !std::strcmp(n, "RETURN_CONST")) {
@@ -345,11 +337,7 @@ int Decompiler::handle_async_for(int i, int hi, const RegionCtx& ctx, Stack& st,
   bctx.stop_at_cond = false;
   Stack sb = st;
   sb.push_back(make_marker(ExKind::Dummy));  // the async iterator
-  auto sink = std::make_shared<SinkState>();
-  sink->targets = {""};
-  auto se = make_marker(ExKind::Sink);
-  se->sink = sink;
-  sb.push_back(se);
+  auto sink = push_sink(sb);
   Stmt f;
   f.kind = Stmt::Kind::For;
   region(send_end(h + 2), L, bctx, sb, f.body);
@@ -851,11 +839,7 @@ int Decompiler::handle_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::
   bctx.pure = false;
   bctx.stop_at_cond = false;
   Stack sb = st;
-  auto sink = std::make_shared<SinkState>();
-  sink->targets = {""};
-  auto se = make_marker(ExKind::Sink);
-  se->sink = sink;
-  sb.push_back(se);
+  auto sink = push_sink(sb);
   Stmt f;
   f.kind = Stmt::Kind::For;
   region(i + 1, exit, bctx, sb, f.body);

@@ -10,17 +10,6 @@
 
 namespace kiln::decompiler {
 
-// Pushes a marker that collects what the region stores into it (`except E as name`, `with m as
-// name`), and returns its state.
-static std::shared_ptr<SinkState> push_sink(Stack& s, const char* label) {
-  auto sink = std::make_shared<SinkState>();
-  sink->targets = {""};
-  auto marker = make_marker(ExKind::Sink, label);
-  marker->sink = sink;
-  s.push_back(marker);
-  return sink;
-}
-
 namespace {
 bool is(const frontend::Instruction& in, const char* n) { return !std::strcmp(in.name, n); }
 }  // namespace
