@@ -664,3 +664,45 @@ def try_all_clauses_raise(s):
     else:
         v = None
     return v, list(it)
+
+
+# ---- match statements -------------------------------------------------------------------------------
+class _Pt:
+    __match_args__ = ("x", "y")
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+@case((0,), (None,), ([4, 5],), (_Pt(5, 1),), (_Pt(1, 1),), ("s",), (7.5,))
+def match_basic(v):
+    r = "none"
+    match v:
+        case 0:
+            r = "zero"
+        case None:
+            r = "None"
+        case [a, _]:
+            r = ("pair", a)
+        case _Pt(px, y=py) if px > 3 and py:
+            r = ("pt", px, py)
+        case str():
+            r = "str"
+    return r
+@case((True,), (3,), ([1],), ("x",))
+def match_capture_last(v):
+    match v:
+        case True:
+            return "true"
+        case 3:
+            return "three"
+        case [x]:
+            return x
+        case other:
+            return ("other", other)
+@case((1,), (2,))
+def match_wildcard_last(v):
+    out = []
+    match v * 2:
+        case 2:
+            out.append("two")
+        case _:
+            out.append("else")
+    return out

@@ -276,5 +276,14 @@ def test_decompile_error_is_clear():
         return [x async for x in it]  # async comprehensions are not rebuilt yet
     with pytest.raises(kiln.DecompileError):
         kiln.decompile(coro)
+
+    def or_pattern(v):
+        match v:
+            case 1 | 2:  # or-patterns are not rebuilt yet
+                return "small"
+            case _:
+                return "other"
+    with pytest.raises(kiln.DecompileError, match="pattern"):
+        kiln.decompile(or_pattern)
     with pytest.raises(TypeError):
         kiln.decompile(42)

@@ -3,6 +3,7 @@
 // instructions (stack_effects.cpp) and comprehension/function reconstruction (functions.cpp).
 #pragma once
 #include <array>
+#include <cstring>
 #include <functional>
 #include <set>
 #include <string>
@@ -17,6 +18,8 @@
 namespace kiln::decompiler {
 
 using Stack = std::vector<ExP>;
+
+struct MatchCase;
 
 struct LoopInfo {
   std::vector<int> continue_labels;  // instruction indices a `continue` jumps to
@@ -120,6 +123,10 @@ class Decompiler {
   int handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
   int handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
   int handle_async_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
+  // match.cpp: a match statement at a COPY 1 of a pending subject (-2: not one)
+  int handle_match(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
+  bool match_pattern(int& p, bool copied, MatchCase& mc);
+  bool has_name(int index, const char* sub) const { return std::strstr(bc.at(index).name, sub) != nullptr; }
   int send_end(int send) const;
   // a for loop's else block (the code between its natural exit `after` and a break target X past
   // it); returns where control goes on

@@ -162,6 +162,14 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
         continue;
       }
     }
+    if (!ctx.pure && !std::strcmp(n, "COPY")) {
+      int r = handle_match(i, hi, ctx, st, out);
+      if (r != -2) {
+        if (r < 0) return -1;
+        i = r;
+        continue;
+      }
+    }
     if (is_cond_jump(i)) {
       if (st.empty()) fail("conditional jump with an empty stack", i);
       if (ctx.stop_at_cond && static_cast<int>(st.size()) - 1 == ctx.base) return i;
