@@ -252,6 +252,7 @@ def main():
         what, torch_dir, *paths = args.worker
         (worker_describe if what == "describe" else worker_check)(torch_dir or None, *paths)
         return
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's kiln
     import torch
     torch_dir = os.path.dirname(torch.__file__)
     all_results = {}

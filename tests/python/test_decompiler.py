@@ -230,8 +230,8 @@ def test_corpus_compiles():
     print(f"corpus: tried {tried} (resume functions {len(resumes)}), compiled {ok}")
     print("\n".join(failures))
     assert tried >= 250 and len(resumes) >= 5
-    # Measured 570/602 (94.7%); the rest are clear DecompileErrors (jumps the structurer cannot place).
-    assert ok >= 0.94 * tried, "\n".join(failures)
+    # Measured 597/604 (98.8%); the rest are clear DecompileErrors (layouts the structurer cannot place).
+    assert ok >= 0.98 * tried, "\n".join(failures)
     assert not [f for f in failures if "__resume_at_" in f], "kiln's own resume functions must decompile"
 
 
@@ -287,3 +287,65 @@ def test_decompile_error_is_clear():
         kiln.decompile(or_pattern)
     with pytest.raises(TypeError):
         kiln.decompile(42)
+
+
+# ---- a large corpus by recompiled bytecode ------------------------------------------------------
+
+def _corpus_tool():
+    import importlib.util
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
+    spec = importlib.util.spec_from_file_location("decompiler_corpus", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_corpus_recompiles_to_the_same_bytecode():
+    """Every function of ~40 standard-library modules and ~20 torch.nn/torch.optim modules
+    (tools/decompiler_corpus.py): the decompiled source must compile, and recompiling it must give
+    the original's bytecode (so it behaves the same) for nearly all. Measured on 3.11: 3723 of
+    3775 decompiled, 3638 the same bytecode, the rest clear DecompileErrors."""
+    tool = _corpus_tool()
+    items = tool.corpus(os.path.dirname(torch.__file__))
+    res = tool.decompile_all(items)
+    codes = dict(items)
+    for key, r in res.items():
+        if r["status"] == "decompiled":
+            r["compiles"], r["same"], r["why"] = tool.check(codes[key], r["src"], tool.IMPORTED[key.split(":")[0]])
+    n = len(res)
+    decompiled = [k for k, r in res.items() if r["status"] == "decompiled"]
+    crashes = [f"{k}: {r['why']}" for k, r in res.items() if r["status"] == "crash"]
+    no_compile = [f"{k}: {res[k]['why']}" for k in decompiled if not res[k]["compiles"]]
+    same = sum(1 for k in decompiled if res[k]["same"])
+    print(f"corpus: tried {n}, decompiled {len(decompiled)}, same bytecode {same}")
+    assert n >= 3000
+    assert not crashes, "\n".join(crashes[:20])
+    assert not no_compile, "\n".join(no_compile[:20])
+    assert len(decompiled) >= 0.97 * n
+    assert same >= 0.95 * n
+
+
+PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
+
+
+@pytest.mark.skipif(not os.path.exists(PY312), reason="no 3.12 interpreter to record and recompile with")
+def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
+    """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
+    decompiles the descriptions here, and the 3.12 interpreter recompiles and compares. Measured:
+    3678 of 3786 decompiled, 3435 the same bytecode."""
+    import subprocess
+    tool_path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
+    out = tmp_path / "c.json"
+    r = subprocess.run([sys.executable, tool_path, "--py312", PY312, "--show", "0", "--json", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.load(open(out))["3.12"]
+    n = len(res)
+    decompiled = [k for k, v in res.items() if v["status"] == "decompiled"]
+    no_compile = [f"{k}: {res[k]['why']}" for k in decompiled if not res[k].get("compiles")]
+    same = sum(1 for k in decompiled if res[k].get("same"))
+    print(r.stdout)
+    assert n >= 3000
+    assert not no_compile, "\n".join(no_compile[:20])
+    assert len(decompiled) >= 0.95 * n
+    assert same >= 0.88 * n
