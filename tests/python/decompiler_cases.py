@@ -706,3 +706,17 @@ def match_wildcard_last(v):
         case _:
             out.append("else")
     return out
+@case(([1, 2, 3],),)
+def tuple_assign_items(xs):
+    xs = list(xs)
+    calls = []
+    def f(v):
+        calls.append(v)
+        return v
+    class O:
+        pass
+    o = O()
+    xs[0], xs[2] = xs[2], xs[0]
+    o.a, o.b = f(1), f(2)
+    o.c, xs[1], n = f(3), f(4), f(5)
+    return xs, o.a, o.b, o.c, n, calls

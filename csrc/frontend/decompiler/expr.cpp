@@ -7,7 +7,9 @@
 namespace kiln::decompiler {
 
 ExP make_ex(std::string text, int prec, ExKind kind) {
+  static unsigned long counter = 0;
   auto e = std::make_shared<Ex>();
+  e->serial = ++counter;
   e->text = std::move(text);
   e->prec = prec;
   e->kind = kind;

@@ -74,6 +74,7 @@ struct Ex {
   std::vector<std::pair<bool, std::string>> fpieces;
   // A value assigned and still on the stack (`a = b = v`): the statement that assigned it, so the
   // next store of it extends that statement's targets instead of reading the variable back.
+  unsigned long serial = 0;  // creation order: a value evaluated earlier has a smaller serial
   std::vector<Stmt>* chain_out = nullptr;
   size_t chain_index = 0;
   std::string chain_lhs, chain_rhs;

@@ -102,7 +102,7 @@ static std::string render_safe(const ExP& e) {
 
 // Assigns `value` to the target `target` (source text), emitting the statement.
 static void store(Decompiler& d, int i, const std::string& target, bool is_name, Stack& st, ExP value,
-                  std::vector<Stmt>& out) {
+                  std::vector<Stmt>& out, int base) {
   // the next target of a chained assignment `a = b = v`: the statement that assigned v is the last
   // one emitted; it gains this target
   if (value->chain_out == &out && value->chain_index + 1 == out.size() && out.back().kind == Stmt::Kind::Line) {
@@ -171,7 +171,13 @@ static void store(Decompiler& d, int i, const std::string& target, bool is_name,
     case ExKind::ImportAttr: {
       const ExP& m = value->a;
       std::string src = std::string(m->level, '.') + m->name;
-      out.push_back(line("from " + src + " import " + value->name + (target == value->name ? "" : " as " + target)));
+      std::string item = value->name + (target == value->name ? "" : " as " + target);
+      // `from m import a, b`: the names of one IMPORT_NAME join one statement
+      if (!out.empty() && out.back().kind == Stmt::Kind::Line && out.back().e1 == m) out.back().text += ", " + item;
+      else {
+        out.push_back(line("from " + src + " import " + item));
+        out.back().e1 = m;
+      }
       return;
     }
     case ExKind::Saved: return;  // 3.12: restoring an inlined comprehension's variable
@@ -179,6 +185,18 @@ static void store(Decompiler& d, int i, const std::string& target, bool is_name,
     case ExKind::Accumulator: case ExKind::BuildClass:
       d.fail("store of a value with no source form", i);
     default: break;
+  }
+  // values of the same statement evaluated before this one and still pending (`o.a, o.b = f(), g()`
+  // stores o.b first): separate statements would evaluate them in another order
+  for (size_t k = std::max(base, 0); k < st.size(); ++k) {
+    const ExP& e = st[k];
+    if (e == value || is_trivial(e)) continue;
+    switch (e->kind) {
+      case ExKind::Null: case ExKind::Iter: case ExKind::Sink: case ExKind::WithExit: case ExKind::Dummy:
+      case ExKind::Saved: case ExKind::Accumulator: case ExKind::Chain: case ExKind::BuildClass: case ExKind::Module:
+        continue;
+      default: d.fail("an assignment while values evaluated before it are pending (a tuple assignment to attributes or items)", i);
+    }
   }
   // a value still on the stack that reads the variable would see the new value
   if (is_name)
@@ -264,6 +282,91 @@ static int swap_assignment(Decompiler& d, int i, Stack& st, std::vector<Stmt>& o
   }
   std::string t, v;
   for (size_t k = 0; k < targets.size(); ++k) t += (k ? ", " : "") + targets[k], v += (k ? ", " : "") + values[k];
+  out.push_back(line(t + " = " + v));
+  st = s;
+  return j;
+}
+
+static bool is_marker(const ExP& e) {
+  switch (e->kind) {
+    case ExKind::Null: case ExKind::Iter: case ExKind::Sink: case ExKind::WithExit: case ExKind::Dummy:
+    case ExKind::Saved: case ExKind::Accumulator: case ExKind::Chain: case ExKind::BuildClass: case ExKind::Module:
+      return true;
+    default: return false;
+  }
+}
+
+// `x[i], x[j] = x[j], x[i]` / `o.a, o.b = f(), g()`: a store at i while other values of the same
+// statement are pending. Follows the stores (and the loads of their targets) until every pending
+// value is stored and emits one tuple assignment, targets and values in the values' evaluation
+// order. Returns the index after the last store, or -1 when the store at i is not one of these.
+static int tuple_store(Decompiler& d, int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx) {
+  // the values: what lies above the statement's base, less the target's object (and index)
+  const std::string_view first = d.bc.at(i).name;
+  const size_t nt = first == "STORE_ATTR" ? 1 : first == "STORE_SUBSCR" ? 2 : 0;
+  if (st.size() < nt + 1) return -1;
+  std::vector<ExP> group;
+  for (size_t k = std::max(ctx.base, 0); k < st.size() - nt; ++k)
+    if (!is_marker(st[k])) group.push_back(st[k]);
+  if (group.size() < 2 || group.back() != st[st.size() - 1 - nt]) return -1;
+  for (size_t a = 0; a < group.size(); ++a)
+    for (size_t b = a + 1; b < group.size(); ++b)
+      if (group[a] == group[b]) return -1;  // a duplicated value: a chained assignment
+  Stack s = st;
+  std::vector<std::pair<ExP, std::string>> parts;
+  std::vector<Stmt> scratch;
+  RegionCtx pure = ctx;
+  pure.pure = true;
+  int j = i;
+  auto P = [&]() {
+    if (s.empty()) d.fail("stack underflow", j);
+    ExP e = s.back();
+    s.pop_back();
+    return e;
+  };
+  while (parts.size() < group.size()) {
+    if (j >= d.bc.size()) return -1;
+    const auto& in = d.bc.at(j);
+    std::string_view op = in.name;
+    if (op == "STORE_FAST" || op == "STORE_DEREF" || op == "STORE_NAME" || op == "STORE_GLOBAL") {
+      std::string n = op == "STORE_FAST" || op == "STORE_DEREF" ? d.local(in.arg) : d.name(in.arg);
+      if (op == "STORE_GLOBAL") d.globals_declared.insert(n);
+      if (op == "STORE_DEREF" && std::find(d.code.freevars.begin(), d.code.freevars.end(), n) != d.code.freevars.end())
+        d.nonlocals_declared.insert(n);
+      ExP v = P();
+      parts.push_back({v, n});
+    } else if (op == "STORE_ATTR") {
+      ExP obj = P(), v = P();
+      parts.push_back({v, attr_base(obj) + "." + d.name(in.arg)});
+    } else if (op == "STORE_SUBSCR") {
+      ExP idx = P(), obj = P(), v = P();
+      parts.push_back({v, attr_base(obj) + "[" + subscript_text(idx) + "]"});
+    } else if (op == "SWAP" || op == "COPY" || op == "NOP" || op.substr(0, 5) == "LOAD_" || op == "BINARY_SUBSCR") {
+      // (a target's object and index; SWAPs that reorder the values)
+      if (op == "SWAP") {
+        int n = in.arg;
+        if (n < 2 || n > static_cast<int>(s.size())) return -1;
+        std::swap(s.back(), s[s.size() - n]);
+      } else {
+        try {
+          if (!d.exec(j, s, scratch, pure) || !scratch.empty()) return -1;
+        } catch (const NotPure&) {
+          return -1;
+        }
+      }
+    } else {
+      return -1;
+    }
+    if (!parts.empty() && std::find(group.begin(), group.end(), parts.back().first) == group.end()) return -1;
+    ++j;
+  }
+  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first->serial < b.first->serial; });
+  std::string t, v;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (parts[k].first->kind == ExKind::Sink || parts[k].first->kind == ExKind::Function) return -1;
+    t += (k ? ", " : "") + parts[k].second;
+    v += (k ? ", " : "") + wrap(parts[k].first, kPrecLambda + 1);
+  }
   out.push_back(line(t + " = " + v));
   st = s;
   return j;
@@ -724,6 +827,13 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
         return true;
       }
     }
+    {
+      int j = tuple_store(*this, i, st, out, ctx);
+      if (j >= 0) {
+        swap_skip_to = j;
+        return true;
+      }
+    }
     std::string n = op == "STORE_FAST" || op == "STORE_DEREF" ? local(arg) : name(arg);
     if (op == "STORE_NAME" && n == "__classcell__" && !class_name.empty()) {  // the class body's __class__ cell
       if (st.empty() || st.back()->kind != ExKind::Dummy || st.back()->text != "__class__") fail("__classcell__ store", i);
@@ -734,13 +844,21 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     if (op == "STORE_DEREF" && std::find(code.freevars.begin(), code.freevars.end(), n) != code.freevars.end())
       nonlocals_declared.insert(n);
     ExP v = P();
-    store(*this, i, n, true, st, v, out);
+    store(*this, i, n, true, st, v, out, ctx.base);
     return true;
+  }
+  if (op == "STORE_ATTR" || op == "STORE_SUBSCR") {
+    impure();
+    int j = tuple_store(*this, i, st, out, ctx);
+    if (j >= 0) {
+      swap_skip_to = j;
+      return true;
+    }
   }
   if (op == "STORE_ATTR") {
     impure();
     ExP obj = P(), v = P();
-    store(*this, i, attr_base(obj) + "." + name(arg), false, st, v, out);
+    store(*this, i, attr_base(obj) + "." + name(arg), false, st, v, out, ctx.base);
     return true;
   }
   if (op == "STORE_SUBSCR") {
@@ -758,7 +876,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
         out.push_back(line(n + ": " + ann));
       return true;
     }
-    store(*this, i, attr_base(obj) + "[" + subscript_text(idx) + "]", false, st, v, out);
+    store(*this, i, attr_base(obj) + "[" + subscript_text(idx) + "]", false, st, v, out, ctx.base);
     return true;
   }
   if (op == "STORE_SLICE") {
@@ -766,7 +884,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     ExP stop = P(), start = P(), obj = P(), v = P();
     auto s = make_ex("", kPrecAtom, ExKind::Slice);
     s->items = {start, stop};
-    store(*this, i, attr_base(obj) + "[" + subscript_text(s) + "]", false, st, v, out);
+    store(*this, i, attr_base(obj) + "[" + subscript_text(s) + "]", false, st, v, out, ctx.base);
     return true;
   }
   if (op == "DELETE_FAST" || op == "DELETE_DEREF" || op == "DELETE_GLOBAL" || op == "DELETE_NAME") {
