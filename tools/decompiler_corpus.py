@@ -114,7 +114,13 @@ def normal(code):
             rows.append((i.opname, i.argrepr))
     table = []
     for e in dis._parse_exception_table(code):
-        table.append((index_of(e.start), index_of(e.end), index_of(e.target), e.depth, e.lasti))
+        row = (index_of(e.start), index_of(e.end), index_of(e.target), e.depth, e.lasti)
+        if row[0] == row[1]:
+            continue  # a range of skipped instructions only
+        if table and table[-1][1] == row[0] and table[-1][2:] == row[2:]:
+            table[-1] = (table[-1][0],) + row[1:]  # split only around skipped instructions
+        else:
+            table.append(row)
     flags = code.co_flags & (0x20 | 0x80 | 0x100 | 0x200 | 0x04 | 0x08)
     return (tuple(rows), tuple(table), flags, code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount,
             code.co_varnames[:code.co_argcount + code.co_kwonlyargcount], code.co_freevars)

@@ -720,3 +720,12 @@ def tuple_assign_items(xs):
     o.a, o.b = f(1), f(2)
     o.c, xs[1], n = f(3), f(4), f(5)
     return xs, o.a, o.b, o.c, n, calls
+@case(([1, 2, 3],), ([],), ([0, 5],))
+def walrus_in_conditions(xs):
+    out = []
+    if xs and (first := xs[0]) and first > 0:
+        out.append(first)
+    if (n := len(xs)) > 1:
+        out.append(n)
+    ys = [y for x in xs if (y := x * 2) > 2]
+    return out, ys, [(z := v) + z for v in xs]

@@ -819,6 +819,26 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
 
   // ---- statements ----
   if (op == "STORE_FAST" || op == "STORE_DEREF" || op == "STORE_GLOBAL" || op == "STORE_NAME") {
+    // an assignment expression `(x := v)`: the value stays on the stack (COPY 1 before the store)
+    // for an expression, not for another store or a discarding POP_TOP
+    if (st.size() >= 2 && i + 1 < bc.size() && !std::strstr(bc.at(i + 1).name, "STORE_") &&
+        std::strcmp(bc.at(i + 1).name, "POP_TOP") && !is_marker(st.back()) && st.back()->kind != ExKind::Function &&
+        st.back()->kind != ExKind::Class && st.back()->kind != ExKind::ImportAttr && st.back()->kind != ExKind::Inplace) {
+      ExP v = st.back();
+      int copies = 0;
+      for (size_t k = 0; k + 1 < st.size(); ++k) copies += st[k] == v;
+      if (copies == 1) {
+        std::string n = op == "STORE_FAST" || op == "STORE_DEREF" ? local(arg) : name(arg);
+        if (op == "STORE_GLOBAL") globals_declared.insert(n);
+        if (op == "STORE_DEREF" && std::find(code.freevars.begin(), code.freevars.end(), n) != code.freevars.end())
+          nonlocals_declared.insert(n);
+        st.pop_back();
+        auto w = make_ex("(" + n + " := " + wrap(v, kPrecLambda + 1) + ")");
+        for (auto& e : st)
+          if (e == v) e = w;
+        return true;
+      }
+    }
     impure();
     if (st.size() >= 2 && i + 1 < bc.size() && std::strstr(bc.at(i + 1).name, "STORE_")) {
       int j = swap_assignment(*this, i, st, out);
