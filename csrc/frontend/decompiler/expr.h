@@ -67,7 +67,7 @@ struct Ex {
   int sink_index = 0;
   std::shared_ptr<FunctionInfo> fn;
   std::string name;                  // Module / ImportAttr / Saved / Name
-  int level = 0;                     // Module import level
+  int level = 0;                     // Module: import level; FString: the Python minor version
   ExP fromlist;
   int op = 0;                        // Inplace: BINARY_OP arg
   // FString pieces: (true, escaped literal text) or (false, "{expr...}" replacement field).

@@ -730,6 +730,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     }
     field += "}";
     auto e = make_ex("", kPrecAtom, ExKind::FString);
+    e->level = minor;  // 3.12 allows backslashes and '#' in replacement fields (PEP 701)
     e->fpieces.push_back({false, field});
     st.push_back(e);
     return true;
@@ -738,6 +739,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     std::vector<ExP> parts(arg);
     for (int k = arg - 1; k >= 0; --k) parts[k] = P();
     auto e = make_ex("", kPrecAtom, ExKind::FString);
+    e->level = minor;
     for (auto& p : parts) {
       if (p->kind == ExKind::FString) for (auto& q : p->fpieces) e->fpieces.push_back(q);
       else if (p->kind == ExKind::Const && p->cst && p->cst->is_str) e->fpieces.push_back({true, fstring_literal_piece(p->cst->str)});
