@@ -729,3 +729,25 @@ def walrus_in_conditions(xs):
         out.append(n)
     ys = [y for x in xs if (y := x * 2) > 2]
     return out, ys, [(z := v) + z for v in xs]
+@case((True, 1), (False, 0), (True, 0))
+def finally_with_branches(flag, d):
+    log = []
+    def inner():
+        try:
+            log.append(10 // d)
+        finally:
+            if flag:
+                log.append("flag")
+    try:
+        inner()
+    except ZeroDivisionError:
+        log.append("zde")
+    for k in range(2):
+        try:
+            log.append(k)
+        finally:
+            if flag:
+                log.append("f")
+            else:
+                log.append("nf")
+    return log

@@ -46,7 +46,8 @@ struct RegionCtx {
   // a with block's body region: its stack, and the depth below the block's markers; the region
   // ends where the normal exit's __exit__ result is popped at that depth
   const Stack* with_stack = nullptr;
-  const Stack* finally_stack = nullptr;  // a try/finally body region's stack (its base: `base`)
+  const Stack* finally_stack = nullptr;
+  int finally_end = -1;  // inside a finally block's exceptional copy: its final RERAISE 0  // a try/finally body region's stack (its base: `base`)
   int with_depth = -1;
   int loop_start = -1;  // the header of the while loop whose body this region starts  // collects PendingExits of a conditional's branch
 };
@@ -143,7 +144,9 @@ class Decompiler {
   bool chain_contains(int index, int handler) const;
   // index after a copy of a finally block at i, or i; *innermost: the copy is of the innermost one
   int skip_finally_copy(int i, const RegionCtx& ctx, bool* innermost = nullptr) const;
-  int body_end_ = -1;  // where a try/finally body ended at its finally copy (set by region)
+  int body_end_ = -1;
+  // where a copy at pos of the finally block whose exceptional copy is [lo, hi) ends, or -1
+  int finally_copy_end(int lo, int hi, int pos) const;  // where a try/finally body ended at its finally copy (set by region)
   int handler_depth(int handler) const;
   int span_end(int handler) const;  // index after the last range protected by `handler`
   std::set<int> handled_try_;

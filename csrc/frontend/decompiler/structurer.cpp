@@ -255,6 +255,13 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       out.push_back(s);
       return -1;
     }
+    // a branch of a finally block's exceptional copy ending (RERAISE 0) where the block ends: it
+    // goes on where the branch's statement goes on, the end of the finally block
+    if (!std::strcmp(n, "RERAISE") && in.arg == 0 && ctx.finally_end >= 0 && i != ctx.finally_end &&
+        ctx.follow == ctx.finally_end) {
+      if (ctx.pure) throw NotPure{};
+      return hi;
+    }
     if (!std::strcmp(n, "RAISE_VARARGS")) {
       if (ctx.pure) throw NotPure{};
       Stmt s;
@@ -754,8 +761,11 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     if (t < 0) break;
     last = t - 1;
   }
-  if (last >= B && is_uncond_jump(last)) {
-    int J = bc.at(last).target;
+  // (in a finally block's exceptional copy, a branch ending in RERAISE 0 goes to the block's end)
+  const bool to_finally_end = last >= B && ctx.finally_end >= 0 && last != ctx.finally_end &&
+                              !std::strcmp(bc.at(last).name, "RERAISE") && bc.at(last).arg == 0;
+  if (last >= B && (is_uncond_jump(last) || to_finally_end)) {
+    int J = to_finally_end ? ctx.finally_end : bc.at(last).target;
     if (J > F && (J < hi || (J == hi && ctx.follow >= 0 && same_label(J, ctx.follow)))) { then_end = last; else_lo = F; else_end = J; join = J; }
     else if (J > hi && ctx.follow >= 0 && same_label(J, ctx.follow)) { then_end = last; else_lo = F; else_end = hi; join = hi; }
   }

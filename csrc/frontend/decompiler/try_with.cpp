@@ -47,19 +47,33 @@ int Decompiler::span_end(int handler) const {
   return idx < 0 ? bc.size() : idx;
 }
 
+int Decompiler::finally_copy_end(int lo, int hi, int pos) const {
+  // the same instructions as the handler's copy [lo, hi) (jump targets aside), except that where a
+  // branch of the handler's copy re-raises (RERAISE 0) this copy returns None or jumps on
+  int a = lo, b = pos;
+  while (a < hi) {
+    if (b >= bc.size() || (b != pos && b == lo - 1)) return -1;
+    const auto &x = bc.at(a), &y = bc.at(b);
+    const bool reraise = is(x, "RERAISE") && x.arg == 0;
+    if (x.opcode == y.opcode && (x.target >= 0 || x.arg == y.arg)) ++a, ++b;
+    else if (reraise && is_uncond_jump(b)) ++a, ++b;
+    else if (reraise && is(y, "RETURN_CONST") && code.consts.at(y.arg).is_none) ++a, ++b;
+    else if (reraise && is(y, "LOAD_CONST") && code.consts.at(y.arg).is_none && b + 1 < bc.size() &&
+             is(bc.at(b + 1), "RETURN_VALUE"))
+      ++a, b += 2;
+    else return -1;
+  }
+  return b;
+}
+
 int Decompiler::skip_finally_copy(int i, const RegionCtx& ctx, bool* innermost) const {
   for (auto it = ctx.finallies.rbegin(); it != ctx.finallies.rend(); ++it) {
     if (innermost) *innermost = it == ctx.finallies.rbegin();
-    int h = (*it)[0], lo = (*it)[1], hi = (*it)[2], len = hi - lo;
-    if (len <= 0 || i + len > bc.size() || i == lo) continue;
+    int h = (*it)[0], lo = (*it)[1], hi = (*it)[2];
+    if (hi <= lo || i == lo) continue;
     if (chain_contains(i, h)) continue;
-    bool match = true;
-    for (int q = 0; q < len && match; ++q) {
-      const auto &a = bc.at(lo + q), &b = bc.at(i + q);
-      if (a.opcode != b.opcode) match = false;
-      else if (a.target < 0 && a.arg != b.arg) match = false;
-    }
-    if (match) return i + len;
+    int e = finally_copy_end(lo, hi, i);
+    if (e >= 0) return e;
   }
   return i;
 }
@@ -124,19 +138,21 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     sf.push_back(make_marker(ExKind::Dummy));
     RegionCtx fctx = ctx;
     fctx.follow = reraise0;
+    fctx.finally_end = reraise0;
     fctx.base = static_cast<int>(st.size()) + 2;
     std::vector<Stmt> fbody;
     int r = region(h + 1, reraise0, fctx, sf, fbody);
     if (r != reraise0) fail("finally block that does not reach its end", h);
     RegionCtx bctx = ctx;
     bctx.finallies.push_back({h, h + 1, reraise0});
+    bctx.finally_end = -1;
     bctx.follow = E;
     Stack sb = st;
     bctx.finally_stack = &sb;
     bctx.base = static_cast<int>(st.size());
     body_end_ = -1;
     int rb = region(i, E, bctx, sb, t.body);
-    int len = reraise0 - (h + 1), k = E;
+    int k = E;
     if (body_end_ >= 0) {
       k = body_end_;  // the body fell into its finally copy
       body_end_ = -1;
@@ -147,11 +163,8 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
       if (r >= 0) fail("try body leaving a value on the stack", E);
       k = h;
     } else if (E < h) {
-      for (int q = 0; q < len; ++q) {
-        const auto &a = bc.at(h + 1 + q), &b = bc.at(E + q);
-        if (E + q >= h || a.opcode != b.opcode || (a.target < 0 && a.arg != b.arg)) fail("finally block without its normal-exit copy", E);
-      }
-      k = E + len;
+      k = finally_copy_end(h + 1, reraise0, E);
+      if (k < 0 || k > h) fail("finally block without its normal-exit copy", E);
     }
     if (t.body.size() == 1 && t.body[0].kind == Stmt::Kind::Try && !t.body[0].clauses.empty() &&
         t.body[0].clauses.back().header != "finally") {
