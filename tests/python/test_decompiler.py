@@ -230,7 +230,7 @@ def test_corpus_compiles():
     print(f"corpus: tried {tried} (resume functions {len(resumes)}), compiled {ok}")
     print("\n".join(failures))
     assert tried >= 250 and len(resumes) >= 5
-    # Measured 597/604 (98.8%); the rest are clear DecompileErrors (layouts the structurer cannot place).
+    # Measured 601/604 (99.5%); the rest are clear DecompileErrors (layouts the structurer cannot place).
     assert ok >= 0.98 * tried, "\n".join(failures)
     assert not [f for f in failures if "__resume_at_" in f], "kiln's own resume functions must decompile"
 
@@ -303,8 +303,8 @@ def _corpus_tool():
 def test_corpus_recompiles_to_the_same_bytecode():
     """Every function of ~40 standard-library modules and ~20 torch.nn/torch.optim modules
     (tools/decompiler_corpus.py): the decompiled source must compile, and recompiling it must give
-    the original's bytecode (so it behaves the same) for nearly all. Measured on 3.11: 3723 of
-    3775 decompiled, 3638 the same bytecode, the rest clear DecompileErrors."""
+    the original's bytecode (so it behaves the same) for nearly all. Measured on 3.11: 3739 of
+    3775 decompiled, 3662 the same bytecode, the rest clear DecompileErrors."""
     tool = _corpus_tool()
     items = tool.corpus(os.path.dirname(torch.__file__))
     res = tool.decompile_all(items)
@@ -321,8 +321,8 @@ def test_corpus_recompiles_to_the_same_bytecode():
     assert n >= 3000
     assert not crashes, "\n".join(crashes[:20])
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.97 * n
-    assert same >= 0.95 * n
+    assert len(decompiled) >= 0.98 * n
+    assert same >= 0.96 * n
 
 
 PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
@@ -332,7 +332,7 @@ PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
 def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
     decompiles the descriptions here, and the 3.12 interpreter recompiles and compares. Measured:
-    3678 of 3786 decompiled, 3435 the same bytecode."""
+    3689 of 3786 decompiled, 3454 the same bytecode."""
     import subprocess
     tool_path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
     out = tmp_path / "c.json"
@@ -347,5 +347,5 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     print(r.stdout)
     assert n >= 3000
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.95 * n
-    assert same >= 0.88 * n
+    assert len(decompiled) >= 0.96 * n
+    assert same >= 0.9 * n
