@@ -85,13 +85,48 @@ TEST(Decompiler, ConditionalExpression311) {
 }
 
 TEST(Decompiler, UnsupportedIsAClearError) {
-  // a jump into the middle of nowhere structured: JUMP_FORWARD past a RETURN into a POP_TOP
-  CodeDesc d = function(12, {{"RESUME", 0}, {"GET_AWAITABLE", 0}, {"RETURN_CONST", 0}}, {});
+  // GET_AWAITABLE without the SEND loop of an `await`
+  CodeDesc d = function(12, {{"RESUME", 0}, {"LOAD_FAST", 0}, {"GET_AWAITABLE", 0}, {"RETURN_CONST", 0}}, {"a"});
   d.flags = kCoCoroutine;
   try {
     decompile(d);
     FAIL() << "expected DecompileError";
   } catch (const DecompileError& e) {
-    EXPECT_NE(std::string(e.what()).find("async"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("await"), std::string::npos) << e.what();
   }
+}
+
+TEST(Decompiler, ChainedComparison311) {
+  // def f(a, b, c): if a < b < c: return 1; return 2  (the cleanup POP_TOP pops the middle operand)
+  CodeDesc d = function(11, {{"RESUME", 0}, {"LOAD_FAST", 0}, {"LOAD_FAST", 1}, {"SWAP", 2}, {"COPY", 2},
+                              {"COMPARE_OP", 0}, {"POP_JUMP_FORWARD_IF_FALSE", 6}, {"LOAD_FAST", 2}, {"COMPARE_OP", 0},
+                              {"POP_JUMP_FORWARD_IF_FALSE", 5}, {"JUMP_FORWARD", 2}, {"POP_TOP", 0}, {"JUMP_FORWARD", 2},
+                              {"LOAD_CONST", 1}, {"RETURN_VALUE", 0}, {"LOAD_CONST", 2}, {"RETURN_VALUE", 0}},
+                        {"a", "b", "c"});
+  EXPECT_EQ(decompile(d), "def f(a, b, c):\n    if a < b < c:\n        return 1\n    return 2\n");
+}
+
+TEST(Decompiler, ChainedComparisonValue312) {
+  // def f(a, b, c): return a < b <= c  (3.12: the value form repeats its consumer after the cleanup)
+  CodeDesc d = function(12, {{"RESUME", 0}, {"LOAD_FAST", 0}, {"LOAD_FAST", 1}, {"SWAP", 2}, {"COPY", 2},
+                              {"COMPARE_OP", 2}, {"COPY", 1}, {"POP_JUMP_IF_FALSE", 5}, {"POP_TOP", 0},
+                              {"LOAD_FAST", 2}, {"COMPARE_OP", 26}, {"RETURN_VALUE", 0}, {"SWAP", 2},
+                              {"POP_TOP", 0}, {"RETURN_VALUE", 0}},
+                        {"a", "b", "c"});
+  EXPECT_EQ(decompile(d), "def f(a, b, c):\n    return a < b <= c\n");
+}
+
+TEST(Decompiler, ClassBody311) {
+  // class A: x = 1  (a class body: name-based locals, the __module__/__qualname__ prologue)
+  CodeDesc d = function(11, {{"RESUME", 0}, {"LOAD_NAME", 0}, {"STORE_NAME", 1}, {"LOAD_CONST", 3}, {"STORE_NAME", 2},
+                              {"LOAD_CONST", 1}, {"STORE_NAME", 3}, {"LOAD_CONST", 0}, {"RETURN_VALUE", 0}},
+                        {});
+  d.name = d.qualname = "A";
+  d.flags = 0;
+  d.names = {"__name__", "__module__", "__qualname__", "x"};
+  ConstDesc q = value("'A'");
+  q.is_str = true;
+  q.str = "A";
+  d.consts.push_back(q);
+  EXPECT_EQ(decompile(d), "class A:\n    x = 1\n");
 }

@@ -484,3 +484,270 @@ def complex_const(n): return 1j * n, (1 + 2j), -0.0, 1e100, float("nan") != floa
 def set_ops(xs): return {1, 2} | set(xs), frozenset(xs) & {3}, 3 in {3, 4}, 5 not in (1, 2)
 @case((3,),)
 def generator_expression_closure(n): return tuple(x * n for x in range(n))
+
+
+# ---- chained comparisons -----------------------------------------------------------------------
+@case((1, 2, 3), (3, 2, 1), (1, 1, 2), (0, 5, 5))
+def chain_if(a, b, c):
+    if a < b < c:
+        return "up"
+    elif a > b > c:
+        return "down"
+    elif not a <= b <= c:
+        return "not"
+    return "flat"
+@case((1, 2, 3), (3, 2, 1), (2, 2, 2))
+def chain_values(a, b, c):
+    x = a < b <= c
+    y = a == b == c != 0
+    z = [v for v in (a, b, c) if 0 < v < 3]
+    return x, y, z, 0 < a < 10 and b, a is not None is not b
+@case((1, 2, 3, 0), (3, 2, 1, 1), (1, 1, 1, 0))
+def chain_or_and(a, b, c, d):
+    r = []
+    if a < b < c or d:
+        r.append(1)
+    if d and a <= b < c + 1:
+        r.append(2)
+    if a in (1, 2) in [(1, 2)]:
+        r.append(3)
+    return r
+@case((0, 5),)
+def chain_while(i, n):
+    s = 0
+    while 0 <= i < n:
+        s += i
+        i += 1
+    return s
+@case((2, [1, 2, 3]), (7, [1, 2]))
+def chain_calls(x, xs):
+    def f(v):
+        return v * 2
+    return f(1) < f(x) < f(len(xs)) + 10, min(xs) <= x <= max(xs)
+
+
+# ---- tuple and chained assignments ---------------------------------------------------------------
+@case(([1, 2, 3],),)
+def tuple_assign_order(xs):
+    first, last = xs[0], xs[-1]
+    a = b = c = len(xs)
+    class Box:
+        pass
+    o = Box()
+    o.p = o.q = [first]
+    d = {}
+    d["k"] = o.r = last
+    return first, last, a, b, c, o.p is o.q, d, o.r
+
+
+# ---- class statements ------------------------------------------------------------------------------
+class _Base:
+    def hello(self):
+        return "base"
+@case((3,), (0,))
+def class_statement(n):
+    class Point(_Base):
+        "A point."
+        dims: int = 2
+        label: str
+        def __init__(self, x, y=0):
+            self.x = x
+            self.__y = y
+        def hello(self):
+            return "point " + super().hello()
+        @property
+        def norm(self):
+            return abs(self.x) + abs(self.__y)
+        @staticmethod
+        def origin():
+            return Point(0)
+        def __repr__(self):
+            return f"Point({self.x}, {self.__y})"
+    p = Point(n, 2)
+    return repr(p), p.norm, p.hello(), Point.dims, Point.__doc__, repr(Point.origin()), Point.__annotations__
+@case((1,),)
+def class_keywords(n):
+    class Meta(type):
+        def __new__(mcs, name, bases, ns, flag=0):
+            ns["flag"] = flag
+            return super().__new__(mcs, name, bases, ns)
+    class K(object, metaclass=Meta, flag=n):
+        pass
+    return K.flag, type(K).__name__
+
+
+# ---- annotations -----------------------------------------------------------------------------------
+@case((2,),)
+def annotated(n):
+    def f(a: int, b: "str" = "x", *args: float, c: list = None, **kw: dict) -> tuple:
+        return a, b
+    return f(n), f.__annotations__
+
+
+# ---- async functions ---------------------------------------------------------------------------------
+@case((3,), (0,))
+def async_constructs(n):
+    import asyncio
+
+    async def agen(k):
+        for i in range(k):
+            yield i
+            await asyncio.sleep(0)
+
+    class CM:
+        def __init__(self):
+            self.log = []
+        async def __aenter__(self):
+            self.log.append("enter")
+            return 10
+        async def __aexit__(self, *exc):
+            self.log.append("exit")
+            return False
+
+    async def main(k):
+        total = 0
+        async for v in agen(k):
+            if v == 1:
+                continue
+            if v > 5:
+                break
+            total += v
+        else:
+            total += 100
+        cm = CM()
+        async with cm as c:
+            total += c
+        async with CM() as a, CM() as b:
+            total += a + b
+        return total + await asyncio.sleep(0, 5), cm.log
+
+    return asyncio.run(main(n))
+
+
+# ---- 3.12 layouts ------------------------------------------------------------------------------------
+@case((1.5,), (2,))
+def lambda_conditional(x):
+    f = lambda t: float(t) if isinstance(t, int) else -t
+    g = lambda t, u=2: t if t > u else (u if u > 0 else None)
+    return f(x), g(x)
+@case(([3, 1],), ([],))
+def try_in_loop_reraise(xs):
+    xs = list(xs)
+    out = []
+    while xs:
+        v = xs.pop()
+        try:
+            out.append(10 // v)
+        except ZeroDivisionError:
+            out.append("zero")
+            raise
+    return out
+@case(([1, 0, 2],),)
+def try_except_continue_312(xs):
+    d = {1: "a", 2: "b"}
+    out = []
+    for x in xs:
+        try:
+            out.append(d[x])
+        except KeyError:
+            continue
+        out.append(x)
+    return out
+@case(("abc",), ("",))
+def try_all_clauses_raise(s):
+    it = iter(s)
+    if s:
+        try:
+            v = next(it)
+        except StopIteration:
+            raise ValueError("empty") from None
+    else:
+        v = None
+    return v, list(it)
+
+
+# ---- match statements -------------------------------------------------------------------------------
+class _Pt:
+    __match_args__ = ("x", "y")
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+@case((0,), (None,), ([4, 5],), (_Pt(5, 1),), (_Pt(1, 1),), ("s",), (7.5,))
+def match_basic(v):
+    r = "none"
+    match v:
+        case 0:
+            r = "zero"
+        case None:
+            r = "None"
+        case [a, _]:
+            r = ("pair", a)
+        case _Pt(px, y=py) if px > 3 and py:
+            r = ("pt", px, py)
+        case str():
+            r = "str"
+    return r
+@case((True,), (3,), ([1],), ("x",))
+def match_capture_last(v):
+    match v:
+        case True:
+            return "true"
+        case 3:
+            return "three"
+        case [x]:
+            return x
+        case other:
+            return ("other", other)
+@case((1,), (2,))
+def match_wildcard_last(v):
+    out = []
+    match v * 2:
+        case 2:
+            out.append("two")
+        case _:
+            out.append("else")
+    return out
+@case(([1, 2, 3],),)
+def tuple_assign_items(xs):
+    xs = list(xs)
+    calls = []
+    def f(v):
+        calls.append(v)
+        return v
+    class O:
+        pass
+    o = O()
+    xs[0], xs[2] = xs[2], xs[0]
+    o.a, o.b = f(1), f(2)
+    o.c, xs[1], n = f(3), f(4), f(5)
+    return xs, o.a, o.b, o.c, n, calls
+@case(([1, 2, 3],), ([],), ([0, 5],))
+def walrus_in_conditions(xs):
+    out = []
+    if xs and (first := xs[0]) and first > 0:
+        out.append(first)
+    if (n := len(xs)) > 1:
+        out.append(n)
+    ys = [y for x in xs if (y := x * 2) > 2]
+    return out, ys, [(z := v) + z for v in xs]
+@case((True, 1), (False, 0), (True, 0))
+def finally_with_branches(flag, d):
+    log = []
+    def inner():
+        try:
+            log.append(10 // d)
+        finally:
+            if flag:
+                log.append("flag")
+    try:
+        inner()
+    except ZeroDivisionError:
+        log.append("zde")
+    for k in range(2):
+        try:
+            log.append(k)
+        finally:
+            if flag:
+                log.append("f")
+            else:
+                log.append("nf")
+    return log

@@ -98,9 +98,9 @@ def _recorded():
         return json.load(f)
 
 
-# 3.12 layouts not rebuilt yet (try/except/else/finally, a with block ending the function, a
-# conditional expression as a call argument, an if/else around imports): each must be a clear error.
-KNOWN_312 = {"conditional_import_like", "ternary_in_call", "try_except_else_finally_all", "try_multi", "with_stmt"}
+# 3.12 layouts not rebuilt yet (a with block ending the function, a conditional expression as a
+# call argument): each must be a clear error.
+KNOWN_312 = {"ternary_in_call", "with_stmt"}
 
 
 def test_312_fixtures_decompile_compile_and_behave():
@@ -177,8 +177,32 @@ def _resume_functions():
         print("two", file=SINK)
         return y * k
 
+    def f5(x, k):  # resumes inside an elif branch
+        if k == 0:
+            y = x + 1
+        elif k == 1:
+            print("b", file=SINK)
+            y = x * 2
+        else:
+            y = x - 1
+        return y
+
+    def f6(x, n):  # resumes inside a nested if's branch
+        if n > 2:
+            y = x + n
+            if n > 3:
+                print("deep", file=SINK)
+                y = y * 2
+            else:
+                y = y - 1
+            z = y + 1
+        else:
+            z = x
+        return z
+
     for f, args in ((f1, (torch.ones(3), 2)), (f2, (torch.ones(3),)), (f2, (-torch.ones(3),)),
-                    (f3, (torch.ones(2), [1, 2])), (f4, (torch.ones(2),))):
+                    (f3, (torch.ones(2), [1, 2])), (f4, (torch.ones(2),)), (f5, (torch.ones(2), 1)),
+                    (f6, (torch.ones(2), 4))):
         kiln.compile(f)(*args)
     # type() rather than isinstance(): a dead weak proxy among gc's objects raises on isinstance.
     # Only this file's: other tests' resume functions (whichever ran before) would make the count
@@ -205,9 +229,9 @@ def test_corpus_compiles():
             failures.append(f"{f.__module__}.{f.__qualname__}: {type(e).__name__}: {str(e)[:200]}")
     print(f"corpus: tried {tried} (resume functions {len(resumes)}), compiled {ok}")
     print("\n".join(failures))
-    assert tried >= 250 and len(resumes) >= 3
-    # Measured 570/602 (94.7%); the rest are clear DecompileErrors (jumps the structurer cannot place).
-    assert ok >= 0.94 * tried, "\n".join(failures)
+    assert tried >= 250 and len(resumes) >= 5
+    # Measured 601/604 (99.5%); the rest are clear DecompileErrors (layouts the structurer cannot place).
+    assert ok >= 0.98 * tried, "\n".join(failures)
     assert not [f for f in failures if "__resume_at_" in f], "kiln's own resume functions must decompile"
 
 
@@ -248,9 +272,80 @@ def test_corpus_pure_functions_behave():
 
 
 def test_decompile_error_is_clear():
-    async def coro():
-        return 1
-    with pytest.raises(kiln.DecompileError, match="async"):
+    async def coro(it):
+        return [x async for x in it]  # async comprehensions are not rebuilt yet
+    with pytest.raises(kiln.DecompileError):
         kiln.decompile(coro)
+
+    def or_pattern(v):
+        match v:
+            case 1 | 2:  # or-patterns are not rebuilt yet
+                return "small"
+            case _:
+                return "other"
+    with pytest.raises(kiln.DecompileError, match="pattern"):
+        kiln.decompile(or_pattern)
     with pytest.raises(TypeError):
         kiln.decompile(42)
+
+
+# ---- a large corpus by recompiled bytecode ------------------------------------------------------
+
+def _corpus_tool():
+    import importlib.util
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
+    spec = importlib.util.spec_from_file_location("decompiler_corpus", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_corpus_recompiles_to_the_same_bytecode():
+    """Every function of ~40 standard-library modules and ~20 torch.nn/torch.optim modules
+    (tools/decompiler_corpus.py): the decompiled source must compile, and recompiling it must give
+    the original's bytecode (so it behaves the same) for nearly all. Measured on 3.11: 3739 of
+    3775 decompiled, 3662 the same bytecode, the rest clear DecompileErrors."""
+    tool = _corpus_tool()
+    items = tool.corpus(os.path.dirname(torch.__file__))
+    res = tool.decompile_all(items)
+    codes = dict(items)
+    for key, r in res.items():
+        if r["status"] == "decompiled":
+            r["compiles"], r["same"], r["why"] = tool.check(codes[key], r["src"], tool.IMPORTED[key.split(":")[0]])
+    n = len(res)
+    decompiled = [k for k, r in res.items() if r["status"] == "decompiled"]
+    crashes = [f"{k}: {r['why']}" for k, r in res.items() if r["status"] == "crash"]
+    no_compile = [f"{k}: {res[k]['why']}" for k in decompiled if not res[k]["compiles"]]
+    same = sum(1 for k in decompiled if res[k]["same"])
+    print(f"corpus: tried {n}, decompiled {len(decompiled)}, same bytecode {same}")
+    assert n >= 3000
+    assert not crashes, "\n".join(crashes[:20])
+    assert not no_compile, "\n".join(no_compile[:20])
+    assert len(decompiled) >= 0.98 * n
+    assert same >= 0.96 * n
+
+
+PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
+
+
+@pytest.mark.skipif(not os.path.exists(PY312), reason="no 3.12 interpreter to record and recompile with")
+def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
+    """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
+    decompiles the descriptions here, and the 3.12 interpreter recompiles and compares. Measured:
+    3689 of 3786 decompiled, 3454 the same bytecode."""
+    import subprocess
+    tool_path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
+    out = tmp_path / "c.json"
+    r = subprocess.run([sys.executable, tool_path, "--py312", PY312, "--show", "0", "--json", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.load(open(out))["3.12"]
+    n = len(res)
+    decompiled = [k for k, v in res.items() if v["status"] == "decompiled"]
+    no_compile = [f"{k}: {res[k]['why']}" for k in decompiled if not res[k].get("compiles")]
+    same = sum(1 for k in decompiled if res[k].get("same"))
+    print(r.stdout)
+    assert n >= 3000
+    assert not no_compile, "\n".join(no_compile[:20])
+    assert len(decompiled) >= 0.96 * n
+    assert same >= 0.9 * n

@@ -38,7 +38,7 @@ struct CodeDesc {
 };
 
 // CO_* flags used by the decompiler.
-constexpr int kCoVarargs = 0x04, kCoVarkeywords = 0x08, kCoGenerator = 0x20, kCoCoroutine = 0x80,
+constexpr int kCoOptimized = 0x01, kCoNewlocals = 0x02, kCoVarargs = 0x04, kCoVarkeywords = 0x08, kCoGenerator = 0x20, kCoCoroutine = 0x80,
               kCoAsyncGenerator = 0x200;
 
 // Raised when a construct cannot be reconstructed; names the construct and the byte offset.

@@ -10,6 +10,7 @@ Decompiler::Decompiler(const CodeDesc& c)
     : code(c), bc(c.code.data(), c.code.size(), 3, c.py_minor), exc(parse_exception_table(c.exception_table)),
       minor(c.py_minor) {
   cover_.assign(bc.size(), -1);
+  skip_.assign(bc.size(), false);
   for (size_t k = 0; k < exc.size(); ++k) {
     int a = bc.index_of_offset(exc[k].start);
     for (int j = a; j >= 0 && j < bc.size() && bc.at(j).offset < exc[k].end; ++j) cover_[j] = static_cast<int>(k);
@@ -53,7 +54,6 @@ std::vector<bool> Decompiler::reachable() const {
 }
 
 std::vector<Stmt> Decompiler::body() {
-  if (code.flags & (kCoCoroutine | kCoAsyncGenerator)) fail("async function", 0);
   Stack st;
   std::vector<Stmt> out;
   RegionCtx ctx;
@@ -71,6 +71,7 @@ std::vector<Stmt> Decompiler::body() {
     if (dead) {
       if (region(0, j, ctx, st, out) < 0) return out;
       lo = t;
+      live_ = live;
     }
   }
   region(lo, bc.size(), ctx, st, out);

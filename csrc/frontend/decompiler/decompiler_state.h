@@ -3,6 +3,7 @@
 // instructions (stack_effects.cpp) and comprehension/function reconstruction (functions.cpp).
 #pragma once
 #include <array>
+#include <cstring>
 #include <functional>
 #include <set>
 #include <string>
@@ -17,6 +18,8 @@
 namespace kiln::decompiler {
 
 using Stack = std::vector<ExP>;
+
+struct MatchCase;
 
 struct LoopInfo {
   std::vector<int> continue_labels;  // instruction indices a `continue` jumps to
@@ -40,8 +43,25 @@ struct RegionCtx {
   // copies on the normal paths out of the try body (before return/break/continue) are skipped.
   std::vector<std::array<int, 3>> finallies;
   std::vector<PendingExit>* pending = nullptr;
+  // a with block's body region: its stack, and the depth below the block's markers; the region
+  // ends where the normal exit's __exit__ result is popped at that depth
+  const Stack* with_stack = nullptr;
+  const Stack* finally_stack = nullptr;
+  int finally_end = -1;  // inside a finally block's exceptional copy: its final RERAISE 0  // a try/finally body region's stack (its base: `base`)
+  int with_depth = -1;
   int loop_start = -1;  // the header of the while loop whose body this region starts  // collects PendingExits of a conditional's branch
 };
+
+// Pushes a marker that collects what the region stores into it (a for target, `except E as name`,
+// `with m as name`), and returns its state.
+inline std::shared_ptr<SinkState> push_sink(Stack& s, const char* label = "") {
+  auto sink = std::make_shared<SinkState>();
+  sink->targets = {""};
+  auto marker = make_marker(ExKind::Sink, label);
+  marker->sink = sink;
+  s.push_back(marker);
+  return sink;
+}
 
 // Thrown inside a pure scan when an instruction has side effects.
 struct NotPure {};
@@ -65,6 +85,13 @@ class Decompiler {
   // functions.cpp
   std::string function_source(const FunctionInfo& fn, const std::string& name);
   std::string lambda_source(const FunctionInfo& fn);
+  // `class Name(header):` and its body from the class body's code (fn.code); header: bases and
+  // keywords as source
+  std::string class_source(const FunctionInfo& fn, const std::string& name, const std::string& header);
+  // True for a class body's code object (name-based locals, __module__/__qualname__ prologue).
+  static bool is_class_body(const CodeDesc& c);
+  // A name in this class body as CPython stores it (`__x` -> `_Cls__x`).
+  std::string mangled(const std::string& n) const;
   ExP comprehension(const FunctionInfo& fn, const ExP& iterable, int at);
   ExP inline_comprehension(const Stmt& loop, const ExP& acc, int at);
 
@@ -73,6 +100,7 @@ class Decompiler {
   std::vector<ExceptionEntry> exc;
   int minor;
   std::set<std::string> globals_declared, nonlocals_declared;
+  std::string class_name;  // set while decompiling a class body
   int swap_skip_to = -1;  // set by a SWAP that rebuilt a tuple assignment: where to continue
 
   [[noreturn]] void fail(const std::string& what, int index) const;
@@ -95,17 +123,40 @@ class Decompiler {
   int handle_while_true(int h, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
   int handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
   int handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
+  int handle_async_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
+  // match.cpp: a match statement at a COPY 1 of a pending subject (-2: not one)
+  int handle_match(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
+  bool match_pattern(int& p, bool copied, MatchCase& mc);
+  bool has_name(int index, const char* sub) const { return std::strstr(bc.at(index).name, sub) != nullptr; }
+  int send_end(int send) const;
+  // a for loop's else block (the code between its natural exit `after` and a break target X past
+  // it); returns where control goes on
+  int loop_else(Stmt& f, int X, int after, int hi, const RegionCtx& ctx, const Stack& st, int at);  // the index after an await/yield from's SEND loop (and END_SEND)
   int handle_jump(int i, int target, int hi, const RegionCtx& ctx, std::vector<Stmt>& out);
   int handle_value_boolop(int i, int hi, const RegionCtx& ctx, Stack& st);
+  // `a < b < c` from `SWAP 2; COPY 2; COMPARE_OP` at i: pushes the chain and returns where to go on
+  // (the final conditional jump of a condition, or past the value form's cleanup); -2 if no chain.
+  int handle_chain(int i, int hi, const RegionCtx& ctx, Stack& st);
+  bool is_compare(int index) const;
   int loop_exit_label(int lo, int hi_excl, int natural_exit, const std::vector<int>& ignore = {}) const;
   // try_with.cpp helpers
   int covering_handler(int index) const;   // handler of the innermost exception entry, or -1
   bool chain_contains(int index, int handler) const;
-  int skip_finally_copy(int i, const RegionCtx& ctx) const;  // index after a copy at i, or i
+  // index after a copy of a finally block at i, or i; *innermost: the copy is of the innermost one
+  int skip_finally_copy(int i, const RegionCtx& ctx, bool* innermost = nullptr) const;
+  int body_end_ = -1;
+  // where a copy at pos of the finally block whose exceptional copy is [lo, hi) ends, or -1
+  int finally_copy_end(int lo, int hi, int pos) const;  // where a try/finally body ended at its finally copy (set by region)
   int handler_depth(int handler) const;
   int span_end(int handler) const;  // index after the last range protected by `handler`
   std::set<int> handled_try_;
   std::vector<int> cover_;          // per instruction: index into exc, or -1
+ public:
+  // per instruction: part of a comparison chain's cleanup (reached only from the chain's own
+  // jumps, which the chain expression replaces); walked over as if absent
+  std::vector<bool> skip_;
+  std::set<int> chains_checked_;
+  std::vector<bool> live_;  // reachable(), when a resume function's prologue jumps into the code
 };
 
 }  // namespace kiln::decompiler

@@ -7,7 +7,9 @@
 namespace kiln::decompiler {
 
 ExP make_ex(std::string text, int prec, ExKind kind) {
+  static unsigned long counter = 0;
   auto e = std::make_shared<Ex>();
+  e->serial = ++counter;
   e->text = std::move(text);
   e->prec = prec;
   e->kind = kind;
@@ -78,7 +80,7 @@ std::string render_fstring(const Ex& e) {
     bool ok = true;
     for (const auto& [lit, t] : e.fpieces) {
       if (lit) continue;
-      if (t.find('\\') != std::string::npos || t.find('#') != std::string::npos)
+      if (e.level < 12 && (t.find('\\') != std::string::npos || t.find('#') != std::string::npos))
         throw DecompileError("f-string replacement field with a backslash or '#' (not expressible before 3.12)", -1);
       if (t.find(q) != std::string::npos) ok = false;
     }
@@ -122,7 +124,7 @@ std::string render(const ExP& e) {
     case ExKind::FString: return render_fstring(*e);
     case ExKind::Null: case ExKind::Iter: case ExKind::Sink: case ExKind::Function: case ExKind::CodeRef:
     case ExKind::Module: case ExKind::ImportAttr: case ExKind::Inplace: case ExKind::Saved: case ExKind::WithExit:
-    case ExKind::Dummy: case ExKind::Accumulator:
+    case ExKind::Dummy: case ExKind::Accumulator: case ExKind::Chain: case ExKind::BuildClass: case ExKind::Class:
       if (e->kind == ExKind::Function && !e->text.empty()) return e->text;  // a lambda
       if (e->kind == ExKind::Accumulator && !e->text.empty()) return e->text;
       throw DecompileError("a value with no source form is used as an expression", -1);

@@ -41,9 +41,13 @@ enum class ExKind {
   Dummy,       // a value with no source meaning (RETURN_GENERATOR's, PUSH_EXC_INFO's)
   AssertError, // LOAD_ASSERTION_ERROR
   Starred,     // `*x` inside a display or call
+  Chain,       // a value assigned to an attribute or item and kept for the next target of `a.x = b = v`
+  BuildClass,  // LOAD_BUILD_CLASS's __build_class__
+  Class,       // a class statement under construction (fn: its body; items: bases; keys: keyword names)
 };
 
 struct Ex;
+struct Stmt;
 using ExP = std::shared_ptr<Ex>;
 struct SinkState;
 struct FunctionInfo;
@@ -63,11 +67,17 @@ struct Ex {
   int sink_index = 0;
   std::shared_ptr<FunctionInfo> fn;
   std::string name;                  // Module / ImportAttr / Saved / Name
-  int level = 0;                     // Module import level
+  int level = 0;                     // Module: import level; FString: the Python minor version
   ExP fromlist;
   int op = 0;                        // Inplace: BINARY_OP arg
   // FString pieces: (true, escaped literal text) or (false, "{expr...}" replacement field).
   std::vector<std::pair<bool, std::string>> fpieces;
+  // A value assigned and still on the stack (`a = b = v`): the statement that assigned it, so the
+  // next store of it extends that statement's targets instead of reading the variable back.
+  unsigned long serial = 0;  // creation order: a value evaluated earlier has a smaller serial
+  std::vector<Stmt>* chain_out = nullptr;
+  size_t chain_index = 0;
+  std::string chain_lhs, chain_rhs;
 };
 
 // Where a stored value's target name goes (for loops, unpacking, with/except `as`).
@@ -87,6 +97,7 @@ struct FunctionInfo {
   std::vector<std::string> defaults;                        // rendered positional defaults
   std::vector<std::pair<std::string, std::string>> kwdefaults;
   std::vector<std::string> decorators;                      // outermost first
+  std::vector<std::pair<std::string, std::string>> annotations;  // parameter (or "return") -> source
 };
 
 ExP make_ex(std::string text, int prec = kPrecAtom, ExKind kind = ExKind::Value);

@@ -1,6 +1,7 @@
 // Functions: the `def` header (parameters, defaults, decorators, global/nonlocal declarations)
 // around a decompiled body, lambdas, and comprehensions rebuilt from the loop that fills them
 // (3.11's nested <listcomp>/<setcomp>/<dictcomp>/<genexpr> code objects, 3.12's inlined ones).
+#include <cstring>
 #include <functional>
 #include <optional>
 
@@ -10,87 +11,189 @@ namespace kiln::decompiler {
 
 namespace {
 
-std::string parameters(const CodeDesc& c, const std::vector<std::string>& defaults,
-                       const std::vector<std::pair<std::string, std::string>>& kwdefaults) {
+// The parameter list of a function: names, defaults (rendered), annotations (name -> source;
+// "return" is the return annotation, not a parameter).
+std::string parameters(const CodeDesc& c, const FunctionInfo& fn) {
+  auto ann = [&](const std::string& n) {
+    for (auto& [an, av] : fn.annotations)
+      if (an == n) return ": " + av;
+    return std::string();
+  };
   std::vector<std::string> parts;
   int npos = c.argcount;
-  int first_default = npos - static_cast<int>(defaults.size());
+  int first_default = npos - static_cast<int>(fn.defaults.size());
   for (int k = 0; k < npos; ++k) {
-    std::string p = c.varnames.at(k);
-    if (k >= first_default) p += "=" + defaults[k - first_default];
+    std::string p = c.varnames.at(k) + ann(c.varnames.at(k));
+    if (k >= first_default) p += (p.find(':') != std::string::npos ? " = " : "=") + fn.defaults[k - first_default];
     parts.push_back(p);
     if (c.posonlyargcount > 0 && k == c.posonlyargcount - 1) parts.push_back("/");
   }
   int idx = npos + c.kwonlyargcount;
-  if (c.flags & kCoVarargs) parts.push_back("*" + c.varnames.at(idx));
+  if (c.flags & kCoVarargs) parts.push_back("*" + c.varnames.at(idx) + ann(c.varnames.at(idx)));
   else if (c.kwonlyargcount) parts.push_back("*");
   for (int k = 0; k < c.kwonlyargcount; ++k) {
-    std::string n = c.varnames.at(npos + k), p = n;
-    for (auto& [kn, kv] : kwdefaults)
-      if (kn == n) p += "=" + kv;
+    std::string n = c.varnames.at(npos + k), p = n + ann(n);
+    for (auto& [kn, kv] : fn.kwdefaults)
+      if (kn == n) p += (p.size() > n.size() ? " = " : "=") + kv;
     parts.push_back(p);
   }
-  if (c.flags & kCoVarkeywords) parts.push_back("**" + c.varnames.at(idx + ((c.flags & kCoVarargs) ? 1 : 0)));
+  if (c.flags & kCoVarkeywords) {
+    const std::string& n = c.varnames.at(idx + ((c.flags & kCoVarargs) ? 1 : 0));
+    parts.push_back("**" + n + ann(n));
+  }
   std::string s;
   for (size_t k = 0; k < parts.size(); ++k) s += (k ? ", " : "") + parts[k];
   return s;
 }
 
-// Strips the implicit trailing `return None`.
+std::string declarations(const Decompiler& d, const std::string& pad);
+
+// Strips the implicit trailing `return None`, also at the end of the branches of a final if
+// statement (the compiler copies the function's end into them).
 void drop_final_return(std::vector<Stmt>& body) {
   if (!body.empty() && body.back().kind == Stmt::Kind::Return && body.back().e1 && body.back().e1->cst &&
       body.back().e1->cst->is_none && body.back().text == "return None")
     body.pop_back();
+  if (!body.empty() && body.back().kind == Stmt::Kind::If) {
+    drop_final_return(body.back().body);
+    for (auto& c : body.back().clauses) drop_final_return(c.body);
+  }
 }
 
-std::string def_source(const CodeDesc& c, const std::string& name, const std::vector<std::string>& defaults,
-                       const std::vector<std::pair<std::string, std::string>>& kwdefaults,
-                       const std::vector<std::string>& decorators) {
-  if (c.flags & (kCoCoroutine | kCoAsyncGenerator)) throw DecompileError("async functions are not supported", 0);
+bool has_return(const std::vector<Stmt>& body) {
+  for (auto& s : body) {
+    if (s.kind == Stmt::Kind::Return || has_return(s.body)) return true;
+    for (auto& c : s.clauses)
+      if (has_return(c.body)) return true;
+  }
+  return false;
+}
+
+std::string def_source(const FunctionInfo& fn, const std::string& name) {
+  const CodeDesc& c = *fn.code;
   Decompiler d(c);
   std::vector<Stmt> body = d.body();
   drop_final_return(body);
   std::string head;
-  for (auto& dec : decorators) head += "@" + dec + "\n";
-  head += "def " + name + "(" + parameters(c, defaults, kwdefaults) + "):\n";
-  std::string decl;
-  if (!d.globals_declared.empty()) {
-    decl += "    global ";
-    bool first = true;
-    for (auto& g : d.globals_declared) decl += (first ? "" : ", ") + g, first = false;
-    decl += "\n";
-  }
-  if (!d.nonlocals_declared.empty()) {
-    decl += "    nonlocal ";
-    bool first = true;
-    for (auto& g : d.nonlocals_declared) decl += (first ? "" : ", ") + g, first = false;
-    decl += "\n";
-  }
+  for (auto& dec : fn.decorators) head += "@" + dec + "\n";
+  std::string ret;
+  for (auto& [an, av] : fn.annotations)
+    if (an == "return") ret = " -> " + av;
+  head += std::string(c.flags & (kCoCoroutine | kCoAsyncGenerator) ? "async " : "") + "def " + name + "(" + parameters(c, fn) + ")" + ret + ":\n";
+  std::string decl = declarations(d, "    ");
   std::string text = print_block(body, 1);
   // a generator whose body never yields (after dead-code removal) must stay a generator
   if ((c.flags & kCoGenerator) && text.find("yield") == std::string::npos) text += "    if False:\n        yield\n";
   return head + decl + text;
 }
 
+std::string declarations(const Decompiler& d, const std::string& pad) {
+  std::string decl;
+  for (auto* set : {&d.globals_declared, &d.nonlocals_declared}) {
+    if (set->empty()) continue;
+    decl += pad + (set == &d.globals_declared ? "global " : "nonlocal ");
+    bool first = true;
+    for (auto& g : *set) decl += (first ? "" : ", ") + g, first = false;
+    decl += "\n";
+  }
+  return decl;
+}
+
+bool is_line(const Stmt& s, const std::string& prefix) {
+  return s.kind == Stmt::Kind::Line && s.text.compare(0, prefix.size(), prefix) == 0;
+}
+
 }  // namespace
+
+bool Decompiler::is_class_body(const CodeDesc& c) {
+  if (c.flags & (kCoOptimized | kCoNewlocals)) return false;
+  // LOAD_NAME __name__; STORE_NAME __module__ among the first instructions
+  frontend::Bytecode b(c.code.data(), c.code.size(), 3, c.py_minor);
+  for (int j = 0; j + 1 < b.size() && j < 6; ++j)
+    if (!std::strcmp(b.at(j).name, "LOAD_NAME") && !std::strcmp(b.at(j + 1).name, "STORE_NAME") &&
+        b.at(j).arg < static_cast<int>(c.names.size()) && c.names[b.at(j).arg] == "__name__" &&
+        b.at(j + 1).arg < static_cast<int>(c.names.size()) && c.names[b.at(j + 1).arg] == "__module__")
+      return true;
+  return false;
+}
+
+std::string Decompiler::mangled(const std::string& n) const {
+  if (class_name.empty() || n.size() < 3 || n.compare(0, 2, "__") || n.compare(n.size() - 2, 2, "__") == 0 ||
+      n.find('.') != std::string::npos)
+    return n;
+  size_t k = class_name.find_first_not_of('_');
+  if (k == std::string::npos) return n;
+  return "_" + class_name.substr(k) + n;
+}
+
+std::string Decompiler::class_source(const FunctionInfo& fn, const std::string& name, const std::string& header) {
+  const CodeDesc& c = *fn.code;
+  if (!is_class_body(c)) fail("class whose body is not a class body", 0);
+  Decompiler d(c);
+  d.class_name = c.name;
+  std::vector<Stmt> body = d.body();
+  drop_final_return(body);
+  // the prologue the compiler adds: __module__ = __name__; __qualname__ = '...'
+  size_t k = 0;
+  if (k < body.size() && body[k].kind == Stmt::Kind::Line && body[k].text == "__module__ = __name__") ++k;
+  if (k < body.size() && is_line(body[k], "__qualname__ = ")) ++k;
+  else fail("class body without its __qualname__", 0);
+  body.erase(body.begin(), body.begin() + k);
+  if (has_return(body)) fail("class body that returns before its end", 0);
+  // a docstring: `__doc__ = 'text'` (a string constant) as the first statement
+  if (!body.empty() && is_line(body[0], "__doc__ = ") && body[0].e1 && body[0].e1->kind == ExKind::Const &&
+      body[0].e1->cst && body[0].e1->cst->is_str)
+    body[0].text = body[0].text.substr(10);
+  std::string head;
+  for (auto& dec : fn.decorators) head += "@" + dec + "\n";
+  head += "class " + name + (header.empty() ? "" : "(" + header + ")") + ":\n";
+  return head + declarations(d, "    ") + print_block(body, 1);
+}
 
 std::string decompile(const CodeDesc& code, const std::vector<std::string>& defaults,
                       const std::vector<std::pair<std::string, std::string>>& kwdefaults) {
   std::string name = is_identifier(code.name) ? code.name : "_decompiled";
-  return def_source(code, name, defaults, kwdefaults, {});
+  if (Decompiler::is_class_body(code)) {
+    Decompiler d(code);
+    FunctionInfo fn;
+    fn.code = &code;
+    return d.class_source(fn, name, "");
+  }
+  FunctionInfo fn;
+  fn.code = &code;
+  fn.defaults = defaults;
+  fn.kwdefaults = kwdefaults;
+  return def_source(fn, name);
 }
 
 std::string Decompiler::function_source(const FunctionInfo& fn, const std::string& name) {
-  return def_source(*fn.code, name, fn.defaults, fn.kwdefaults, fn.decorators);
+  return def_source(fn, name);
 }
+
+namespace {
+
+// The value a lambda's body returns as one expression: `return v`, or (3.12 compiles a
+// conditional expression in a lambda into branches) `if c: <returns> [else:] <returns>`.
+ExP returned_value(const std::vector<Stmt>& body, size_t from = 0) {
+  if (from >= body.size()) return nullptr;
+  const Stmt& s = body[from];
+  if (s.kind == Stmt::Kind::Return && s.e1 && from + 1 == body.size()) return s.e1;
+  if (s.kind != Stmt::Kind::If || !s.e1 || s.clauses.size() > 1) return nullptr;
+  ExP yes = returned_value(s.body);
+  ExP no = s.clauses.empty() ? returned_value(body, from + 1)
+                             : (from + 1 == body.size() && s.clauses[0].header == "else" ? returned_value(s.clauses[0].body) : nullptr);
+  if (!yes || !no || yes->name == "<yield>" || no->name == "<yield>") return nullptr;
+  return make_ex(wrap(yes, kPrecTernary + 1) + " if " + wrap(s.e1, kPrecTernary + 1) + " else " + wrap(no, kPrecTernary), kPrecTernary);
+}
+
+}  // namespace
 
 std::string Decompiler::lambda_source(const FunctionInfo& fn) {
   Decompiler d(*fn.code);
   std::vector<Stmt> body = d.body();
-  if (body.size() != 1 || body[0].kind != Stmt::Kind::Return || !body[0].e1)
-    fail("lambda whose body is not a single expression", 0);
-  std::string params = parameters(*fn.code, fn.defaults, fn.kwdefaults);
-  ExP v = body[0].e1;
+  ExP v = returned_value(body);
+  if (!v) fail("lambda whose body is not a single expression", 0);
+  std::string params = parameters(*fn.code, fn);
   std::string value = v->name == "<yield>" ? "(" + v->text + ")" : wrap(v, kPrecLambda);
   return "lambda" + (params.empty() ? std::string() : " " + params) + ": " + value;
 }

@@ -102,7 +102,15 @@ static std::string render_safe(const ExP& e) {
 
 // Assigns `value` to the target `target` (source text), emitting the statement.
 static void store(Decompiler& d, int i, const std::string& target, bool is_name, Stack& st, ExP value,
-                  std::vector<Stmt>& out) {
+                  std::vector<Stmt>& out, int base) {
+  // the next target of a chained assignment `a = b = v`: the statement that assigned v is the last
+  // one emitted; it gains this target
+  if (value->chain_out == &out && value->chain_index + 1 == out.size() && out.back().kind == Stmt::Kind::Line) {
+    value->chain_lhs += " = " + target;
+    out.back().text = value->chain_lhs + " = " + value->chain_rhs;
+    return;
+  }
+  if (value->kind == ExKind::Chain) d.fail("a chained assignment's value used elsewhere", i);
   switch (value->kind) {
     case ExKind::Sink: {
       auto s = value->sink;
@@ -131,9 +139,17 @@ static void store(Decompiler& d, int i, const std::string& target, bool is_name,
       if (fn.code->name == "<lambda>" && fn.decorators.empty()) {
         out.push_back(line(target + " = " + d.lambda_source(fn)));
       } else {
+        if (!is_identifier(fn.code->name)) d.fail("function whose name is not an identifier", i);
         out.push_back(line(d.function_source(fn, fn.code->name)));
-        if (target != fn.code->name) out.push_back(line(target + " = " + fn.code->name));
+        if (target != d.mangled(fn.code->name)) out.push_back(line(target + " = " + fn.code->name));
       }
+      return;
+    }
+    case ExKind::Class: {
+      const std::string& cname = value->name;
+      if (!is_identifier(cname)) d.fail("class whose name is not an identifier", i);
+      out.push_back(line(d.class_source(*value->fn, cname, value->text)));
+      if (target != d.mangled(cname)) out.push_back(line(target + " = " + cname));
       return;
     }
     case ExKind::Inplace: {
@@ -155,14 +171,32 @@ static void store(Decompiler& d, int i, const std::string& target, bool is_name,
     case ExKind::ImportAttr: {
       const ExP& m = value->a;
       std::string src = std::string(m->level, '.') + m->name;
-      out.push_back(line("from " + src + " import " + value->name + (target == value->name ? "" : " as " + target)));
+      std::string item = value->name + (target == value->name ? "" : " as " + target);
+      // `from m import a, b`: the names of one IMPORT_NAME join one statement
+      if (!out.empty() && out.back().kind == Stmt::Kind::Line && out.back().e1 == m) out.back().text += ", " + item;
+      else {
+        out.push_back(line("from " + src + " import " + item));
+        out.back().e1 = m;
+      }
       return;
     }
     case ExKind::Saved: return;  // 3.12: restoring an inlined comprehension's variable
     case ExKind::Null: case ExKind::Iter: case ExKind::WithExit: case ExKind::Dummy: case ExKind::CodeRef:
-    case ExKind::Accumulator:
+    case ExKind::Accumulator: case ExKind::BuildClass:
       d.fail("store of a value with no source form", i);
     default: break;
+  }
+  // values of the same statement evaluated before this one and still pending (`o.a, o.b = f(), g()`
+  // stores o.b first): separate statements would evaluate them in another order
+  for (size_t k = std::max(base, 0); k < st.size(); ++k) {
+    const ExP& e = st[k];
+    if (e == value || is_trivial(e)) continue;
+    switch (e->kind) {
+      case ExKind::Null: case ExKind::Iter: case ExKind::Sink: case ExKind::WithExit: case ExKind::Dummy:
+      case ExKind::Saved: case ExKind::Accumulator: case ExKind::Chain: case ExKind::BuildClass: case ExKind::Module:
+        continue;
+      default: d.fail("an assignment while values evaluated before it are pending (a tuple assignment to attributes or items)", i);
+    }
   }
   // a value still on the stack that reads the variable would see the new value
   if (is_name)
@@ -175,9 +209,15 @@ static void store(Decompiler& d, int i, const std::string& target, bool is_name,
   std::string rhs = value->kind == ExKind::Display && value->display == '(' ? render(value) : wrap(value, kPrecTuple);
   if (value->name == "<yield>") rhs = value->text;
   out.push_back(line(target + " = " + rhs));
-  if (dup && !is_trivial(value)) {
-    if (!is_name) d.fail("chained assignment of an expression to an attribute or item", i);
-    auto n = make_ex(target, kPrecAtom, ExKind::Name);
+  if (target == "__doc__") out.back().e1 = value;  // a class body's docstring, if a string constant
+  if (dup) {
+    // kept for the next target of `a = b = v`; a name also reads back as the value (`(a := v)`)
+    auto n = is_name ? make_ex(target, kPrecAtom, ExKind::Name) : make_marker(ExKind::Chain, "<chain>");
+    if (is_trivial(value)) n = std::make_shared<Ex>(*value);
+    n->chain_out = &out;
+    n->chain_index = out.size() - 1;
+    n->chain_lhs = target;
+    n->chain_rhs = rhs;
     for (auto& e : st)
       if (e == value) e = n;
   }
@@ -219,7 +259,7 @@ static int swap_assignment(Decompiler& d, int i, Stack& st, std::vector<Stmt>& o
         v->kind != ExKind::Not && v->kind != ExKind::Display && v->kind != ExKind::FString)
       return -1;
     for (auto& o : stored)
-      if (o == v && v->kind != ExKind::Name && v->kind != ExKind::Const) return -1;  // chained assignment
+      if (o == v) return -1;  // chained assignment
     stored.push_back(v);
     s.pop_back();
     targets.push_back(fast ? d.local(in.arg) : d.name(in.arg));
@@ -233,9 +273,100 @@ static int swap_assignment(Decompiler& d, int i, Stack& st, std::vector<Stmt>& o
     for (size_t b = a + 1; b < targets.size(); ++b) hazard |= mentions(values[b], targets[a]);
   for (auto& e : s)
     for (auto& t : targets) hazard |= !e->text.empty() && mentions(e->text, t);
-  if (!swapped && !hazard) return -1;
+  (void)hazard;
+  // without SWAPs the compiler stored the targets of `a, b = x, y` last first (it reorders the
+  // stores instead of swapping the values): the first target takes the deepest value
+  if (!swapped) {
+    std::reverse(targets.begin(), targets.end());
+    std::reverse(values.begin(), values.end());
+  }
   std::string t, v;
   for (size_t k = 0; k < targets.size(); ++k) t += (k ? ", " : "") + targets[k], v += (k ? ", " : "") + values[k];
+  out.push_back(line(t + " = " + v));
+  st = s;
+  return j;
+}
+
+static bool is_marker(const ExP& e) {
+  switch (e->kind) {
+    case ExKind::Null: case ExKind::Iter: case ExKind::Sink: case ExKind::WithExit: case ExKind::Dummy:
+    case ExKind::Saved: case ExKind::Accumulator: case ExKind::Chain: case ExKind::BuildClass: case ExKind::Module:
+      return true;
+    default: return false;
+  }
+}
+
+// `x[i], x[j] = x[j], x[i]` / `o.a, o.b = f(), g()`: a store at i while other values of the same
+// statement are pending. Follows the stores (and the loads of their targets) until every pending
+// value is stored and emits one tuple assignment, targets and values in the values' evaluation
+// order. Returns the index after the last store, or -1 when the store at i is not one of these.
+static int tuple_store(Decompiler& d, int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx) {
+  // the values: what lies above the statement's base, less the target's object (and index)
+  const std::string_view first = d.bc.at(i).name;
+  const size_t nt = first == "STORE_ATTR" ? 1 : first == "STORE_SUBSCR" ? 2 : 0;
+  if (st.size() < nt + 1) return -1;
+  std::vector<ExP> group;
+  for (size_t k = std::max(ctx.base, 0); k < st.size() - nt; ++k)
+    if (!is_marker(st[k])) group.push_back(st[k]);
+  if (group.size() < 2 || group.back() != st[st.size() - 1 - nt]) return -1;
+  for (size_t a = 0; a < group.size(); ++a)
+    for (size_t b = a + 1; b < group.size(); ++b)
+      if (group[a] == group[b]) return -1;  // a duplicated value: a chained assignment
+  Stack s = st;
+  std::vector<std::pair<ExP, std::string>> parts;
+  std::vector<Stmt> scratch;
+  RegionCtx pure = ctx;
+  pure.pure = true;
+  int j = i;
+  auto P = [&]() {
+    if (s.empty()) d.fail("stack underflow", j);
+    ExP e = s.back();
+    s.pop_back();
+    return e;
+  };
+  while (parts.size() < group.size()) {
+    if (j >= d.bc.size()) return -1;
+    const auto& in = d.bc.at(j);
+    std::string_view op = in.name;
+    if (op == "STORE_FAST" || op == "STORE_DEREF" || op == "STORE_NAME" || op == "STORE_GLOBAL") {
+      std::string n = op == "STORE_FAST" || op == "STORE_DEREF" ? d.local(in.arg) : d.name(in.arg);
+      if (op == "STORE_GLOBAL") d.globals_declared.insert(n);
+      if (op == "STORE_DEREF" && std::find(d.code.freevars.begin(), d.code.freevars.end(), n) != d.code.freevars.end())
+        d.nonlocals_declared.insert(n);
+      ExP v = P();
+      parts.push_back({v, n});
+    } else if (op == "STORE_ATTR") {
+      ExP obj = P(), v = P();
+      parts.push_back({v, attr_base(obj) + "." + d.name(in.arg)});
+    } else if (op == "STORE_SUBSCR") {
+      ExP idx = P(), obj = P(), v = P();
+      parts.push_back({v, attr_base(obj) + "[" + subscript_text(idx) + "]"});
+    } else if (op == "SWAP" || op == "COPY" || op == "NOP" || op.substr(0, 5) == "LOAD_" || op == "BINARY_SUBSCR") {
+      // (a target's object and index; SWAPs that reorder the values)
+      if (op == "SWAP") {
+        int n = in.arg;
+        if (n < 2 || n > static_cast<int>(s.size())) return -1;
+        std::swap(s.back(), s[s.size() - n]);
+      } else {
+        try {
+          if (!d.exec(j, s, scratch, pure) || !scratch.empty()) return -1;
+        } catch (const NotPure&) {
+          return -1;
+        }
+      }
+    } else {
+      return -1;
+    }
+    if (!parts.empty() && std::find(group.begin(), group.end(), parts.back().first) == group.end()) return -1;
+    ++j;
+  }
+  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first->serial < b.first->serial; });
+  std::string t, v;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (parts[k].first->kind == ExKind::Sink || parts[k].first->kind == ExKind::Function) return -1;
+    t += (k ? ", " : "") + parts[k].second;
+    v += (k ? ", " : "") + wrap(parts[k].first, kPrecLambda + 1);
+  }
   out.push_back(line(t + " = " + v));
   st = s;
   return j;
@@ -253,6 +384,8 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
 
   if (op == "NOP" || op == "RESUME" || op == "PRECALL" || op == "COPY_FREE_VARS" || op == "MAKE_CELL" || op == "CACHE" ||
       op == "EXTENDED_ARG") return true;
+  if (op == "SETUP_ANNOTATIONS") return true;  // a class or module body that annotates names
+  if (op == "LOAD_BUILD_CLASS") { st.push_back(make_marker(ExKind::BuildClass, "__build_class__")); return true; }
   if (op == "RETURN_GENERATOR") { st.push_back(make_marker(ExKind::Dummy)); return true; }
   if (op == "PUSH_NULL") { st.push_back(make_marker(ExKind::Null)); return true; }
   if (op == "LOAD_CONST") { st.push_back(const_ex(code.consts.at(arg))); return true; }
@@ -359,6 +492,12 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
   }
   if (op == "IS_OP" || op == "CONTAINS_OP") {
     ExP r = P(), l = P();
+    // `x in {1, 2}`: the compiler made the set display a frozenset constant
+    if (op == "CONTAINS_OP" && r->cst && r->cst->kind == ConstDesc::Kind::FrozenSet && !r->cst->items.empty()) {
+      std::string t;
+      for (auto& c : r->cst->items) t += (t.empty() ? "" : ", ") + wrap(const_ex(c), kPrecLambda + 1);
+      r = make_ex("{" + t + "}");
+    }
     std::string o = op == "IS_OP" ? (arg ? "is not" : "is") : (arg ? "not in" : "in");
     st.push_back(compare_ex(l, o, r));
     return true;
@@ -465,6 +604,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     st.push_back(t);
     return true;
   }
+  if (op == "ASYNC_GEN_WRAP" || (op == "CALL_INTRINSIC_1" && arg == 4)) return true;  // an async generator's yielded value
   if (op == "CALL_INTRINSIC_1" && arg == 5) {
     ExP v = P();
     st.push_back(make_ex("+" + wrap(v, kPrecUnary), kPrecUnary));
@@ -495,12 +635,31 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     for (int k = arg - 1; k >= 0; --k) args[k] = P();
     ExP y = P(), x = P();
     if (x->kind == ExKind::WithExit || y->kind == ExKind::WithExit) {  // __exit__(None, None, None)
-      st.push_back(make_marker(ExKind::Dummy));
+      st.push_back(make_marker(ExKind::Dummy, "<exit>"));
       return true;
     }
     ExP callable;
     if (x->kind == ExKind::Null) callable = y;
     else { callable = x; args.insert(args.begin(), y); }
+    // class statements: __build_class__(body, 'Name', *bases, **keywords)
+    if (callable->kind == ExKind::BuildClass) {
+      if (args.size() < 2 || args[0]->kind != ExKind::Function || !args[1]->cst || !args[1]->cst->is_str)
+        fail("__build_class__ call that is not a class statement", i);
+      size_t nkw = kwnames ? kwnames->items.size() : 0;
+      if (nkw + 2 > args.size()) fail("more keyword names than arguments", i);
+      auto e = make_marker(ExKind::Class);
+      e->fn = args[0]->fn;
+      e->name = args[1]->cst->str;
+      std::string header;
+      for (size_t k = 2; k < args.size(); ++k) {
+        if (k > 2) header += ", ";
+        if (k >= args.size() - nkw) header += kwnames->items[k - (args.size() - nkw)].str + "=";
+        header += wrap(args[k], kPrecLambda + 1);
+      }
+      e->text = header;
+      st.push_back(e);
+      return true;
+    }
     // comprehensions (3.11 code objects; generator expressions in both versions)
     if (callable->kind == ExKind::Function && args.size() == 1 && args[0]->kind == ExKind::Iter && !kwnames) {
       const std::string& n = callable->fn->code->name;
@@ -510,14 +669,15 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
       }
     }
     // decorators
-    if (args.size() == 1 && !kwnames && args[0]->kind == ExKind::Function && args[0]->fn->code->name != "<lambda>") {
+    if (args.size() == 1 && !kwnames && ((args[0]->kind == ExKind::Function && args[0]->fn->code->name != "<lambda>") ||
+                                         args[0]->kind == ExKind::Class)) {
       auto f = std::make_shared<Ex>(*args[0]);
       f->fn = std::make_shared<FunctionInfo>(*args[0]->fn);
       f->fn->decorators.insert(f->fn->decorators.begin(), wrap(callable, kPrecAtom));
       st.push_back(f);
       return true;
     }
-    impure();
+    // a call is an expression: a condition atom may call (statements are what a pure scan refuses)
     size_t nkw = kwnames ? kwnames->items.size() : 0;
     if (nkw > args.size()) fail("more keyword names than arguments", i);
     std::string s = wrap(callable, kPrecAtom) + "(";
@@ -542,7 +702,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     if (arg & 1) kw = P();
     ExP args = P(), fn = P();
     if (!st.empty() && st.back()->kind == ExKind::Null) st.pop_back();
-    impure();
+    // (an expression, as CALL)
     std::vector<std::string> parts = star_args(args);
     if (kw) for (auto& k : star_kwargs(kw)) parts.push_back(k);
     std::string s = wrap(fn, kPrecAtom) + "(";
@@ -570,6 +730,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     }
     field += "}";
     auto e = make_ex("", kPrecAtom, ExKind::FString);
+    e->level = minor;  // 3.12 allows backslashes and '#' in replacement fields (PEP 701)
     e->fpieces.push_back({false, field});
     st.push_back(e);
     return true;
@@ -578,6 +739,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     std::vector<ExP> parts(arg);
     for (int k = arg - 1; k >= 0; --k) parts[k] = P();
     auto e = make_ex("", kPrecAtom, ExKind::FString);
+    e->level = minor;
     for (auto& p : parts) {
       if (p->kind == ExKind::FString) for (auto& q : p->fpieces) e->fpieces.push_back(q);
       else if (p->kind == ExKind::Const && p->cst && p->cst->is_str) e->fpieces.push_back({true, fstring_literal_piece(p->cst->str)});
@@ -600,7 +762,19 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     auto fn = std::make_shared<FunctionInfo>();
     fn->code = c->cst->code.get();
     if (arg & 8) P();  // closure cells
-    if (arg & 4) P();  // annotations (dropped)
+    if (arg & 4) {  // annotations: a tuple of name, value pairs
+      ExP an = P();
+      std::vector<ExP> flat;
+      if (an->kind == ExKind::Display && an->display == '(') flat = an->items;
+      else if (an->cst && an->cst->kind == ConstDesc::Kind::Tuple)
+        for (auto& it : an->cst->items) flat.push_back(const_ex(it));
+      else fail("annotations that are not a tuple", i);
+      if (flat.size() % 2) fail("annotations of odd length", i);
+      for (size_t k = 0; k < flat.size(); k += 2) {
+        if (!flat[k]->cst || !flat[k]->cst->is_str) fail("annotation of a non-string name", i);
+        fn->annotations.push_back({flat[k]->cst->str, wrap(flat[k + 1], kPrecLambda + 1)});
+      }
+    }
     if (arg & 2) {
       ExP kw = P();
       if (kw->kind != ExKind::Display || kw->display != 'd') fail("keyword-only defaults that are not a dict display", i);
@@ -647,6 +821,26 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
 
   // ---- statements ----
   if (op == "STORE_FAST" || op == "STORE_DEREF" || op == "STORE_GLOBAL" || op == "STORE_NAME") {
+    // an assignment expression `(x := v)`: the value stays on the stack (COPY 1 before the store)
+    // for an expression, not for another store or a discarding POP_TOP
+    if (st.size() >= 2 && i + 1 < bc.size() && !std::strstr(bc.at(i + 1).name, "STORE_") &&
+        std::strcmp(bc.at(i + 1).name, "POP_TOP") && !is_marker(st.back()) && st.back()->kind != ExKind::Function &&
+        st.back()->kind != ExKind::Class && st.back()->kind != ExKind::ImportAttr && st.back()->kind != ExKind::Inplace) {
+      ExP v = st.back();
+      int copies = 0;
+      for (size_t k = 0; k + 1 < st.size(); ++k) copies += st[k] == v;
+      if (copies == 1) {
+        std::string n = op == "STORE_FAST" || op == "STORE_DEREF" ? local(arg) : name(arg);
+        if (op == "STORE_GLOBAL") globals_declared.insert(n);
+        if (op == "STORE_DEREF" && std::find(code.freevars.begin(), code.freevars.end(), n) != code.freevars.end())
+          nonlocals_declared.insert(n);
+        st.pop_back();
+        auto w = make_ex("(" + n + " := " + wrap(v, kPrecLambda + 1) + ")");
+        for (auto& e : st)
+          if (e == v) e = w;
+        return true;
+      }
+    }
     impure();
     if (st.size() >= 2 && i + 1 < bc.size() && std::strstr(bc.at(i + 1).name, "STORE_")) {
       int j = swap_assignment(*this, i, st, out);
@@ -655,24 +849,56 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
         return true;
       }
     }
+    {
+      int j = tuple_store(*this, i, st, out, ctx);
+      if (j >= 0) {
+        swap_skip_to = j;
+        return true;
+      }
+    }
     std::string n = op == "STORE_FAST" || op == "STORE_DEREF" ? local(arg) : name(arg);
+    if (op == "STORE_NAME" && n == "__classcell__" && !class_name.empty()) {  // the class body's __class__ cell
+      if (st.empty() || st.back()->kind != ExKind::Dummy || st.back()->text != "__class__") fail("__classcell__ store", i);
+      st.pop_back();
+      return true;
+    }
     if (op == "STORE_GLOBAL") globals_declared.insert(n);
     if (op == "STORE_DEREF" && std::find(code.freevars.begin(), code.freevars.end(), n) != code.freevars.end())
       nonlocals_declared.insert(n);
     ExP v = P();
-    store(*this, i, n, true, st, v, out);
+    store(*this, i, n, true, st, v, out, ctx.base);
     return true;
+  }
+  if (op == "STORE_ATTR" || op == "STORE_SUBSCR") {
+    impure();
+    int j = tuple_store(*this, i, st, out, ctx);
+    if (j >= 0) {
+      swap_skip_to = j;
+      return true;
+    }
   }
   if (op == "STORE_ATTR") {
     impure();
     ExP obj = P(), v = P();
-    store(*this, i, attr_base(obj) + "." + name(arg), false, st, v, out);
+    store(*this, i, attr_base(obj) + "." + name(arg), false, st, v, out, ctx.base);
     return true;
   }
   if (op == "STORE_SUBSCR") {
     impure();
     ExP idx = P(), obj = P(), v = P();
-    store(*this, i, attr_base(obj) + "[" + subscript_text(idx) + "]", false, st, v, out);
+    // an annotated name of a class (or module) body: `x: T` (after `x = v`: `x: T = v`)
+    if (obj->kind == ExKind::Name && obj->text == "__annotations__" && !class_name.empty() && idx->cst &&
+        idx->cst->is_str && is_identifier(idx->cst->str)) {
+      const std::string& n = idx->cst->str;
+      std::string ann = wrap(v, kPrecLambda + 1);
+      if (!out.empty() && out.back().kind == Stmt::Kind::Line && out.back().text.compare(0, n.size() + 3, n + " = ") == 0 &&
+          out.back().text.find('\n') == std::string::npos && out.back().text.find(" = ", n.size() + 3) == std::string::npos)
+        out.back().text = n + ": " + ann + " = " + out.back().text.substr(n.size() + 3);
+      else
+        out.push_back(line(n + ": " + ann));
+      return true;
+    }
+    store(*this, i, attr_base(obj) + "[" + subscript_text(idx) + "]", false, st, v, out, ctx.base);
     return true;
   }
   if (op == "STORE_SLICE") {
@@ -680,7 +906,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     ExP stop = P(), start = P(), obj = P(), v = P();
     auto s = make_ex("", kPrecAtom, ExKind::Slice);
     s->items = {start, stop};
-    store(*this, i, attr_base(obj) + "[" + subscript_text(s) + "]", false, st, v, out);
+    store(*this, i, attr_base(obj) + "[" + subscript_text(s) + "]", false, st, v, out, ctx.base);
     return true;
   }
   if (op == "DELETE_FAST" || op == "DELETE_DEREF" || op == "DELETE_GLOBAL" || op == "DELETE_NAME") {

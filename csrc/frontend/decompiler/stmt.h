@@ -9,7 +9,7 @@
 namespace kiln::decompiler {
 
 struct Stmt {
-  enum class Kind { Line, If, For, While, Try, With, Def, Break, Continue, Return, Raise, Append };
+  enum class Kind { Line, If, For, While, Try, With, Def, Break, Continue, Return, Raise, Append, Match, Case };
   Kind kind = Kind::Line;
   std::string text;           // Line: the statement; compound: the header without ':'
   std::vector<Stmt> body;

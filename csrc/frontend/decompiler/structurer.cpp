@@ -65,8 +65,8 @@ bool Decompiler::same_exit_block(int a, int b) const {
 int Decompiler::resolve(int index) const {
   for (int guard = 0; guard < 64 && index >= 0 && index < bc.size(); ++guard) {
     const char* n = bc.at(index).name;
-    if (!std::strcmp(n, "NOP")) { ++index; continue; }
     if (is_uncond_jump(index)) { index = bc.at(index).target; continue; }
+    if (!std::strcmp(n, "NOP") || skip_[index]) { ++index; continue; }
     break;
   }
   return index;
@@ -114,11 +114,26 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
   int i = lo;
   int stmt_start = lo;
   while (i < hi) {
+    if (skip_[i]) {
+      ++i;
+      continue;
+    }
     if (static_cast<int>(st.size()) <= ctx.base) stmt_start = i;
     const frontend::Instruction& in = bc.at(i);
     const char* n = in.name;
+    if (!std::strcmp(n, "SWAP")) {
+      int r = handle_chain(i, hi, ctx, st);
+      if (r != -2) {
+        i = r;
+        continue;
+      }
+    }
     if (!ctx.pure) {
       int r = handle_try(i, hi, ctx, st, out);
+      if (r <= -3) {  // a try body's end: its normal-exit finally copy
+        body_end_ = -3 - r;
+        return -3 - r;
+      }
       if (r != -2) {
         if (r < 0) return -1;
         i = r;
@@ -128,14 +143,28 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
     if (!ctx.pure && static_cast<int>(st.size()) == ctx.base && std::strcmp(n, "FOR_ITER") && i != ctx.loop_start) {
       bool header = false;
       int L = -1;
+      // (not the end of an except clause: 3.12 places handlers after the code the try continues at)
+      auto except_exit = [&](int j) {
+        return (j >= 1 && !std::strcmp(bc.at(j - 1).name, "POP_EXCEPT")) ||
+               (j >= 4 && !std::strcmp(bc.at(j - 4).name, "POP_EXCEPT") && !std::strncmp(bc.at(j - 1).name, "DELETE_", 7));
+      };
       for (int j = i; j < hi; ++j)
-        if (bc.at(j).target == i && (is_uncond_jump(j) || is_cond_jump(j)) && has(bc.at(j).name, "BACKWARD")) header = true, L = j;
+        if (bc.at(j).target == i && (is_uncond_jump(j) || is_cond_jump(j)) && has(bc.at(j).name, "BACKWARD") && !except_exit(j))
+          header = true, L = j;
       // a `continue` of a guarded while jumps to the guard: the loop's own back edge (to the
       // body, after the guard) comes later
       for (int j = L + 1; header && j < hi; ++j)
-        if (has(bc.at(j).name, "BACKWARD") && bc.at(j).target > i && bc.at(j).target <= L) header = false;
+        if (has(bc.at(j).name, "BACKWARD") && bc.at(j).target > i && bc.at(j).target <= L && !except_exit(j)) header = false;
       if (header) {
         int r = handle_while_true(i, hi, ctx, st, out);
+        if (r < 0) return -1;
+        i = r;
+        continue;
+      }
+    }
+    if (!ctx.pure && !std::strcmp(n, "COPY")) {
+      int r = handle_match(i, hi, ctx, st, out);
+      if (r != -2) {
         if (r < 0) return -1;
         i = r;
         continue;
@@ -154,21 +183,53 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       continue;
     }
     if (is_uncond_jump(i)) {
+      int t = bc.at(i).target, q = i + 1;
+      while (q < t && skip_[q]) ++q;
+      if (t > i + 1 && q == t && t <= hi) {  // a jump over a comparison chain's cleanup
+        i = t;
+        continue;
+      }
+      // a jump over code nothing reaches: a resume function that continues inside an if/elif
+      // chain jumps over the chain's other branches
+      if (t > i + 1 && t <= hi && !live_.empty()) {
+        bool dead = true;
+        for (int k = i + 1; k < t && dead; ++k) dead = !live_[k];
+        if (dead) {
+          i = t;
+          continue;
+        }
+      }
       if (ctx.pure) throw NotPure{};
       return handle_jump(i, in.target, hi, ctx, out);
     }
-    if (!std::strcmp(n, "FOR_ITER")) {
+    // compound statements that start at one instruction: for, async for, with, async with
+    using Compound = int (Decompiler::*)(int, int, const RegionCtx&, Stack&, std::vector<Stmt>&);
+    Compound compound = !std::strcmp(n, "FOR_ITER")  ? &Decompiler::handle_for
+                        : !std::strcmp(n, "GET_AITER") ? &Decompiler::handle_async_for
+                        : (!std::strcmp(n, "BEFORE_WITH") || !std::strcmp(n, "BEFORE_ASYNC_WITH")) ? &Decompiler::handle_with
+                                                                                                     : nullptr;
+    if (compound) {
       if (ctx.pure) throw NotPure{};
-      int r = handle_for(i, hi, ctx, st, out);
+      int r = (this->*compound)(i, hi, ctx, st, out);
       if (r < 0) return -1;
       i = r;
       continue;
     }
-    if (!std::strcmp(n, "BEFORE_WITH")) {
-      if (ctx.pure) throw NotPure{};
-      int r = handle_with(i, hi, ctx, st, out);
-      if (r < 0) return -1;
-      i = r;
+    if (!std::strcmp(n, "GET_AWAITABLE")) {
+      // GET_AWAITABLE; LOAD_CONST None; SEND end; YIELD_VALUE; RESUME; JUMP_BACKWARD_NO_INTERRUPT; end: [END_SEND]
+      if (i + 2 >= bc.size() || std::strcmp(bc.at(i + 1).name, "LOAD_CONST") || std::strcmp(bc.at(i + 2).name, "SEND"))
+        fail("GET_AWAITABLE outside `await`", i);
+      if (st.empty()) fail("await with an empty stack", i);
+      if (in.arg == 0) {
+        ExP v = st.back();
+        st.pop_back();
+        auto e = make_ex("await " + wrap(v, kPrecAwait + 1), kPrecAwait);
+        e->a = v;
+        st.push_back(e);
+      } else if (st.back()->kind != ExKind::Dummy) {  // 2: awaiting __aexit__'s result (a with block's exit)
+        fail("await of an async with's exit outside its block", i);
+      }
+      i = send_end(i + 2);
       continue;
     }
     if (!std::strcmp(n, "RETURN_VALUE") || !std::strcmp(n, "RETURN_CONST")) {
@@ -179,6 +240,7 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
         if (st.empty()) fail("return with an empty stack", i);
         v = st.back();
         st.pop_back();
+        if (!class_name.empty() && v->kind == ExKind::Dummy && v->text == "__class__") return -1;  // class body's end
       }
       Stmt s;
       s.kind = Stmt::Kind::Return;
@@ -192,6 +254,13 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       }
       out.push_back(s);
       return -1;
+    }
+    // a branch of a finally block's exceptional copy ending (RERAISE 0) where the block ends: it
+    // goes on where the branch's statement goes on, the end of the finally block
+    if (!std::strcmp(n, "RERAISE") && in.arg == 0 && ctx.finally_end >= 0 && i != ctx.finally_end &&
+        ctx.follow == ctx.finally_end) {
+      if (ctx.pure) throw NotPure{};
+      return hi;
     }
     if (!std::strcmp(n, "RAISE_VARARGS")) {
       if (ctx.pure) throw NotPure{};
@@ -225,11 +294,12 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       e->name = "<yield>";
       e->a = v;
       st.push_back(e);
-      int end = bc.at(i + 2).target;
-      if (end < bc.size() && !std::strcmp(bc.at(end).name, "END_SEND")) ++end;
-      i = end;
+      i = send_end(i + 2);
       continue;
     }
+    // the end of a with block's body: the exit call's result popped at the depth below the block
+    const bool exit_result = !std::strcmp(n, "POP_TOP") && !st.empty() && st.back()->kind == ExKind::Dummy &&
+                             st.back()->text == "<exit>";
     swap_skip_to = -1;
     if (!exec(i, st, out, ctx)) fail(std::string("unsupported instruction ") + n, i);
     if (swap_skip_to >= 0) {
@@ -238,8 +308,222 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       continue;
     }
     ++i;
+    if (exit_result && ctx.with_stack == &st && static_cast<int>(st.size()) == ctx.with_depth) return i;
   }
   return hi;
+}
+
+int Decompiler::send_end(int j) const {
+  if (j >= bc.size() || std::strcmp(bc.at(j).name, "SEND")) fail("SEND expected", j);
+  int end = bc.at(j).target;
+  if (end < bc.size() && !std::strcmp(bc.at(end).name, "END_SEND")) ++end;
+  return end;
+}
+
+int Decompiler::handle_async_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
+  // GET_AITER; h: GET_ANEXT; LOAD_CONST None; SEND; ...; [END_SEND]; <store target>; body;
+  // JUMP_BACKWARD h; [3.12: CLEANUP_THROW blocks]; H: END_ASYNC_FOR (the handler of GET_ANEXT's range)
+  if (st.empty()) fail("async for with an empty stack", i);
+  const int h = i + 1;
+  if (h + 2 >= bc.size() || std::strcmp(bc.at(h).name, "GET_ANEXT") || std::strcmp(bc.at(h + 2).name, "SEND"))
+    fail("GET_AITER outside `async for`", i);
+  const int H = covering_handler(h);
+  if (H < 0 || std::strcmp(bc.at(H).name, "END_ASYNC_FOR")) fail("async for without END_ASYNC_FOR", i);
+  int L = -1;
+  for (int j = h; j < H; ++j)
+    if (is_uncond_jump(j) && bc.at(j).target == h) L = j;
+  if (L < 0) fail("async for without its back edge", i);
+  // 3.12 may move END_ASYNC_FOR (and the else block after it, which jumps back) past the code
+  // that follows the loop
+  bool moved = false;
+  for (int j = L + 1; j < H; ++j) moved |= std::strcmp(bc.at(j).name, "CLEANUP_THROW") && !is_uncond_jump(j);
+  ExP iterable = st.back();
+  st.pop_back();
+  const int after = moved ? L + 1 : H + 1;
+  LoopInfo info;
+  info.continue_labels = {h};
+  const int X = loop_exit_label(h, L + 1, after);
+  if (moved && !same_label(X, after)) fail("async for whose break target is not after it", i);
+  info.break_label = X;
+  RegionCtx bctx = ctx;
+  bctx.follow = h;
+  bctx.loop = &info;
+  bctx.base = static_cast<int>(st.size()) + 1;
+  bctx.stop_at_cond = false;
+  Stack sb = st;
+  sb.push_back(make_marker(ExKind::Dummy));  // the async iterator
+  auto sink = push_sink(sb);
+  Stmt f;
+  f.kind = Stmt::Kind::For;
+  region(send_end(h + 2), L, bctx, sb, f.body);
+  if (!sink->filled) fail("async for whose target is not stored", i);
+  f.target = sink->targets[0];
+  f.e1 = iterable;
+  f.text = "async for " + f.target + " in " + wrap(iterable, kPrecLambda + 1);
+  if (moved) {  // the else block after the moved END_ASYNC_FOR jumps back to `after`
+    Stmt::Clause c{"else", {}};
+    RegionCtx ectx = ctx;
+    ectx.follow = after;
+    Stack s2 = st;
+    region(H + 1, bc.size(), ectx, s2, c.body);
+    if (!c.body.empty()) f.clauses.push_back(c);
+    out.push_back(f);
+    return after;
+  }
+  const int next = loop_else(f, X, after, hi, ctx, st, i);
+  out.push_back(f);
+  return next;
+}
+
+int Decompiler::loop_else(Stmt& f, int X, int after, int hi, const RegionCtx& ctx, const Stack& st, int at) {
+  if (same_label(X, after)) return after;
+  // a break goes past the code after the loop's natural exit: that code is the loop's else block
+  int else_end, next;
+  if (X <= hi && X > after) else_end = next = X;
+  else if (ctx.follow >= 0 && same_label(X, ctx.follow)) else_end = next = hi;
+  else fail("loop whose break target is not after its else block", at);
+  Stmt::Clause c{"else", {}};
+  RegionCtx ectx = ctx;
+  ectx.follow = next;
+  Stack s2 = st;
+  region(after, else_end, ectx, s2, c.body);
+  f.clauses.push_back(c);
+  return next;
+}
+
+bool Decompiler::is_compare(int index) const {
+  const char* n = bc.at(index).name;
+  return !std::strcmp(n, "COMPARE_OP") || !std::strcmp(n, "IS_OP") || !std::strcmp(n, "CONTAINS_OP");
+}
+
+int Decompiler::handle_chain(int i, int hi, const RegionCtx& ctx, Stack& st) {
+  auto at = [&](int j, const char* n, int arg = -1) {
+    return j < bc.size() && !std::strcmp(bc.at(j).name, n) && (arg < 0 || bc.at(j).arg == arg);
+  };
+  auto triple = [&](int j) { return at(j, "SWAP", 2) && at(j + 1, "COPY", 2) && j + 2 < bc.size() && is_compare(j + 2); };
+  if (!triple(i) || st.size() < 2) return -2;
+  // one comparison's operator, applied to the two values below it
+  auto compare = [&](int j, const ExP& l, const ExP& r) {
+    Stack s{l, r};
+    std::vector<Stmt> none;
+    if (!exec(j, s, none, ctx) || s.size() != 1 || s[0]->kind != ExKind::Compare) fail("comparison chain", j);
+    return s[0];
+  };
+  // the jump after each comparison but the last: statement form POP_JUMP_IF_FALSE C; value form
+  // JUMP_IF_FALSE_OR_POP C (3.11) or COPY 1; POP_JUMP_IF_FALSE C; POP_TOP (3.12)
+  bool value_form = false;
+  int C = -1;
+  auto middle_jump = [&](int p) {
+    int j = p, len = 1;
+    bool v = false;
+    if (at(p, "JUMP_IF_FALSE_OR_POP")) v = true;
+    else if (at(p, "COPY", 1) && p + 2 < bc.size() && is_cond_jump(p + 1) && has(bc.at(p + 1).name, "FALSE") &&
+             !has(bc.at(p + 1).name, "NONE") && at(p + 2, "POP_TOP"))
+      v = true, j = p + 1, len = 3;
+    else if (!(is_cond_jump(p) && has(bc.at(p).name, "FALSE") && !has(bc.at(p).name, "NONE"))) fail("comparison chain without its jump", p);
+    if (C < 0) C = bc.at(j).target, value_form = v;
+    else if (C != bc.at(j).target || v != value_form) fail("comparison chain with jumps to different places", p);
+    return p + len;
+  };
+  ExP b = st.back();
+  st.pop_back();
+  ExP a = st.back();
+  st.pop_back();
+  ExP E = compare(i + 2, a, b);
+  int p = middle_jump(i + 3);
+  for (;;) {
+    // the next operand ends at the next SWAP 2; COPY 2; compare, or at the last comparison
+    // (the first candidate whose code before it is one expression)
+    int q = p;
+    Stack s2;
+    for (;; ++q) {
+      if (q >= hi) fail("comparison chain without its end", i);
+      if (!triple(q) && !(is_compare(q) && q + 1 < bc.size() &&
+                          (value_form || (is_cond_jump(q + 1) && !has(bc.at(q + 1).name, "NONE")))))
+        continue;
+      s2 = st;
+      RegionCtx c2 = ctx;
+      c2.pure = false;  // an operand may call; it must not leave statements
+      c2.stop_at_cond = false;
+      c2.base = static_cast<int>(st.size());
+      c2.follow = -1;
+      std::vector<Stmt> tmp;
+      try {
+        if (region(p, q, c2, s2, tmp) == q && s2.size() == st.size() + 1 && tmp.empty()) break;
+      } catch (const DecompileError&) {
+      }
+    }
+    ExP link = compare(triple(q) ? q + 2 : q, E->operands.back(), s2.back());
+    auto chained = make_ex("", kPrecCompare, ExKind::Compare);
+    chained->operands = E->operands;
+    chained->ops = E->ops;
+    chained->operands.push_back(link->operands[1]);
+    chained->ops.push_back(link->ops[0]);
+    std::string t = wrap(chained->operands[0], kPrecCompare + 1);
+    for (size_t k = 0; k < chained->ops.size(); ++k) t += " " + chained->ops[k] + " " + wrap(chained->operands[k + 1], kPrecCompare + 1);
+    chained->text = t;
+    E = chained;
+    if (triple(q)) {
+      p = middle_jump(q + 3);
+      continue;
+    }
+    p = q + 1;
+    break;
+  }
+  if (value_form) {
+    // JUMP_FORWARD end; C: SWAP 2; POP_TOP; end:  or (3.12) the code using the value, then
+    // C: SWAP 2; POP_TOP; a copy of that code
+    if (!at(C, "SWAP", 2) || !at(C + 1, "POP_TOP") || C < p) fail("comparison chain value of an unexpected shape", p);
+    if (is_uncond_jump(p) && C == p + 1 && bc.at(p).target == C + 2) {
+      st.push_back(E);
+      return C + 2;
+    }
+    const int len = C - p;
+    for (int q = 0; q < len; ++q) {
+      const auto &x = bc.at(p + q), &y = C + 2 + q < bc.size() ? bc.at(C + 2 + q) : bc.at(p + q);
+      if (C + 2 + q >= bc.size() || x.opcode != y.opcode || x.arg != y.arg || x.target >= 0 || is_cond_jump(p + q))
+        fail("comparison chain value of an unexpected shape", p);
+    }
+    for (int q = C; q < C + 2 + len; ++q) skip_[q] = true;
+    st.push_back(E);
+    return p;
+  }
+  // statement form: p is the final conditional jump; the cleanup at C pops the middle operand and
+  // goes where the chain's false outcome goes
+  if (!at(C, "POP_TOP") || C <= p) fail("comparison chain cleanup of an unexpected shape", C);
+  int D = C + 1;
+  if (C + 1 < bc.size() && is_uncond_jump(C + 1)) D = bc.at(C + 1).target;
+  bool jump_if_true = has(bc.at(p).name, "TRUE");
+  if (!chains_checked_.count(i)) {  // checked before any skip marks change what labels resolve to
+    int FT = p + 1;
+    if (p + 1 < bc.size() && is_uncond_jump(p + 1) && C == p + 2 && bc.at(p + 1).target > C) FT = bc.at(p + 1).target;
+    int false_outcome = jump_if_true ? FT : bc.at(p).target;
+    if (!same_label(D, false_outcome)) fail("comparison chain whose failing middle test goes elsewhere", C);
+    chains_checked_.insert(i);
+  }
+  skip_[C] = true;
+  if (C + 1 < bc.size() && is_uncond_jump(C + 1)) {
+    bool only = true;
+    for (int j = 0; j < bc.size() && only; ++j) only = bc.at(j).target != C + 1;
+    if (only) skip_[C + 1] = true;
+  }
+  if (p + 1 < bc.size() && is_uncond_jump(p + 1) && C == p + 2 && bc.at(p + 1).target > C) {
+    skip_[p + 1] = true;
+    const int FT = bc.at(p + 1).target;
+    // what the cleanup falls into before the true path (3.12 copies a small exit block there) is
+    // reached from the cleanup alone: skipped too
+    bool alone = true;
+    for (int j = 0; j < bc.size() && alone; ++j)
+      if ((j < p + 1 || j >= FT) && bc.at(j).target > C && bc.at(j).target < FT) alone = false;
+    const char* ln = bc.at(FT - 1).name;
+    bool closed = is_uncond_jump(FT - 1) || !std::strcmp(ln, "RETURN_VALUE") || !std::strcmp(ln, "RETURN_CONST") ||
+                  !std::strcmp(ln, "RAISE_VARARGS") || !std::strcmp(ln, "RERAISE");
+    if (alone && closed)
+      for (int j = C + 1; j < FT; ++j) skip_[j] = true;
+  }
+
+  st.push_back(E);
+  return p;
 }
 
 int Decompiler::handle_value_boolop(int i, int hi, const RegionCtx& ctx, Stack& st) {
@@ -369,6 +653,25 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     int glen = B - stmt_start, last = F - 1, tail = -1;
     if (minor == 11 && is_cond_jump(last) && bc.at(last).target == B) tail = F - glen;
     if (minor >= 12 && is_uncond_jump(last) && bc.at(last).target == B) tail = F - 1 - glen;
+    // a guard with a comparison chain: its copy ends in a backward jump into the body (3.11: the
+    // final test; 3.12: a JUMP_BACKWARD after it), followed by the copy's cleanup and exit path
+    bool chain_guard = false;
+    for (int q = stmt_start; q <= B && q < bc.size(); ++q) chain_guard |= skip_[q];
+    if (tail < 0 && chain_guard) {
+      int L = -1;
+      for (int j = B; j < F; ++j)
+        if (bc.at(j).target >= 0 && has(bc.at(j).name, "BACKWARD") && resolve(bc.at(j).target) == resolve(B)) L = j;
+      if (L >= 0) {
+        tail = is_uncond_jump(L) ? L - glen : L - glen + 1;
+        for (int j = L + 1; j < F && tail >= B;) {
+          const char* n = bc.at(j).name;
+          if (!std::strcmp(n, "POP_TOP") || !std::strcmp(n, "NOP") || is_uncond_jump(j)) { ++j; continue; }
+          if (!same_exit_block(j, F)) { tail = -1; break; }
+          while (j < F && std::strcmp(bc.at(j).name, "RETURN_VALUE") && std::strcmp(bc.at(j).name, "RETURN_CONST")) ++j;
+          ++j;
+        }
+      }
+    }
     bool match = tail >= B;
     for (int q = 0; match && q < glen; ++q) {
       const auto &x = bc.at(stmt_start + q), &y = bc.at(tail + q);
@@ -382,7 +685,8 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
       int X = loop_exit_label(B, tail, F, {stmt_start, tail});
       for (int j = tail; j < F; ++j) {  // the tail's own exits
         int t = bc.at(j).target;
-        if (t >= 0 && t != B && (t < tail || t >= F) && !same_label(t, F) && !same_label(t, X)) fail("while condition with a second exit", j);
+        if (t >= 0 && t != B && resolve(t) != resolve(B) && (t < tail || t >= F) && !same_label(t, F) && !same_label(t, X))
+          fail("while condition with a second exit", j);
       }
       L.break_label = X;
       RegionCtx bctx = ctx;
@@ -446,8 +750,22 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   }
   int then_end = F, else_lo = -1, else_end = -1, join = F;
   int last = F - 1;
-  if (last >= B && is_uncond_jump(last)) {
-    int J = bc.at(last).target;
+  while (last > B && skip_[last]) --last;
+  // a try ending the branch: 3.11 puts its handlers after the jump that ends its body
+  for (int guard = 0; guard < 16 && last > B && !std::strcmp(bc.at(last).name, "RERAISE"); ++guard) {
+    int t = -1;
+    for (auto& e : exc) {
+      int x = bc.index_of_offset(e.target);
+      if (x > B && x <= last && x > t) t = x;
+    }
+    if (t < 0) break;
+    last = t - 1;
+  }
+  // (in a finally block's exceptional copy, a branch ending in RERAISE 0 goes to the block's end)
+  const bool to_finally_end = last >= B && ctx.finally_end >= 0 && last != ctx.finally_end &&
+                              !std::strcmp(bc.at(last).name, "RERAISE") && bc.at(last).arg == 0;
+  if (last >= B && (is_uncond_jump(last) || to_finally_end)) {
+    int J = to_finally_end ? ctx.finally_end : bc.at(last).target;
     if (J > F && (J < hi || (J == hi && ctx.follow >= 0 && same_label(J, ctx.follow)))) { then_end = last; else_lo = F; else_end = J; join = J; }
     else if (J > hi && ctx.follow >= 0 && same_label(J, ctx.follow)) { then_end = last; else_lo = F; else_end = hi; join = hi; }
   }
@@ -487,7 +805,8 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   }
   // 3.12 value and/or: COPY 1; POP_JUMP_IF_x end; POP_TOP; <b>; end:
   if (else_lo < 0 && r1 >= 0 && s1.size() == n0 && n0 > 0 && s1.back() != st.back() && body1.empty() &&
-      (E == st.back() || (E->kind == ExKind::Not && E->a == st.back()))) {
+      (E == st.back() || (E->kind == ExKind::Not && E->a == st.back()) ||
+       (E->kind == ExKind::Compare && E->b && E->b == st.back()))) {  // (a negated `in`/`is` compare)
     bool is_and = E == st.back();
     st.back() = and_or(st.back(), s1.back(), is_and);
     return join;
@@ -538,11 +857,7 @@ int Decompiler::handle_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::
   bctx.pure = false;
   bctx.stop_at_cond = false;
   Stack sb = st;
-  auto sink = std::make_shared<SinkState>();
-  sink->targets = {""};
-  auto se = make_marker(ExKind::Sink);
-  se->sink = sink;
-  sb.push_back(se);
+  auto sink = push_sink(sb);
   Stmt f;
   f.kind = Stmt::Kind::For;
   region(i + 1, exit, bctx, sb, f.body);
@@ -566,19 +881,7 @@ int Decompiler::handle_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     if (!same_label(X, after)) fail("comprehension with a break", i);
     return after;
   }
-  int next = after;
-  if (!same_label(X, after)) {
-    int else_end;
-    if (X <= hi && X > after) { else_end = X; next = X; }
-    else if (ctx.follow >= 0 && same_label(X, ctx.follow)) { else_end = hi; next = hi; }
-    else fail("for loop whose break target is not after its else block", i);
-    Stmt::Clause c{"else", {}};
-    RegionCtx ectx = ctx;
-    ectx.follow = next;
-    Stack s2 = st;
-    region(after, else_end, ectx, s2, c.body);
-    f.clauses.push_back(c);
-  }
+  const int next = loop_else(f, X, after, hi, ctx, st, i);
   out.push_back(f);
   return next;
 }

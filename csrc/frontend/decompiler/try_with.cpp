@@ -10,17 +10,6 @@
 
 namespace kiln::decompiler {
 
-// Pushes a marker that collects what the region stores into it (`except E as name`, `with m as
-// name`), and returns its state.
-static std::shared_ptr<SinkState> push_sink(Stack& s, const char* label) {
-  auto sink = std::make_shared<SinkState>();
-  sink->targets = {""};
-  auto marker = make_marker(ExKind::Sink, label);
-  marker->sink = sink;
-  s.push_back(marker);
-  return sink;
-}
-
 namespace {
 bool is(const frontend::Instruction& in, const char* n) { return !std::strcmp(in.name, n); }
 }  // namespace
@@ -47,32 +36,55 @@ int Decompiler::handler_depth(int handler) const {
 
 int Decompiler::span_end(int handler) const {
   int end = -1;
-  for (auto& e : exc)
+  for (auto& e : exc) {
+    // (3.12 puts an await's CLEANUP_THROW after the function's code, covered by the same handler)
+    const int first = bc.index_of_offset(e.start);
+    if (first >= 0 && first < bc.size() && is(bc.at(first), "CLEANUP_THROW")) continue;
     if (bc.index_of_offset(e.target) == handler) end = std::max(end, e.end);
+  }
   if (end < 0) return -1;
   int idx = bc.index_of_offset(end);
   return idx < 0 ? bc.size() : idx;
 }
 
-int Decompiler::skip_finally_copy(int i, const RegionCtx& ctx) const {
+int Decompiler::finally_copy_end(int lo, int hi, int pos) const {
+  // the same instructions as the handler's copy [lo, hi) (jump targets aside), except that where a
+  // branch of the handler's copy re-raises (RERAISE 0) this copy returns None or jumps on
+  int a = lo, b = pos;
+  while (a < hi) {
+    if (b >= bc.size() || (b != pos && b == lo - 1)) return -1;
+    const auto &x = bc.at(a), &y = bc.at(b);
+    const bool reraise = is(x, "RERAISE") && x.arg == 0;
+    if (x.opcode == y.opcode && (x.target >= 0 || x.arg == y.arg)) ++a, ++b;
+    else if (reraise && is_uncond_jump(b)) ++a, ++b;
+    else if (reraise && is(y, "RETURN_CONST") && code.consts.at(y.arg).is_none) ++a, ++b;
+    else if (reraise && is(y, "LOAD_CONST") && code.consts.at(y.arg).is_none && b + 1 < bc.size() &&
+             is(bc.at(b + 1), "RETURN_VALUE"))
+      ++a, b += 2;
+    else return -1;
+  }
+  return b;
+}
+
+int Decompiler::skip_finally_copy(int i, const RegionCtx& ctx, bool* innermost) const {
   for (auto it = ctx.finallies.rbegin(); it != ctx.finallies.rend(); ++it) {
-    int h = (*it)[0], lo = (*it)[1], hi = (*it)[2], len = hi - lo;
-    if (len <= 0 || i + len > bc.size() || i == lo) continue;
+    if (innermost) *innermost = it == ctx.finallies.rbegin();
+    int h = (*it)[0], lo = (*it)[1], hi = (*it)[2];
+    if (hi <= lo || i == lo) continue;
     if (chain_contains(i, h)) continue;
-    bool match = true;
-    for (int q = 0; q < len && match; ++q) {
-      const auto &a = bc.at(lo + q), &b = bc.at(i + q);
-      if (a.opcode != b.opcode) match = false;
-      else if (a.target < 0 && a.arg != b.arg) match = false;
-    }
-    if (match) return i + len;
+    int e = finally_copy_end(lo, hi, i);
+    if (e >= 0) return e;
   }
   return i;
 }
 
 int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
   if (!ctx.finallies.empty()) {
-    int j = skip_finally_copy(i, ctx);
+    bool innermost = false;
+    int j = skip_finally_copy(i, ctx, &innermost);
+    // the normal exit's copy of the innermost finally block, at the try body's own level: the
+    // body ends there (3.12 places the code after the try right after it)
+    if (j != i && innermost && ctx.finally_stack == &st && static_cast<int>(st.size()) == ctx.base) return -3 - j;
     if (j != i) return j;
   }
   const auto& cur = bc.at(i);
@@ -98,6 +110,13 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
   }
   if (chosen < 0) return -2;
   const int h = chosen;
+  // active while this try is structured (its body's instructions are covered by h); a later walk
+  // of the same code (a copy the compiler placed where a break or return goes) structures it anew
+  struct Active {
+    std::set<int>& set;
+    int h;
+    ~Active() { set.erase(h); }
+  } active{handled_try_, h};
   handled_try_.insert(h);
   const int E = span_end(h), C = covering_handler(h);
   if (E < 0 || C < 0 || E > h) fail("try block with an unexpected exception table", i);
@@ -119,28 +138,33 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     sf.push_back(make_marker(ExKind::Dummy));
     RegionCtx fctx = ctx;
     fctx.follow = reraise0;
+    fctx.finally_end = reraise0;
     fctx.base = static_cast<int>(st.size()) + 2;
     std::vector<Stmt> fbody;
     int r = region(h + 1, reraise0, fctx, sf, fbody);
     if (r != reraise0) fail("finally block that does not reach its end", h);
     RegionCtx bctx = ctx;
     bctx.finallies.push_back({h, h + 1, reraise0});
+    bctx.finally_end = -1;
     bctx.follow = E;
     Stack sb = st;
+    bctx.finally_stack = &sb;
+    bctx.base = static_cast<int>(st.size());
+    body_end_ = -1;
     int rb = region(i, E, bctx, sb, t.body);
-    int len = reraise0 - (h + 1), k = E;
-    if (rb == E && sb.size() != st.size() && E < h) {
+    int k = E;
+    if (body_end_ >= 0) {
+      k = body_end_;  // the body fell into its finally copy
+      body_end_ = -1;
+    } else if (rb == E && sb.size() != st.size() && E < h) {
       // `return value` at the end of the body: the finally copy and the return follow the range
       RegionCtx rctx = bctx;
       int r = region(E, h, rctx, sb, t.body);
       if (r >= 0) fail("try body leaving a value on the stack", E);
       k = h;
     } else if (E < h) {
-      for (int q = 0; q < len; ++q) {
-        const auto &a = bc.at(h + 1 + q), &b = bc.at(E + q);
-        if (E + q >= h || a.opcode != b.opcode || (a.target < 0 && a.arg != b.arg)) fail("finally block without its normal-exit copy", E);
-      }
-      k = E + len;
+      k = finally_copy_end(h + 1, reraise0, E);
+      if (k < 0 || k > h) fail("finally block without its normal-exit copy", E);
     }
     if (t.body.size() == 1 && t.body[0].kind == Stmt::Kind::Try && !t.body[0].clauses.empty() &&
         t.body[0].clauses.back().header != "finally") {
@@ -169,8 +193,25 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     else if (!same_label(join, J)) fail("except clauses that continue at different places", at);
   };
   if (E < h && is_uncond_jump(h - 1) && bc.at(h - 1).target > h) note_join(bc.at(h - 1).target, h - 1);
-  for (int j = h; j < C; ++j)
-    if (is_uncond_jump(j) && bc.at(j).target >= C + 3 && covering_handler(j) != C) note_join(bc.at(j).target, j);
+  auto loop_label = [&](int t) {
+    if (!ctx.loop) return false;
+    for (int c : ctx.loop->continue_labels)
+      if (same_label(t, c)) return true;
+    return ctx.loop->break_label >= 0 && same_label(t, ctx.loop->break_label);
+  };
+  for (int j = h; j < C; ++j) {
+    if (!is_uncond_jump(j) || covering_handler(j) == C) continue;
+    int t = bc.at(j).target;
+    // 3.12 places handlers after the code that follows the try: their ends jump back to it
+    if (t >= C + 3 || (t >= E && t < h && !loop_label(t))) note_join(t, j);
+  }
+  // every clause raises or returns: where the body's normal exit jumps (right after the body, or
+  // after an else block that ends before the handlers) is where the try statement continues
+  if (join < 0 && E < h && is_uncond_jump(E) && bc.at(E).target > E) join = bc.at(E).target;
+  if (join < 0 && E < h && is_uncond_jump(h - 1) && bc.at(h - 1).target > h) join = bc.at(h - 1).target;
+  // or (3.12, which places the code after the try there) the code right after the body (an else
+  // block there runs exactly when it would after the try)
+  if (join < 0 && minor >= 12 && E < h && !(is_uncond_jump(E) || !std::strcmp(bc.at(E).name, "RETURN_VALUE"))) join = E;
   RegionCtx bctx = ctx;
   bctx.follow = E;
   Stack sb = st;
@@ -181,6 +222,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     RegionCtx ectx = ctx;
     ectx.follow = join;
     int end = is_uncond_jump(h - 1) && bc.at(h - 1).target == join ? h - 1 : h;
+    if (join > E && join < end) end = join;
     int r = region(E, end, ectx, sb, t.body);
     if (r >= 0 && sb.size() != st.size()) fail("try body leaving a value on the stack", E);
   } else if (E < h) {
@@ -188,7 +230,8 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     ectx.follow = join;
     Stack se = st;
     int end = is_uncond_jump(h - 1) && bc.at(h - 1).target == join ? h - 1 : h;
-    region(E, end, ectx, se, else_body);
+    if (join > E && join < end) end = join;
+    if (join != E) region(E, end, ectx, se, else_body);
   }
   int p = h + 1;
   while (p < C) {
@@ -242,9 +285,16 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
 
 int Decompiler::handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
   if (st.empty()) fail("with block with an empty stack", i);
+  const bool async = is(bc.at(i), "BEFORE_ASYNC_WITH");
   ExP mgr = st.back();
   st.pop_back();
-  int H = covering_handler(i + 1);
+  // async with: BEFORE_ASYNC_WITH; GET_AWAITABLE 1; LOAD_CONST None; SEND ... (awaiting __aenter__)
+  int body = i + 1;
+  if (async) {
+    if (body + 2 >= bc.size() || !is(bc.at(body), "GET_AWAITABLE") || bc.at(body).arg != 1) fail("async with without its await", i);
+    body = send_end(body + 2);
+  }
+  int H = covering_handler(body);
   if (H < 0 || H + 1 >= bc.size() || !is(bc.at(H + 1), "WITH_EXCEPT_START")) fail("with block without its handler", i);
   handled_try_.insert(H);
   int after = -1;
@@ -260,19 +310,27 @@ int Decompiler::handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   RegionCtx bctx = ctx;
   bctx.follow = after;
   bctx.base = static_cast<int>(sb.size()) - 1;
+  bctx.with_stack = &sb;
+  bctx.with_depth = static_cast<int>(st.size());
   Stmt w;
   w.kind = Stmt::Kind::With;
-  int r = region(i + 1, H, bctx, sb, w.body);
+  const std::string kw = async ? "async with " : "with ";
+  int r = region(body, H, bctx, sb, w.body);
   std::string item = wrap(mgr, kPrecLambda + 1) + (sink->filled ? " as " + sink->targets[0] : "");
-  if (w.body.size() == 1 && w.body[0].kind == Stmt::Kind::With) {
+  if (w.body.size() == 1 && w.body[0].kind == Stmt::Kind::With && w.body[0].text.compare(0, kw.size(), kw) == 0) {
     Stmt inner = w.body[0];
-    w.text = "with " + item + ", " + inner.text.substr(5);
+    w.text = kw + item + ", " + inner.text.substr(kw.size());
     w.body = inner.body;
   } else {
-    w.text = "with " + item;
+    w.text = kw + item;
   }
   out.push_back(w);
-  (void)r;
+  // the body fell through its normal exit (__exit__(None, None, None) called and its result
+  // popped): the code after the block goes on from there
+  if (r >= 0 && r < H && static_cast<int>(sb.size()) == bctx.with_depth && !(is_uncond_jump(r) && same_label(bc.at(r).target, after))) {
+    if (r <= hi) return r;
+    fail("with block continuing outside its enclosing block", i);
+  }
   if (after <= hi) return after;
   if (ctx.follow >= 0 && same_label(after, ctx.follow)) return hi;
   fail("with block continuing outside its enclosing block", i);
