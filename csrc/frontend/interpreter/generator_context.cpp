@@ -41,7 +41,7 @@ VarPtr Interpreter::context_manager_of(const VarPtr& fn) {
   return c;
 }
 
-VarPtr Interpreter::enter_generator_context(const VarPtr& ctx) {
+std::pair<VarPtr, VarPtr> Interpreter::enter_generator_context(const VarPtr& ctx) {
   if (!ctx->flag) unsupported("with-statement over a @contextmanager function that was not called");
   std::vector<VarPtr> args(ctx->items.begin(), ctx->items.begin() + static_cast<long>(ctx->pos));
   std::vector<std::pair<std::string, VarPtr>> kwargs;
@@ -52,8 +52,10 @@ VarPtr Interpreter::enter_generator_context(const VarPtr& ctx) {
   f->suspend_at_yield = true;
   VarPtr entered = run_inlined(*f);
   if (!f->suspended) unsupported("a @contextmanager generator that does not yield");  // contextlib raises RuntimeError
+  auto exit = std::make_shared<Var>(VarKind::kGenContextExit);
+  exit->pos = suspended_.size();
   suspended_.push_back(std::move(f));
-  return entered;
+  return {exit, entered};
 }
 
 VarPtr Interpreter::exit_generator_context(const VarPtr& exit) {

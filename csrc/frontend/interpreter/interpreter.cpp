@@ -755,9 +755,7 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
     case OP_BEFORE_WITH: {
       VarPtr ctx = pop();
       if (ctx->kind == VarKind::kGenContext) {
-        VarPtr exit = std::make_shared<Var>(VarKind::kGenContextExit);
-        VarPtr entered = enter_generator_context(ctx);
-        exit->pos = suspended_.size() - 1;
+        auto [exit, entered] = enter_generator_context(ctx);
         push(exit);
         push(entered);
         return;

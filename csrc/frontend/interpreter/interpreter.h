@@ -262,7 +262,7 @@ class Interpreter {
   // and leaving its with-block, the generator suspended at its yield in between.
   VarPtr context_manager_of(const VarPtr& generator_function);
   static PyObject* contextmanager_generator(PyObject* f);  // the generator a decorated function wraps, or null
-  VarPtr enter_generator_context(const VarPtr& ctx);
+  std::pair<VarPtr, VarPtr> enter_generator_context(const VarPtr& ctx);  // (its exit, what `as` binds)
   VarPtr exit_generator_context(const VarPtr& exit);
   std::vector<std::unique_ptr<Frame>> suspended_;
   // The frame of a call of a Python function (or nested function) with its arguments bound, not
