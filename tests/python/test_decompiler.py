@@ -332,7 +332,7 @@ PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
 def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
     decompiles the descriptions here, and the 3.12 interpreter recompiles and compares. Measured:
-    3689 of 3786 decompiled, 3454 the same bytecode."""
+    3684 of 3786 decompiled, 3454 the same bytecode."""
     import subprocess
     tool_path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
     out = tmp_path / "c.json"
@@ -349,3 +349,6 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     assert not no_compile, "\n".join(no_compile[:20])
     assert len(decompiled) >= 0.96 * n
     assert same >= 0.9 * n
+    # A try/finally inside a try/except: 3.12's layout was rebuilt with the code after the outer
+    # try moved inside it (wrong source); now refused.
+    assert res["asyncio/locks.py:Lock.acquire:92"]["status"] == "error", res["asyncio/locks.py:Lock.acquire:92"]

@@ -71,6 +71,7 @@ class Decompiler {
   explicit Decompiler(const CodeDesc& code);
   // The function body's statements.
   std::vector<Stmt> body();
+  std::vector<Stmt> structured_body();
   // Per instruction: whether control reaches it from the first instruction.
   std::vector<bool> reachable() const;
 
