@@ -220,6 +220,11 @@ bool probe_meta_key(PyObject* o, std::string& key) {
 
 uint64_t probe_version(PyObject* o) { return THPVariable_Unpack(o)._version(); }
 
+const void* probe_storage(PyObject* o) {
+  const at::Tensor& t = THPVariable_Unpack(o);
+  return t.has_storage() ? static_cast<const void*>(t.storage().unsafeGetStorageImpl()) : nullptr;
+}
+
 GlobalStateFacts probe_global_state() {
   GlobalStateFacts g;
   g.grad_enabled = c10::GradMode::is_enabled();

@@ -187,6 +187,8 @@ class Interpreter {
   // it, `is`, passing it to an operator): a type-guarded one gets its identity guard now.
   PyObject* identity(const VarPtr& v);
   VarPtr tensor_input(PyObject* t, const SourcePtr& src);
+  // A graph placeholder for `src` (`example` its value now, `meta` its description); the node.
+  int add_input(const SourcePtr& src, PyObject* example, const std::string& meta);
   bool int_input_is_dynamic(PyObject* o, const SourcePtr& src);
   VarPtr symint_input(PyObject* o, const SourcePtr& src);
   void make_dynamic(TensorFacts& f, uint64_t mask, const std::string& source, int input,

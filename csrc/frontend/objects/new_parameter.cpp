@@ -11,14 +11,6 @@
 
 namespace kiln::frontend {
 
-// The storage a (meta) tensor views, as an address: views of one base share it.
-static const void* storage_of(PyObject* t) {
-  PyRef s = PyRef::steal(PyObject_CallMethod(t, "untyped_storage", nullptr));
-  PyRef p = s ? PyRef::steal(PyObject_GetAttrString(s.get(), "_cdata")) : PyRef();
-  if (!p) { PyErr_Clear(); return nullptr; }
-  return PyLong_AsVoidPtr(p.get());
-}
-
 VarPtr Interpreter::new_parameter(PyObject* cls, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
   VarPtr data = args.size() > 0 ? args[0] : nullptr, rg = args.size() > 1 ? args[1] : nullptr;
   if (args.size() > 2) unsupported("nn.Parameter() with more than two arguments");
@@ -36,12 +28,12 @@ VarPtr Interpreter::new_parameter(PyObject* cls, std::vector<VarPtr>& args, std:
   // Memory shared with something the frame holds (an input, a view of one) would have to stay
   // shared; only data made by this capture becomes the Parameter's.
   if (data->source) unsupported("nn.Parameter() of a tensor the frame was given");
-  const void* st = storage_of(data->fake.get());
+  const void* st = probe_storage(data->fake.get());
   if (!st) unsupported("nn.Parameter(): the data's storage is unknown");
   for (const auto& [repr, w] : wrapped_)
-    if (w->is_tensor() && storage_of(w->fake.get()) == st) unsupported("nn.Parameter() of a view of " + repr);
+    if (w->is_tensor() && probe_storage(w->fake.get()) == st) unsupported("nn.Parameter() of a view of " + repr);
   for (const auto& p : made_parameters_)
-    if (storage_of(p->fake.get()) == st) unsupported("nn.Parameter() of the memory of another Parameter made here");
+    if (probe_storage(p->fake.get()) == st) unsupported("nn.Parameter() of the memory of another Parameter made here");
   PyRef data_rg = PyRef::steal(PyObject_GetAttrString(data->fake.get(), "requires_grad"));
   if (!data_rg || data_rg.get() == Py_True) {
     PyErr_Clear();
@@ -66,10 +58,7 @@ VarPtr Interpreter::new_parameter(PyObject* cls, std::vector<VarPtr>& args, std:
   p->device = PyRef::steal(probe_device(example.get()));
   if (!p->fake || !p->device) unsupported("nn.Parameter(): " + take_python_error());
   cap_.made.push_back(p->source);
-  p->node = cap_.graph->add_placeholder(p->source->placeholder_hint(), probe_describe_tensor(example.get()));
-  cap_.inputs.push_back(p->source);
-  cap_.example_inputs.push_back(example);
-  cap_.removable.push_back(false);
+  p->node = add_input(p->source, example.get(), probe_describe_tensor(example.get()));
   made_parameters_.push_back(p);
 
   const bool grad = probe_grad_enabled();

@@ -96,6 +96,9 @@ bool probe_is_symbolic_tensor(PyObject* t);
 std::vector<std::string> probe_symbolic_sizes(PyObject* t);
 // The tensor's version counter (bumped by every in-place write).
 uint64_t probe_version(PyObject* t);
+// The storage a tensor (meta ones included) views, as an address: views of one base share it;
+// null for a tensor without storage.
+const void* probe_storage(PyObject* t);
 GlobalStateFacts probe_global_state();
 std::string probe_describe_global_state(const GlobalStateFacts& g);
 bool probe_grad_enabled();

@@ -80,6 +80,14 @@ bool Interpreter::int_input_is_dynamic(PyObject* o, const SourcePtr& src) {
   return choose_dynamic_int(src->repr(), x, opts_.dynamic, opts_.size_history, &cap_.dynamic_changes);
 }
 
+int Interpreter::add_input(const SourcePtr& src, PyObject* example, const std::string& meta) {
+  const int node = cap_.graph->add_placeholder(src->placeholder_hint(), meta);
+  cap_.inputs.push_back(src);
+  cap_.example_inputs.push_back(PyRef::borrow(example));
+  cap_.removable.push_back(false);
+  return node;
+}
+
 // An int argument that varies between calls: a graph input of its own, standing for a symbol.
 VarPtr Interpreter::symint_input(PyObject* o, const SourcePtr& src) {
   int64_t x = PyLong_AsLongLong(o);
@@ -90,10 +98,7 @@ VarPtr Interpreter::symint_input(PyObject* o, const SourcePtr& src) {
   v->fake = PyRef::steal(probe_make_symint(cap_.shape_env, sym::Expr::symbol(s)));
   if (!v->fake) unsupported("cannot make a symbolic int for " + src->repr() + ": " + take_python_error());
   meta_.set_symbolic();
-  v->node = cap_.graph->add_placeholder(src->placeholder_hint(), "int s" + std::to_string(s));
-  cap_.inputs.push_back(src);
-  cap_.example_inputs.push_back(PyRef::borrow(o));
-  cap_.removable.push_back(false);
+  v->node = add_input(src, o, "int s" + std::to_string(s));
   guard(src, GuardLeaf::kSymInt, nullptr, s);
   return v;
 }
@@ -117,10 +122,7 @@ VarPtr Interpreter::tensor_input(PyObject* t, const SourcePtr& src) {
   }
   v->device = PyRef::steal(probe_device(t));
   if (!v->fake || !v->device) unsupported("cannot make a meta tensor for " + src->repr() + ": " + take_python_error());
-  v->node = cap_.graph->add_placeholder(src->placeholder_hint(), probe_describe_tensor(mask ? v->fake.get() : t));
-  cap_.inputs.push_back(src);
-  cap_.example_inputs.push_back(PyRef::borrow(t));
-  cap_.removable.push_back(false);
+  v->node = add_input(src, t, probe_describe_tensor(mask ? v->fake.get() : t));
   if (src->kind != Source::kConstant) cap_.guards->add(src, std::move(leaf));
   return v;
 }
@@ -284,8 +286,19 @@ VarPtr Interpreter::trace_value(PyObject* o) {
   return v;
 }
 
+// Constants, and tuples, lists and dicts of them: values a pure function can be evaluated on now
+// (objects are left out: what a function reads of them is not guarded).
+static bool plain_value(const VarPtr& v, int depth = 0) {
+  if (v->is_const() || v->is_symint() || v->kind == VarKind::kSymSlice) return true;
+  if (v->kind == VarKind::kObject && v->fresh && !v->source) return true;  // a trace-time value
+  if (depth > 8 || (v->kind != VarKind::kTuple && v->kind != VarKind::kList && v->kind != VarKind::kDict)) return false;
+  for (const auto& it : v->items)
+    if (!plain_value(it, depth + 1)) return false;
+  return true;
+}
+
 PyRef Interpreter::set_member(const VarPtr& v) {
-  if (v->is_const() || v->is_symint() || (v->kind == VarKind::kObject && v->fresh && !v->source)) return as_python(v);
+  if (plain_value(v)) return as_python(v);
   if (v->kind == VarKind::kObject) return PyRef::borrow(identity(v));
   bool by_identity = v->is_tensor() && (!v->source || v->source->kind == Source::kMade);
   if (v->kind == VarKind::kNewObject) {
@@ -306,17 +319,6 @@ bool Interpreter::holds_token(PyObject* o) const {
   for (const auto& [token, var] : token_vars_)
     if (PySet_Contains(o, token) == 1) return true;
   return false;
-}
-
-// Constants, and tuples, lists and dicts of them: values a pure function can be evaluated on now
-// (objects are left out: what a function reads of them is not guarded).
-static bool plain_value(const VarPtr& v, int depth = 0) {
-  if (v->is_const() || v->is_symint() || v->kind == VarKind::kSymSlice) return true;
-  if (v->kind == VarKind::kObject && v->fresh && !v->source) return true;  // a trace-time value
-  if (depth > 8 || (v->kind != VarKind::kTuple && v->kind != VarKind::kList && v->kind != VarKind::kDict)) return false;
-  for (const auto& it : v->items)
-    if (!plain_value(it, depth + 1)) return false;
-  return true;
 }
 
 bool Interpreter::all_python_values(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
