@@ -55,6 +55,10 @@ class CompiledModule(torch.nn.Module):
     def __len__(self):
         return len(self.__dict__["_orig_mod"])
 
+    def __bool__(self):
+        # Without this, truth testing falls back to __len__ and raises for modules that have none.
+        return bool(self.__dict__["_orig_mod"])
+
     def __iter__(self):
         return iter(self.__dict__["_orig_mod"])
 

@@ -50,6 +50,14 @@ def test_module_shares_state():
     assert "CompiledModule" in repr(c)
 
 
+def test_compiled_module_truth_value_is_the_originals():
+    # `kiln.compile(m) or fallback` and `if model:` must not raise for a module without __len__.
+    lin = torch.nn.Linear(2, 2)
+    assert bool(kiln.compile(lin)) is bool(lin) is True
+    assert bool(kiln.compile(torch.nn.Sequential())) is bool(torch.nn.Sequential()) is False
+    assert bool(kiln.compile(torch.nn.Sequential(lin))) is True
+
+
 def test_training_through_compiled_module():
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
