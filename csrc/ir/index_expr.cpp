@@ -161,6 +161,32 @@ static std::pair<Index, Index> split_multiples(const Index& e, int64_t c) {
   return {q, r};
 }
 
+// e as g*high + low with 0 <= low < g over the ranges, for the largest g among e's coefficients
+// that divides c (g > 1): then e // c == high // (c/g) and e % c == g*(high % (c/g)) + low, since
+// low never carries past a multiple of g. A head split of a flattened row, (4096*x0 + 64*x1 + x2)
+// // 16384 with 64*x1 + x2 < 4096, is x0 // 4: no division per element.
+struct LowSplit {
+  int64_t g = 0;
+  Index high, low;
+};
+static bool split_low(const Index& e, int64_t c, const VarRanges& ranges, LowSplit* out) {
+  for (const auto& t : e.terms) {
+    const int64_t g = t.first < 0 ? -t.first : t.first;
+    if (g <= 1 || g >= c || c % g != 0 || g <= out->g) continue;
+    LowSplit s;
+    s.g = g;
+    s.high.constant = e.constant >= 0 ? e.constant / g : -((-e.constant + g - 1) / g);
+    s.low.constant = e.constant - s.high.constant * g;
+    for (const auto& u : e.terms) {
+      if (u.first % g == 0) s.high.terms.push_back({u.first / g, u.second});
+      else s.low.terms.push_back(u);
+    }
+    auto [lo, hi] = bounds(s.low, ranges);
+    if (lo >= 0 && hi < g) *out = std::move(s);
+  }
+  return out->g > 0;
+}
+
 static Index make_atom(Atom::Kind kind, const Index& arg, int64_t c) {
   auto a = std::make_shared<Atom>();
   a->kind = kind;
@@ -184,6 +210,7 @@ Index floordiv(const Index& e, int64_t c, const VarRanges& ranges) {
     int64_t v = e.constant;
     return Index::of(v >= 0 ? v / c : -((-v + c - 1) / c));
   }
+  if (LowSplit s; split_low(e, c, ranges, &s)) return floordiv(s.high, c / s.g, ranges);
   if (lo >= 0 && r.terms.size() == e.terms.size()) return make_atom(Atom::kFloorDiv, e, c);
   if (lo >= 0) return add(qd, make_atom(Atom::kFloorDiv, r, c));
   return make_atom(Atom::kFloorDiv, e, c);
@@ -196,6 +223,7 @@ Index mod(const Index& e, int64_t c, const VarRanges& ranges) {
   auto [lo, hi] = bounds(r, ranges);
   if (lo >= 0 && hi < c) return r;
   if (e.is_constant()) return Index::of(((e.constant % c) + c) % c);
+  if (LowSplit s; split_low(e, c, ranges, &s)) return add(mul(mod(s.high, c / s.g, ranges), s.g), s.low);
   if (lo >= 0) return make_atom(Atom::kMod, r, c);
   return make_atom(Atom::kMod, e, c);
 }

@@ -7,6 +7,12 @@
 namespace kiln::lowering {
 using namespace ir;
 
+// What an indirect load adds to a value's cost: its position's computation, a bounds check and a
+// load the loop cannot vectorize. High enough that a sum of two gathers read by more than one
+// kernel (token + position embeddings, read by the first LayerNorm and the residual adds after
+// it) is realized once instead of gathered again in each reader.
+constexpr int kIndirectLoadCost = 24;
+
 bool lower_indexing(Lowerer& L, const AtenNode& n) {
   auto tensor = [&](size_t i) { return n.args.size() > i && n.args[i].kind == AtenArg::kTensor; };
   if (!tensor(0) || n.outputs.size() != 1 || n.outputs[0] < 0) return false;
@@ -22,7 +28,7 @@ bool lower_indexing(Lowerer& L, const AtenNode& n) {
     L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
       std::vector<Index> pi(i.begin(), i.begin() + pr);
       return Lp->indirect_load(x, {Index::of(0), i[pr]}, 0, Lp->value(pos).loader(pi, c), c);
-    }, 4);
+    }, L.value(pos).cost + kIndirectLoadCost);
     return true;
   }
   if (n.op == "aten::index_select" && tensor(2) && is_index(n.args[2].value) && rank > 0) {
@@ -34,7 +40,7 @@ bool lower_indexing(Lowerer& L, const AtenNode& n) {
       std::vector<Index> pi;
       if (!Lp->meta(pos).sizes.empty()) pi.push_back(i[dim]);
       return Lp->indirect_load(x, i, static_cast<int>(dim), Lp->value(pos).loader(pi, c), c);
-    }, 4);
+    }, L.value(pos).cost + kIndirectLoadCost);
     return true;
   }
   if (n.op == "aten::gather" && tensor(2) && is_index(n.args[2].value) && rank > 0 &&
@@ -45,7 +51,7 @@ bool lower_indexing(Lowerer& L, const AtenNode& n) {
     L.ensure_buffer(x);
     L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
       return Lp->indirect_load(x, i, static_cast<int>(dim), Lp->value(pos).loader(i, c), c);
-    }, 4);
+    }, L.value(pos).cost + kIndirectLoadCost);
     return true;
   }
   return false;

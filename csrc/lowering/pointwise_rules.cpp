@@ -287,6 +287,15 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
     double start = 0, step = 1;
     if (ov == "start" || ov == "start_step") start = scalar_of(n.arg("start"), 0);
     if (ov == "start_step") step = scalar_of(n.arg("step"), 1);
+    // Integer positions (arange(t) feeding an embedding) are index arithmetic: no float math per
+    // element, and a reader can vectorize them.
+    if (!is_floating(out) && start == std::floor(start) && step == std::floor(step) && std::fabs(start) < 1e15 && std::fabs(step) < 1e15) {
+      const int64_t a = static_cast<int64_t>(start), d = static_cast<int64_t>(step);
+      L.define(n.outputs[0], [a, d, out](const std::vector<Index>& idx, LoadCtx&) {
+        return index_value(add(mul(idx[0], d), Index::of(a)), out);
+      }, 1);
+      return true;
+    }
     L.define(n.outputs[0], [start, step, out](const std::vector<Index>& idx, LoadCtx&) {
       ExprPtr i = index_value(idx[0], DType::kFloat64);
       return cast(binary(BinaryOp::kAdd, constant(start, DType::kFloat64), binary(BinaryOp::kMul, i, constant(step, DType::kFloat64), DType::kFloat64), DType::kFloat64), out);

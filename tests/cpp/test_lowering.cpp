@@ -85,6 +85,28 @@ TEST(Lowering, PointwisePrologueFusesIntoLayerNorm) {
   EXPECT_EQ(k.fused.size(), 4u);
 }
 
+TEST(Lowering, GatheredSumsReadTwiceAreRealizedAndIntegerPositionsAreIndexMath) {
+  // NanoGPT's input: token + position embeddings, read by the first LayerNorm and by the residual
+  // add after the block. Inlined, both readers gathered again through a bounds-checked index
+  // (and computed arange's positions in double).
+  ir::Program p = lower(R"(%0 = input 0 : i64[2, 8]{8, 1}
+%1 = input 1 : f32[50, 16]{16, 1}
+%2 = input 2 : f32[32, 16]{16, 1}
+%3 = input 3 : f32[2, 8, 16]{128, 16, 1}
+%4 = aten::embedding(%1, indices=%0, padding_idx=-1, scale_grad_by_freq=False, sparse=False) : f32[2, 8, 16]{128, 16, 1}
+%5 = aten::arange(8, dtype=None, layout=None, device=cpu, pin_memory=False) : i64[8]{1}
+%6 = aten::embedding(%2, indices=%5, padding_idx=-1, scale_grad_by_freq=False, sparse=False) : f32[8, 16]{16, 1}
+%7 = aten::add.Tensor(%4, other=%6, alpha=1) : f32[2, 8, 16]{128, 16, 1}
+%8, %9, %10 = aten::native_layer_norm(%7, normalized_shape=[16], weight=None, bias=None, eps=1e-05) : f32[2, 8, 16]{128, 16, 1}, f32[2, 8, 1]{8, 1, 1}, f32[2, 8, 1]{8, 1, 1}
+%11 = aten::add.Tensor(%7, other=%3, alpha=1) : f32[2, 8, 16]{128, 16, 1}
+return %8, %11
+)");
+  const std::string text = p.to_string();
+  EXPECT_EQ(count(text, "buf1[x"), 1) << text;  // the token gather appears once
+  EXPECT_EQ(count(text, "f64("), 0) << text;
+  EXPECT_NE(text.find("i64(index(x1))"), std::string::npos) << text;
+}
+
 TEST(Lowering, FusionOffRealizesEveryValue) {
   ir::Program p = lower(kPointwiseLN, /*fuse=*/false);
   EXPECT_GE(p.kernels.size(), 4u) << p.to_string();
