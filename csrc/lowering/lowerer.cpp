@@ -358,18 +358,21 @@ bool Lowerer::lower_node(int node) {
   const AtenNode& n = g_.nodes[node];
   // Empty tensors go to ATen: a loop over nothing has no work to fuse, and index algebra over a
   // zero extent would divide by it.
-  auto bad = [&](int v) {
+  // An empty input of cat adds nothing to its output (a KV cache's first update is
+  // cat([tensor([]), k])): only its dtype and device matter.
+  const bool cat = n.op == "aten::cat" || n.op == "aten::stack";
+  auto bad = [&](int v, bool may_be_empty = false) {
     if (v < 0) return false;
     const TensorMeta& m = meta(v);
     // The CPU code generator has no fp16 arithmetic; CUDA kernels compute it in float.
-    return !is_supported(m.dtype) || (m.dtype == DType::kFloat16 && !opts_.cuda) || m.cpu == opts_.cuda || m.numel() == 0;
+    return !is_supported(m.dtype) || (m.dtype == DType::kFloat16 && !opts_.cuda) || m.cpu == opts_.cuda || (m.numel() == 0 && !may_be_empty);
   };
   for (int v : n.outputs)
     if (bad(v)) return false;
   for (const AtenArg& a : n.args) {
     if (a.kind == AtenArg::kTensor && bad(a.value)) return false;
     for (int v : a.values)
-      if (bad(v)) return false;
+      if (bad(v, cat)) return false;
   }
   if (n.nondeterministic) return false;
   return lower_view(*this, n) || lower_cat(*this, n) || lower_indexing(*this, n) || lower_pointwise(*this, n) || lower_reduction(*this, n);

@@ -1,6 +1,8 @@
 """Shapes at the edges of the code generator: 0-dim tensors, empty tensors and integer advanced
 indexing, compiled through kiln's frontend and code generator and compared with eager. Each of
 these once crashed the process or fell back where it need not."""
+import re
+
 import pytest
 import torch
 
@@ -192,6 +194,24 @@ CATS = {  # read once by a pointwise consumer: the cat is inlined (each element 
 @pytest.mark.parametrize("name", sorted(CATS))
 def test_cat_inlined_into_its_reader(name):
     run_both(CATS[name], torch.randn(5, 6))
+
+
+def test_cat_with_an_empty_cache_is_generated_code():
+    # A KV cache's first update, cat([torch.tensor([]), k], -2), and an empty slice of a cache:
+    # empty inputs add nothing, so the cat fuses into the code that computes k (it was an ATen
+    # call, a copy of k per layer). The empty float32 input still takes part in type promotion.
+    def fn(x, z):
+        k = (x * 2).transpose(1, 2)
+        return torch.cat([torch.tensor([]), k], dim=-2), torch.cat([z, x + 1, z], dim=1)
+    for dt in (torch.float32, torch.float64):
+        _codegen.GRAPHS.clear()
+        run_both(fn, torch.randn(2, 3, 4, dtype=dt), torch.empty(2, 0, 4, dtype=dt))
+        graphs = [g for g in _codegen.GRAPHS if g.status == "compiled"]
+        assert graphs, [g.status for g in _codegen.GRAPHS]
+        for g in graphs:  # both results are written by generated kernels (the only extern left
+            text = g.program_text  # is lift_fresh of the empty constant)
+            returned = re.search(r"^return \[(.*)\]$", text, re.M).group(1).split(", ")
+            assert all(re.search(rf"^buf{b}: kernel ", text, re.M) for b in returned), text
 
 
 def test_var_and_std_of_values_whose_squares_overflow_float32_match_eager():
