@@ -7,11 +7,13 @@
 namespace kiln::lowering {
 using namespace ir;
 
-// What an indirect load adds to a value's cost: its position's computation, a bounds check and a
-// load the loop cannot vectorize. High enough that a sum of two gathers read by more than one
-// kernel (token + position embeddings, read by the first LayerNorm and the residual adds after
-// it) is realized once instead of gathered again in each reader.
-constexpr int kIndirectLoadCost = 24;
+// What an indirect load adds to a value's cost on the CPU: its position's computation, a bounds
+// check and a load the loop cannot vectorize. As much as the most an inlined value read twice
+// may cost (LoweringOptions::max_inline_cost): a gathered value that more than one kernel reads
+// (an embedding read by the first norm and by each residual add after it) is gathered once, into
+// a buffer, instead of again in each reader. On a GPU a gather is a plain load, and a buffer
+// costs a kernel launch: there it stays cheap to inline.
+static int indirect_load_cost(const Lowerer& L) { return L.cuda() ? 4 : 48; }
 
 bool lower_indexing(Lowerer& L, const AtenNode& n) {
   auto tensor = [&](size_t i) { return n.args.size() > i && n.args[i].kind == AtenArg::kTensor; };
@@ -28,7 +30,7 @@ bool lower_indexing(Lowerer& L, const AtenNode& n) {
     L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
       std::vector<Index> pi(i.begin(), i.begin() + pr);
       return Lp->indirect_load(x, {Index::of(0), i[pr]}, 0, Lp->value(pos).loader(pi, c), c);
-    }, L.value(pos).cost + kIndirectLoadCost);
+    }, L.value(pos).cost + indirect_load_cost(L));
     return true;
   }
   if (n.op == "aten::index_select" && tensor(2) && is_index(n.args[2].value) && rank > 0) {
@@ -40,7 +42,7 @@ bool lower_indexing(Lowerer& L, const AtenNode& n) {
       std::vector<Index> pi;
       if (!Lp->meta(pos).sizes.empty()) pi.push_back(i[dim]);
       return Lp->indirect_load(x, i, static_cast<int>(dim), Lp->value(pos).loader(pi, c), c);
-    }, L.value(pos).cost + kIndirectLoadCost);
+    }, L.value(pos).cost + indirect_load_cost(L));
     return true;
   }
   if (n.op == "aten::gather" && tensor(2) && is_index(n.args[2].value) && rank > 0 &&
@@ -51,7 +53,7 @@ bool lower_indexing(Lowerer& L, const AtenNode& n) {
     L.ensure_buffer(x);
     L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
       return Lp->indirect_load(x, i, static_cast<int>(dim), Lp->value(pos).loader(i, c), c);
-    }, L.value(pos).cost + kIndirectLoadCost);
+    }, L.value(pos).cost + indirect_load_cost(L));
     return true;
   }
   return false;
