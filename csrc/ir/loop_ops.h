@@ -44,6 +44,8 @@ enum OpFlags : uint8_t {
   X(kSigmoid, "sigmoid", kOpNone, "kiln::sigmoid($0)", "kiln::sigmoid($0)")                                                     \
   X(kGelu, "gelu", kOpNone, "kiln::gelu($0)", "kiln::gelu($0)")                                                                 \
   X(kGeluTanh, "gelu_tanh", kOpNone, "kiln::gelu_tanh($0)", "kiln::gelu_tanh($0)")                                              \
+  X(kGeluGrad, "gelu_grad", kOpNone, "kiln::gelu_grad($0)", "kiln::gelu_grad($0)")                                              \
+  X(kGeluTanhGrad, "gelu_tanh_grad", kOpNone, "kiln::gelu_tanh_grad($0)", "kiln::gelu_tanh_grad($0)")                           \
   X(kRelu, "relu", kOpNone, "kiln::relu($0)", "kiln::relu($0)")                                                                 \
   X(kSign, "sign", kOpNone, "kiln::sign($0)", "kiln::sign($0)")                                                                 \
   X(kLog, "log", kOpNone, "kiln::m::log($0)", "kiln::m::log($0)")                                                               \

@@ -101,7 +101,7 @@ bool is_transcendental(UnaryOp op) {
     case UnaryOp::kExp: case UnaryOp::kExpVec: case UnaryOp::kExp2: case UnaryOp::kExpm1: case UnaryOp::kLog: case UnaryOp::kLog2:
     case UnaryOp::kLog10: case UnaryOp::kLog1p: case UnaryOp::kSin: case UnaryOp::kCos: case UnaryOp::kTan: case UnaryOp::kAsin:
     case UnaryOp::kAcos: case UnaryOp::kAtan: case UnaryOp::kSinh: case UnaryOp::kCosh: case UnaryOp::kTanh: case UnaryOp::kSigmoid:
-    case UnaryOp::kErf: case UnaryOp::kErfc: case UnaryOp::kGelu: case UnaryOp::kGeluTanh:
+    case UnaryOp::kErf: case UnaryOp::kErfc: case UnaryOp::kGelu: case UnaryOp::kGeluTanh: case UnaryOp::kGeluGrad: case UnaryOp::kGeluTanhGrad:
       return true;
     default:
       return false;
@@ -182,6 +182,16 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
     const AtenArg* ap = n.arg("approximate");
     UnaryOp op = ap && ap->s == "tanh" ? UnaryOp::kGeluTanh : UnaryOp::kGelu;
     define_map(L, n, {L.arg_loader(A(0), S, ct)}, [op, ct, out](const std::vector<ExprPtr>& v) { return cast(unary(op, v[0], ct), out); }, 8);
+    return true;
+  }
+  // gelu's backward, dy * gelu'(x): generated, so the min-cut partitioner's recomputed gelu and
+  // this gradient fuse into one pass over x.
+  if (n.op == "aten::gelu_backward" && tensor_arg(0) && tensor_arg(1)) {
+    const AtenArg* ap = n.arg("approximate");
+    UnaryOp op = ap && ap->s == "tanh" ? UnaryOp::kGeluTanhGrad : UnaryOp::kGeluGrad;
+    define_map(L, n, {L.arg_loader(A(0), S, ct), L.arg_loader(A(1), S, ct)}, [op, ct, out](const std::vector<ExprPtr>& v) {
+      return cast(binary(BinaryOp::kMul, v[0], unary(op, v[1], ct), ct), out);
+    }, 12);
     return true;
   }
   if ((n.op == "aten::clamp" || n.op == "aten::clamp_min" || n.op == "aten::clamp_max" || n.op == "aten::hardtanh") && tensor_arg(0)) {

@@ -107,6 +107,21 @@ return %8, %11
   EXPECT_NE(text.find("i64(index(x1))"), std::string::npos) << text;
 }
 
+TEST(Lowering, GeluBackwardFusesWithTheRecomputedGelu) {
+  // An MLP's backward under the min-cut partitioner: gelu(x) recomputed for the second weight's
+  // gradient and gelu_backward(dy, x) for the first's read x in one kernel (gelu_backward was an
+  // ATen call: a second pass over x).
+  ir::Program p = lower(R"(%0 = input 0 : f32[4, 16]{16, 1}
+%1 = input 1 : f32[4, 16]{16, 1}
+%2 = aten::gelu(%0, approximate='none') : f32[4, 16]{16, 1}
+%3 = aten::gelu_backward(%1, %0, approximate='tanh') : f32[4, 16]{16, 1}
+return %2, %3
+)");
+  ASSERT_EQ(p.kernels.size(), 1u) << p.to_string();
+  EXPECT_EQ(externs(p), 0);
+  EXPECT_NE(p.to_string().find("mul(buf1[16*x0 + x1], gelu_tanh_grad(buf0[16*x0 + x1]))"), std::string::npos) << p.to_string();
+}
+
 TEST(Lowering, FusionOffRealizesEveryValue) {
   ir::Program p = lower(kPointwiseLN, /*fuse=*/false);
   EXPECT_GE(p.kernels.size(), 4u) << p.to_string();

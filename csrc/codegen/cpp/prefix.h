@@ -163,6 +163,17 @@ template <class T> static inline T gelu(T x) { return T(0.5) * x * (T(1) + erf_g
 template <class T> static inline T gelu_tanh(T x) {
   return T(0.5) * x * (T(1) + kiln::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
 }
+// Derivatives of gelu and its tanh form, as ATen's gelu_backward computes them: Phi(x) + x phi(x),
+// and d/dx of 0.5 x (1 + tanh(beta (x + kappa x^3))).
+template <class T> static inline T gelu_grad(T x) {
+  const T cdf = T(0.5) * (T(1) + erf_gelu(x * T(0.70710678118654752440)));
+  return cdf + x * T(0.39894228040143267794) * kiln::exp_vec(T(-0.5) * x * x);
+}
+template <class T> static inline T gelu_tanh_grad(T x) {
+  const T beta = T(0.79788456080286535588), kappa = T(0.044715);
+  const T t = kiln::tanh(beta * (x + kappa * x * x * x));
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * beta * (T(1) + T(3) * kappa * x * x);
+}
 // An integer converts to +0.0, never -0.0; written as a select because GCC, with
 // -fno-trapping-math, folds float -> integer -> float into trunc(), which keeps -0.5's sign.
 template <class F, class I> static inline F int_to_float(I v) { F f = static_cast<F>(v); return f == F(0) ? F(0) : f; }

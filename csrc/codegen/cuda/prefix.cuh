@@ -67,6 +67,14 @@ template <class T> KILN_DEV T gelu(T x) { return T(0.5) * x * (T(1) + m::erf(x *
 template <class T> KILN_DEV T gelu_tanh(T x) {
   return T(0.5) * x * (T(1) + kiln::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
 }
+template <class T> KILN_DEV T gelu_grad(T x) {  // as ATen's gelu_backward: Phi(x) + x phi(x)
+  return T(0.5) * (T(1) + m::erf(x * T(0.70710678118654752440))) + x * T(0.39894228040143267794) * kiln::exp(T(-0.5) * x * x);
+}
+template <class T> KILN_DEV T gelu_tanh_grad(T x) {
+  const T beta = T(0.79788456080286535588), kappa = T(0.044715);
+  const T t = kiln::tanh(beta * (x + kappa * x * x * x));
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * beta * (T(1) + T(3) * kappa * x * x);
+}
 template <class T> KILN_DEV T maxnan(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
 template <class T> KILN_DEV T minnan(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
 template <class T> KILN_DEV T fmaxv(T a, T b) { return a != a ? b : (b != b ? a : (a > b ? a : b)); }
