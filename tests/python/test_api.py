@@ -256,3 +256,17 @@ def test_reduce_overhead_on_the_cpu_runs_the_compiled_graph():
         x = torch.randn(8, 16)
         torch.testing.assert_close(c(x), f(x))
     assert kiln.stats()["graphs"] == 1
+
+
+def test_graph_code_names_torch_ops_as_written():
+    # Calling torch.ops.aten.mul.Tensor raised SyntaxError from torch.fx (the graph recorded the
+    # nameless pybind builtin behind the overload), and torch.ops.aten.x printed as
+    # "torch._ops.aten.pybind11_detail_function_record_...x".
+    def f(dy, x):
+        return torch.ops.aten.gelu_backward(dy, x, approximate="tanh") + torch.ops.aten.mul.Tensor(x, 2)
+    kiln.reset()
+    x, dy = torch.randn(5), torch.randn(5)
+    assert torch.allclose(kiln.compile(f)(dy, x), f(dy, x))
+    code = kiln.stats()["graph_records"][0]["code"]
+    assert "torch.ops.aten.gelu_backward(l_dy_, l_x_, approximate='tanh')" in code, code
+    assert "torch.ops.aten.mul.Tensor(l_x_, 2)" in code, code

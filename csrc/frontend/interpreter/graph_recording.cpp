@@ -29,6 +29,13 @@ std::string qualified_name(PyObject* fn) {
   if (!qn) { PyErr_Clear(); qn = PyRef::steal(PyObject_GetAttrString(fn, "__name__")); }
   if (!qn) { PyErr_Clear(); return py_repr(fn); }
   std::string m = (mod && PyUnicode_Check(mod.get())) ? py_str(mod.get()) : "";
+  // torch.ops.aten.x and torch.ops.aten.x.default (module "torch._ops.aten"; a packet's
+  // __qualname__ is its pybind class's name).
+  if (m.rfind("torch._ops.", 0) == 0) {
+    PyRef name = PyRef::steal(PyObject_GetAttrString(fn, "__name__"));
+    if (name && PyUnicode_Check(name.get())) return "torch.ops." + m.substr(11) + "." + py_str(name.get());
+    PyErr_Clear();
+  }
   if (m == "torch._C._VariableFunctions" || m == "torch._C") m = "torch";
   std::string q = py_str(qn.get());
   if (q.rfind("_VariableFunctionsClass.", 0) == 0) return "torch." + q.substr(24);

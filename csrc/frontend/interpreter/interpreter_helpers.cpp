@@ -53,6 +53,11 @@ bool starts_with(const std::string& s, const char* p) { return s.compare(0, std:
 
 // A torch callable recorded as one graph operation rather than inlined.
 bool is_torch_op(PyObject* fn) {
+  // torch.ops.aten.x / torch.ops.aten.x.default: recorded as themselves (inlining their __call__
+  // recorded the pybind builtin behind them, which torch.fx cannot name).
+  for (const char* t : {"OpOverload", "OpOverloadPacket"})
+    if (PyObject* type = module_attr("torch._ops", t); type && PyType_Check(type) && PyObject_TypeCheck(fn, reinterpret_cast<PyTypeObject*>(type)))
+      return true;
   if (PyCFunction_Check(fn) || Py_IS_TYPE(fn, &PyMethodDescr_Type) || Py_IS_TYPE(fn, &PyWrapperDescr_Type)) {
     std::string m = module_of(fn);
     if (starts_with(m, "torch")) return true;
