@@ -3,6 +3,8 @@
 
 #include "ir/index_expr.h"
 
+#include <random>
+
 using namespace kiln::ir;
 
 TEST(IndexExpr, FloorDivAndModOfAlignedSums) {
@@ -63,4 +65,32 @@ TEST(IndexExpr, DivisionByAZeroSizeThrowsInsteadOfTrapping) {
   EXPECT_THROW(floordiv(Index::var(0), 0, r), std::invalid_argument);
   EXPECT_THROW(mod(Index::var(0), 0, r), std::invalid_argument);
   EXPECT_THROW(mod(Index::of(3), 0, r), std::invalid_argument);
+}
+
+TEST(IndexExpr, FloorDivAndModAgreeWithArithmeticOnRandomSums) {
+  // Random affine sums of three variables (coefficients often multiples of one another, as
+  // strides are), divided by random divisors: the simplified forms must give exactly floor
+  // division and modulo at every point of the ranges.
+  std::mt19937 rng(7);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int trial = 0; trial < 400; ++trial) {
+    VarRanges r = {pick(1, 5), pick(1, 6), pick(1, 7)};
+    int64_t c2 = pick(1, 3), c1 = c2 * r[2] * pick(1, 2) + pick(0, 1), c0 = c1 * r[1] * pick(1, 3);
+    int64_t k = pick(-20, 40);
+    Index e = add(add(add(mul(Index::var(0), c0), mul(Index::var(1), c1)), mul(Index::var(2), c2)), Index::of(k));
+    const int64_t divisors[] = {pick(1, 4) * c1, pick(1, 5) * c0, pick(2, 64), c2 * r[2]};
+    for (int64_t d : divisors) {
+      if (d <= 0) continue;
+      Index q = floordiv(e, d, r), m = mod(e, d, r);
+      for (int64_t a = 0; a < r[0]; ++a)
+        for (int64_t b = 0; b < r[1]; ++b)
+          for (int64_t c = 0; c < r[2]; ++c) {
+            const int64_t v = c0 * a + c1 * b + c2 * c + k;
+            const int64_t fq = v >= 0 ? v / d : -((-v + d - 1) / d);
+            std::vector<Index> at = {Index::of(a), Index::of(b), Index::of(c)};
+            ASSERT_EQ(substitute(q, at, r).constant, fq) << e.to_string() << " // " << d << " -> " << q.to_string();
+            ASSERT_EQ(substitute(m, at, r).constant, v - fq * d) << e.to_string() << " % " << d << " -> " << m.to_string();
+          }
+    }
+  }
 }
