@@ -41,6 +41,7 @@ CompiledGraph::CompiledGraph(bridge::TraceResult trace, Program program) : trace
   donee_.assign(program_.buffers.size(), -1);
   for (size_t b = 0; b < program_.reuse_of.size(); ++b)
     if (program_.reuse_of[b] >= 0) donee_[program_.reuse_of[b]] = static_cast<int>(b);
+  plan_fast_views();
 }
 
 CompiledGraph::~CompiledGraph() {
@@ -79,14 +80,34 @@ void CompiledGraph::share_kernels(const CompiledGraph& base, std::vector<int64_t
 void CompiledGraph::use_cuda(std::shared_ptr<CudaKernels> kernels, int device) {
   cuda_ = std::move(kernels);
   device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device));
-  // Views whose sizes and strides follow from their input's traced layout alone. The result
-  // must not leave the graph (an output keeps the dispatcher's view, with its autograd view
-  // tracking and shared version counter).
+  plan_fast_views();
+}
+
+// Extern view operators whose sizes and strides follow from their input's traced layout alone
+// are made directly as aliases of their input's storage (about 1 us each through the dispatcher,
+// a few dozen per transformer call). A view that leaves the graph, itself or through a view of
+// it (an output keeps the dispatcher's view, with its autograd view tracking and shared version
+// counter), goes through the dispatcher.
+void CompiledGraph::plan_fast_views() {
   static const std::set<std::string> kViews = {"aten::view", "aten::_unsafe_view", "aten::t", "aten::transpose.int", "aten::expand",
                                                "aten::permute", "aten::unsqueeze", "aten::squeeze.dim", "aten::alias",
                                                "aten::slice.Tensor", "aten::select.int"};
   std::set<int> escaping(program_.outputs.begin(), program_.outputs.end());
   for (auto [input, b] : program_.input_mutations) escaping.insert(b);
+  // An extern whose result aliases its arguments passes escape on to them.
+  for (size_t si = program_.steps.size(); si-- > 0;) {
+    const Step& s = program_.steps[si];
+    if (s.kind != Step::kExtern || !ops_[s.node]) continue;
+    bool escapes = false;
+    for (int o : s.outputs) escapes = escapes || (o >= 0 && escaping.count(o));
+    if (!escapes) continue;
+    bool aliases = false;
+    for (const auto& r : ops_[s.node]->schema().returns()) aliases = aliases || r.alias_info() != nullptr;
+    if (aliases)
+      for (int a : s.args)
+        if (a >= 0) escaping.insert(a);
+  }
+  const bool on_cpu = !cuda_;
   fast_views_.assign(program_.steps.size(), std::nullopt);
   for (size_t si = 0; si < program_.steps.size(); ++si) {
     const Step& s = program_.steps[si];
@@ -98,7 +119,7 @@ void CompiledGraph::use_cuda(std::shared_ptr<CudaKernels> kernels, int device) {
       continue;
     const TensorMeta& in = trace_.graph.values[node.args[0].value].meta;
     const TensorMeta& out = trace_.graph.values[node.outputs[0]].meta;
-    if (in.cpu || out.cpu || in.dtype != out.dtype || out.sizes.size() != out.strides.size()) continue;
+    if (in.cpu != on_cpu || out.cpu != on_cpu || in.dtype != out.dtype || out.sizes.size() != out.strides.size()) continue;
     fast_views_[si] = FastView{s.args[0], s.outputs[0], out.sizes, out.strides, out.storage_offset - in.storage_offset};
   }
 }

@@ -85,9 +85,10 @@ class CompiledGraph {
   std::vector<int> donee_;                                // per buffer: who takes its memory, or -1
   std::vector<bool> input_on_cpu_;                        // per graph input: traced on the CPU
   std::vector<int64_t> symbols_;                          // size symbols the kernels read (runtime sizes)
-  // CUDA graphs: extern view operators (view, t, transpose, expand...) whose result stays inside
-  // the graph are made directly as an alias of their input's storage with the traced sizes and
-  // strides (no dispatcher call: a NanoGPT layer has about ten of them around its matmuls).
+  // Extern view operators (view, t, transpose, expand...) whose result stays inside the graph are
+  // made directly as an alias of their input's storage with the traced sizes and strides (no
+  // dispatcher call: a NanoGPT layer has about ten of them around its matmuls).
+  void plan_fast_views();
   struct FastView {
     int in = -1, out = -1;  // buffers
     std::vector<int64_t> sizes, strides;

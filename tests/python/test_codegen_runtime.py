@@ -197,6 +197,29 @@ def test_no_reuse_of_memory_an_extern_view_still_holds(tmp_path):
         torch.testing.assert_close(g(x, y), f(x, y), rtol=1e-4, atol=1e-4)
 
 
+def test_views_made_without_the_dispatcher_keep_eager_aliasing(tmp_path):
+    # Views that stay inside the graph are made directly from the traced layout (CPU and CUDA);
+    # one that is returned, or feeds a returned view, goes through ATen so the caller gets a real
+    # view (_base, version counter) as in eager.
+    def f(x, w):
+        a = (x * 2).relu() @ w
+        v = a.view(2, 8)
+        out = v.t()    # eager: a view whose _base is a, [4, 4], not v
+        inner = a.view(8, 2)[1] @ w.t().reshape(2, 8)
+        return out, inner, x.t()
+    g = _C.CodegenGraph(f, str(tmp_path), None, True)
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    g(x, w)
+    for _ in range(3):
+        x, w = torch.randn(4, 4), torch.randn(4, 4)
+        got, want = g(x, w), f(x, w)
+        torch.testing.assert_close(got, want)
+        assert got[0]._is_view() and got[0]._base.shape == want[0]._base.shape
+        assert got[2]._base is x
+        got[2].mul_(2)  # a write through the returned view reaches the input, as in eager
+        torch.testing.assert_close(x.t(), got[2])
+
+
 def test_first_capture_does_not_import_dynamo():
     # PyTorch's Python meta kernels would import torch._dynamo (seconds) on first use; kiln's
     # stand-ins keep it out, and switch to the real torch._dynamo.disable once it is loaded.
