@@ -23,6 +23,7 @@
 #include "autograd/partition.h"
 #include "frontend/hook/frame_dispatch.h"
 #include "runtime/compiled_graph.h"
+#include "runtime/output_views.h"
 #include "runtime/graph_build.h"
 #include "torch_bridge/tracer.h"
 
@@ -937,8 +938,10 @@ class CodegenGraph {
     if (!note_cuda_device(inputs, opts_, &why)) return fall_back(why, args);
     trace_s_ = since(t0);
     timings_["trace"] = trace_s_;
-    // The traced run is this call's result; apply its input mutations as eager would.
+    // The traced run is this call's result (with real views of the inputs where eager returns
+    // them); apply its input mutations as eager would.
     std::vector<at::Tensor> results = tr.outputs;
+    runtime::remake_input_views(tr, inputs, results);
     {
       c10::NoGradGuard no_grad;  // the graph's own writes: recorded by no autograd (see call())
       for (size_t k = 0; k < tr.graph.input_mutations.size(); ++k)

@@ -220,6 +220,24 @@ def test_views_made_without_the_dispatcher_keep_eager_aliasing(tmp_path):
         torch.testing.assert_close(x.t(), got[2])
 
 
+def test_first_call_returns_real_views_of_inputs():
+    # The first call returns the traced run's results, computed on functional wrappers of the
+    # inputs: x[1] shared x's memory but was not a view of it (no _base, its own version
+    # counter, so an in-place write through it did not mark x modified for autograd).
+    def f(x, w):
+        return x[1], x.t(), x.split(2)[1], (x @ w).relu()
+    for call in range(2):
+        g = kiln.compile(f)
+        x, w = torch.randn(4, 4), torch.randn(4, 4)
+        outs = g(x, w) if call == 0 else (g(x, w), g(x, w))[1]
+        for o in outs[:3]:
+            assert o._is_view() and o._base is x
+        before = x._version
+        outs[0].mul_(2)
+        assert x._version > before
+        torch.testing.assert_close(x[1], outs[0])
+
+
 def test_first_capture_does_not_import_dynamo():
     # PyTorch's Python meta kernels would import torch._dynamo (seconds) on first use; kiln's
     # stand-ins keep it out, and switch to the real torch._dynamo.disable once it is loaded.
