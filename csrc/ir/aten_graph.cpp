@@ -1,6 +1,8 @@
 // Printing and small queries on the traced ATen graph.
 #include "ir/aten_graph.h"
 
+#include <set>
+
 #include "support/str_builder.h"
 
 namespace kiln::ir {
@@ -116,6 +118,16 @@ std::vector<int> AtenGraph::use_counts() const {
   for (int v : outputs) ++uses[v];
   for (auto [input, value] : input_mutations) ++uses[value];
   return uses;
+}
+
+bool is_view_operator(const std::string& op) {
+  static const std::set<std::string> views = {
+      "aten::select", "aten::slice", "aten::view", "aten::as_strided", "aten::t", "aten::transpose", "aten::permute",
+      "aten::unsqueeze", "aten::squeeze", "aten::expand", "aten::alias", "aten::diagonal", "aten::narrow", "aten::unfold",
+      "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::unbind", "aten::_reshape_alias", "aten::view_as_real",
+      "aten::view_as_complex", "aten::detach", "aten::numpy_T", "aten::movedim", "aten::swapaxes", "aten::reshape",
+      "aten::_unsafe_view"};
+  return views.count(op.substr(0, op.find('.'))) > 0;
 }
 
 bool raises_on_values(const AtenGraph& g, const AtenNode& n) {

@@ -76,4 +76,7 @@ struct AtenGraph {
 // division by zero): such a node runs even when nothing reads its result, as in eager.
 bool raises_on_values(const AtenGraph& g, const AtenNode& n);
 
+// Whether the operator (any overload) returns a view of its first argument in eager.
+bool is_view_operator(const std::string& op);
+
 }  // namespace kiln::ir

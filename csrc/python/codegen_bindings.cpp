@@ -192,11 +192,6 @@ static void group_outputs(TrainingStages& st) {
 // writes in place. Eager returns a view of the input itself there (`a.div_(2); return a[0]`), and
 // code after a graph break may write through it; generated code returns a fresh tensor.
 static bool output_views_a_mutated_input(const ir::AtenGraph& g) {
-  static const std::set<std::string> views = {
-      "aten::select", "aten::slice", "aten::view", "aten::_unsafe_view", "aten::as_strided", "aten::t", "aten::transpose",
-      "aten::permute", "aten::unsqueeze", "aten::squeeze", "aten::expand", "aten::alias", "aten::diagonal", "aten::narrow",
-      "aten::unfold", "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::unbind", "aten::reshape",
-      "aten::_reshape_alias", "aten::view_as_real", "aten::view_as_complex", "aten::detach"};
   std::set<int> mutated;
   for (const auto& [input, value] : g.input_mutations) mutated.insert(value);
   if (mutated.empty()) return false;
@@ -206,8 +201,7 @@ static bool output_views_a_mutated_input(const ir::AtenGraph& g) {
       const ir::AtenValue& val = g.values.at(v);
       if (val.kind != ir::AtenValue::kNodeOutput) break;
       const ir::AtenNode& n = g.nodes.at(val.index);
-      std::string base = n.op.substr(0, n.op.find('.'));
-      if (!views.count(base) || n.args.empty() || n.args[0].kind != ir::AtenArg::kTensor) break;
+      if (!ir::is_view_operator(n.op) || n.args.empty() || n.args[0].kind != ir::AtenArg::kTensor) break;
       v = n.args[0].value;
     }
   }

@@ -3,22 +3,12 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include <set>
 #include <string>
 
 namespace kiln::runtime {
 using namespace ir;
 
 namespace {
-
-bool is_view_op(const std::string& op) {
-  static const std::set<std::string> views = {
-      "aten::select", "aten::slice", "aten::view", "aten::as_strided", "aten::t", "aten::transpose", "aten::permute",
-      "aten::unsqueeze", "aten::squeeze", "aten::expand", "aten::alias", "aten::diagonal", "aten::narrow", "aten::unfold",
-      "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::unbind", "aten::_reshape_alias", "aten::view_as_real",
-      "aten::view_as_complex", "aten::detach", "aten::numpy_T", "aten::movedim", "aten::swapaxes"};
-  return views.count(op.substr(0, op.find('.'))) > 0;
-}
 
 bool same_layout(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.strides() == b.strides() && a.storage_offset() == b.storage_offset() && a.dtype() == b.dtype() &&
@@ -35,7 +25,7 @@ void remake_input_views(const bridge::TraceResult& tr, const std::vector<at::Ten
     int v = g.outputs[k];
     while (v >= 0 && g.values.at(v).kind == AtenValue::kNodeOutput && chain.size() < 64) {
       const AtenNode& n = g.nodes.at(g.values[v].index);
-      if (!is_view_op(n.op) || n.args.empty() || n.args[0].kind != AtenArg::kTensor) break;
+      if (!is_view_operator(n.op) || n.args.empty() || n.args[0].kind != AtenArg::kTensor) break;
       chain.push_back(g.values[v].index);
       v = n.args[0].value;
     }
