@@ -28,6 +28,7 @@ struct CacheEntry {
   std::vector<SideEffect> side_effects;
   std::string reason;      // why the frame runs eagerly (fallback entries)
   bool mutates_inputs = false;  // the graph writes tensors the frame was given (see run_or_pass)
+  std::vector<std::pair<int, bool>> assertions;  // Capture::assertions
   // A graph break: `output` builds the frame's state at the break, from which the break's
   // instruction and the resume function continue (see graph_break.h).
   std::shared_ptr<BreakState> brk;

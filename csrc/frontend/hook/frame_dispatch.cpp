@@ -388,6 +388,7 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   entry->output = cap.output;
   entry->side_effects = cap.side_effects;
   entry->mutates_inputs = cap.mutates_inputs;
+  entry->assertions = cap.assertions;
   if (cap.brk) {
     entry->brk = std::move(cap.brk);
     entry->code = frame->code;
@@ -488,6 +489,16 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
   PyRef seq = PyTuple_CheckExact(outs.get()) ? outs : PyRef::steal(PySequence_Fast(outs.get(), "kiln: a backend's compiled callable must return a sequence"));
   if (!seq) return nullptr;
   PyObject* const* items = PySequence_Fast_ITEMS(seq.get());
+  for (const auto& [index, truth] : e.assertions) {
+    // An `assert` on a tensor the graph kept: a failed one is a raise before any side effect
+    // (the graph writes no input when it holds one), so the frame reruns eagerly and raises.
+    const int t = PyObject_IsTrue(items[index]);
+    if (t < 0) return nullptr;
+    if ((t == 1) != truth) {
+      PyErr_SetNone(PyExc_AssertionError);
+      return nullptr;
+    }
+  }
   // The result first: the frame's own values it hands back are fetched through the paths the
   // frame was called with, before side effects change what those paths reach.
   std::vector<PyRef> built(e.shared_objects);  // objects made by the capture, shared by result and effects

@@ -120,6 +120,11 @@ struct Capture {
   int inlined_functions = 0;
   std::unique_ptr<BreakState> brk;       // set when the capture stopped at a graph break
   bool mutates_inputs = false;           // an in-place op may write a tensor the frame was given
+  // `assert t` on a one-element tensor (as Dynamo turns it into an in-graph check): the graph
+  // outputs the condition, at this output index, and the call checks its truth (second: the
+  // truth the assertion needs) before anything the frame could observe happens; a failed one
+  // reruns the frame eagerly, so eager's AssertionError, with its message, is raised.
+  std::vector<std::pair<int, bool>> assertions;
   // Symbolic sizes: the symbols of dynamic dimensions and the shape guards capture recorded.
   std::shared_ptr<sym::ShapeEnv> shape_env = std::make_shared<sym::ShapeEnv>();
   std::vector<std::string> dynamic_changes;  // dimensions made dynamic by this capture, and why
@@ -310,6 +315,16 @@ class Interpreter {
   std::vector<InputContainer> input_containers_;
   std::vector<VarPtr> mutated_containers_;
   void note_container_mutation(const VarPtr& container, const std::string& what);
+  // Tensor conditions of `assert` statements (see Capture::assertions), and where the first one
+  // is in the outermost frame (the graph breaks there instead when the graph also writes inputs).
+  struct Assertion {
+    VarPtr cond;
+    bool truth;
+  };
+  std::vector<Assertion> assertions_;
+  int first_assert_index_ = -1, first_assert_visit_ = 0;
+  std::string first_assert_where_;
+  bool tensor_assertion(Frame& f, const Instruction& in, const VarPtr& cond, bool truth);
 
   const kiln_frame& root_;
   CaptureOptions opts_;
