@@ -244,6 +244,8 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   const bool inplace = !args.empty() && args[0]->is_tensor() &&
                        (is_inplace_method(method) || is_setitem ||
                         (op == graph::Op::kCallFunction && target && is_inplace_operator(name)));
+  if (inplace && ndarrays_made_)
+    unsupported(name + " writes a tensor in place after a numpy array shared a tensor's memory");
   if (inplace) {
     // Mutate a private copy of the metadata: meta tensors may be shared through the memo.
     PyRef copy = PyRef::steal(probe_make_meta(args[0]->fake.get()));

@@ -671,7 +671,8 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
     case OP_UNARY_NEGATIVE: case OP_UNARY_INVERT: case OP_UNARY_POSITIVE: {
       const char* nm = op == OP_UNARY_NEGATIVE ? "neg" : op == OP_UNARY_INVERT ? "invert" : "pos";
       PyObject* fn = PyDict_GetItemString(PyModule_GetDict(g_torch.operator_mod), nm);
-      push(unary(fn, pop()));
+      VarPtr v = pop();
+      push(v->kind == VarKind::kNdarray ? ndarray_unary(nm, v) : unary(fn, v));
       return;
     }
     case OP_UNARY_NOT: push(make_const(truthy(pop()) ? Py_False : Py_True)); return;

@@ -49,11 +49,12 @@ struct PyRaised : Unsupported {
 
 // How to rebuild the frame's return value from the graph's outputs.
 struct OutputTemplate {
-  enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject, kGetAttr, kMethod, kFetch, kCopy } kind = kConst;
+  enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject, kGetAttr, kMethod, kFetch, kCopy, kNumpy } kind = kConst;
   int index = -1;       // kGraphOut
   PyRef obj;            // kConst: the value; kDict: tuple of keys; kTuple: namedtuple type or null;
                         // kNewObject: the class; kGetAttr: the attribute name (of items[0]);
-                        // kMethod: the function bound to items[0]
+                        // kMethod: the function bound to items[0]; kNumpy: items[0].numpy(),
+                        // and [()] of it (a numpy scalar) when obj is True
   SourcePtr source;     // kFetch: a value of the frame itself (an argument or what it holds),
                         // fetched again so the caller sees the very object, mutated in place
   PyRef names;          // kNewObject: tuple of attribute names (items[i] is the value of names[i])
@@ -259,6 +260,33 @@ class Interpreter {
   VarPtr call_module(const VarPtr& mod, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
   VarPtr call_new_object(const VarPtr& obj, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
   void require_no_global_module_hooks();
+  // numpy on tensors (numpy_interop.cpp).
+  struct NumpyResult {
+    PyObject* dtype = nullptr;  // torch dtype, borrowed
+    bool scalar = false;
+    long ndim = 0;
+  };
+  static bool is_numpy_callable(PyObject* f);
+  PyObject* numpy_dtype_of(const VarPtr& nd);
+  VarPtr as_ndarray(const VarPtr& t, bool scalar);
+  VarPtr ndarray_tensor(const VarPtr& nd);
+  VarPtr tensor_to_ndarray(const VarPtr& t);
+  PyRef numpy_standin(const VarPtr& v);
+  NumpyResult numpy_oracle(PyObject* fn, const std::vector<PyRef>& standins, PyObject* kwargs);
+  VarPtr cast_to(const VarPtr& t, PyObject* torch_dtype);
+  VarPtr numpy_result(const VarPtr& r, const NumpyResult& want, const std::string& what);
+  VarPtr numpy_operand(const VarPtr& v, PyObject* dtype);
+  bool numpy_operand_ok(const VarPtr& v);
+  VarPtr ndarray_binary(const char* opn, const VarPtr& a, const VarPtr& b);
+  VarPtr ndarray_unary(const char* opn, const VarPtr& a);
+  VarPtr numpy_reduction(const std::string& name, const VarPtr& a, std::vector<VarPtr> rest,
+                         const std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  VarPtr numpy_call(PyObject* f, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  VarPtr ndarray_attr(const VarPtr& nd, PyObject* name);
+  VarPtr ndarray_method(const VarPtr& nd, const std::string& name, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  VarPtr tensor_from_ndarray(PyObject* f, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  int ndarrays_made_ = 0;              // arrays share their tensor's memory: no in-place op after one
+  std::vector<PyRef> numpy_refs_;      // numpy dtypes handed out as objects
   VarPtr fold_numpy_scalar_call(PyObject* f, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
   VarPtr tensor_type_method(const VarPtr& t, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
   VarPtr get_attr(const VarPtr& obj, PyObject* name);

@@ -28,6 +28,15 @@ PyObject* Interpreter::python_type_of(const VarPtr& v) {
     case VarKind::kSymInt: return reinterpret_cast<PyObject*>(&PyLong_Type);
     case VarKind::kNestedFunction: return reinterpret_cast<PyObject*>(&PyFunction_Type);
     case VarKind::kNewObject: return v->obj.get();
+    case VarKind::kNdarray: {
+      PyObject* np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");
+      if (!v->flag) {
+        PyRef t = PyRef::steal(PyObject_GetAttrString(np, "ndarray"));
+        return t.get();  // numpy.ndarray lives as long as numpy
+      }
+      PyRef t = PyRef::steal(PyObject_GetAttrString(numpy_dtype_of(v), "type"));
+      return t.get();
+    }
     default: unsupported(std::string("type() of a ") + kind_name(v->kind));
   }
 }
@@ -72,6 +81,7 @@ bool Interpreter::truthy(const VarPtr& v) {
     case VarKind::kTuple: case VarKind::kList: case VarKind::kDict: return !v->items.empty();
     case VarKind::kDictView: return !v->self->items.empty();
     case VarKind::kTensor: unsupported("data-dependent branch: the truth value of a tensor depends on its data");
+    case VarKind::kNdarray: unsupported("data-dependent branch: the truth value of a numpy value computed from tensors depends on its data");
     case VarKind::kSymInt: return PyObject_IsTrue(concretize(v).get()) == 1;
     case VarKind::kNestedFunction: case VarKind::kBoundMethod: case VarKind::kTensorMethod: case VarKind::kPartial: return true;
     case VarKind::kNewObject: {
@@ -265,12 +275,20 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   switch (fn->kind) {
     case VarKind::kTensorMethod: {
       if (fn->name == "type") return tensor_type_method(fn->self, args, kwargs);
+      if (fn->name == "numpy") {
+        if (!args.empty() || !(kwargs.empty() || (kwargs.size() == 1 && kwargs[0].first == "force" && kwargs[0].second->is_const() &&
+                                                   kwargs[0].second->obj.get() == Py_False)))
+          unsupported("tensor.numpy() with arguments");
+        return tensor_to_ndarray(fn->self);
+      }
       if (VarPtr r = addc_with_tensor_value(fn, args, kwargs)) return r;
       std::vector<VarPtr> full{fn->self};
       full.insert(full.end(), args.begin(), args.end());
       return record_op(graph::Op::kCallMethod, nullptr, fn->name, full, kwargs);
     }
-    case VarKind::kContainerMethod: return call_container_method(fn, args, kwargs);
+    case VarKind::kContainerMethod:
+      if (fn->self && fn->self->kind == VarKind::kNdarray) return ndarray_method(fn->self, fn->name, std::move(args), std::move(kwargs));
+      return call_container_method(fn, args, kwargs);
     case VarKind::kBoundMethod: {
       // os.environ lookups (`os.environ.get(k, d)`, `k in os.environ`) are read as constants, as
       // Dynamo does: Mapping.get would otherwise raise KeyError inside the capture.
@@ -356,6 +374,24 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     return make_const(Py_None);
   }
   if (f == builtin("__build_class__")) return build_class(args, kwargs);
+  if (VarPtr r = numpy_call(f, args, kwargs)) return r;
+  if (VarPtr r = tensor_from_ndarray(f, args, kwargs)) return r;
+  {
+    bool ndarray_arg = false;
+    for (const auto& a : args) ndarray_arg |= a->kind == VarKind::kNdarray;
+    for (const auto& kv : kwargs) ndarray_arg |= kv.second->kind == VarKind::kNdarray;
+    if (ndarray_arg) {
+      if (f == builtin("abs") && args.size() == 1 && kwargs.empty()) {
+        PyRef absolute = PyRef::steal(PyObject_GetAttrString(PyDict_GetItemString(PyImport_GetModuleDict(), "numpy"), "absolute"));
+        if (absolute) return call(make_object(absolute.get(), nullptr), std::move(args), std::move(kwargs));
+        PyErr_Clear();
+      }
+      if (f == builtin("float") || f == builtin("int") || f == builtin("bool") || f == builtin("complex"))
+        unsupported("data-dependent: " + py_repr(f) + " of a numpy value computed from tensors");
+      if (f != builtin("isinstance") && f != builtin("type"))
+        unsupported("a numpy array computed from tensors passed to " + py_repr(f).substr(0, 60));
+    }
+  }
   if (f == module_attr("contextlib", "contextmanager") && args.size() == 1 && kwargs.empty()) return context_manager_of(args[0]);
   if (PyObject* gen = contextmanager_generator(f))  // a call of a function decorated with @contextmanager
     return call(context_manager_of(wrap_unguarded(gen, "contextmanager function")), std::move(args), std::move(kwargs));

@@ -142,6 +142,16 @@ static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::
       if (!t.obj) fail("cannot rebuild a grad-mode context's __exit__");
       return t;
     }
+    case VarKind::kNdarray: {  // a numpy value computed in the graph: its tensor's numpy()
+      t.kind = OutputTemplate::kNumpy;
+      t.obj = PyRef::borrow(v->flag ? Py_True : Py_False);
+      auto tensor = std::make_shared<Var>(VarKind::kTensor);
+      tensor->node = v->node;
+      tensor->fake = v->fake;
+      tensor->device = v->device;
+      t.items.push_back(make_template(self, tensor, outs, out_index, fail));
+      return t;
+    }
     case VarKind::kTensorMethod:  // `t.item` on the stack at a graph break
       t.kind = OutputTemplate::kGetAttr;
       t.obj = PyRef::steal(PyUnicode_FromString(v->name.c_str()));
@@ -225,6 +235,16 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame, s
       return kind == kGetAttr ? PyObject_GetAttr(self.get(), obj.get()) : PyMethod_New(obj.get(), self.get());
     }
     case kConst: return Py_NewRef(obj.get());
+    case kNumpy: {
+      PyRef t = PyRef::steal(items[0].build(outs, frame, built));
+      if (!t) return nullptr;
+      PyObject* a = PyObject_CallMethod(t.get(), "numpy", nullptr);
+      if (!a || obj.get() != Py_True) return a;
+      PyRef empty = PyRef::steal(PyTuple_New(0));
+      PyObject* s = PyObject_GetItem(a, empty.get());
+      Py_DECREF(a);
+      return s;
+    }
     case kCopy: return PyObject_CallOneArg(dict_setitem.get(), obj.get());
     case kTuple:
     case kList: {

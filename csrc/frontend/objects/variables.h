@@ -53,6 +53,8 @@ enum class VarKind {
                    // then keyword values (keys = their names). Entered by a with-statement only.
   kGenContextExit, // the __exit__ of an entered one: pos = its suspended generator frame
                    // (Interpreter::suspended_)
+  kNdarray,        // a numpy array computed from tensors (numpy_interop.cpp): node, fake, device of
+                   // the tensor holding its data; flag: numpy hands back a numpy scalar
   kSymSlice,       // a slice with symbolic bounds (`x[:, a:t]`): node = the graph's slice value,
                    // fake = the slice of SymInts meta code sees, items = start, stop, step
 };
