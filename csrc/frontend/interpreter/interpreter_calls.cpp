@@ -374,6 +374,22 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     return make_const(Py_None);
   }
   if (f == builtin("__build_class__")) return build_class(args, kwargs);
+  if (f == module_attr("copy", "deepcopy") && args.size() == 1 && kwargs.empty() && args[0]->is_const()) {
+    // deepcopy of an immutable atom (what dataclasses.asdict does to each field) is that very
+    // object (copy's own rule); deepcopy's memo would otherwise ask for id() of the value.
+    std::function<bool(PyObject*)> atomic = [&](PyObject* o) {
+      if (PyTuple_CheckExact(o)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i)
+          if (!atomic(PyTuple_GET_ITEM(o, i))) return false;
+        return true;
+      }
+      return o == Py_None || o == Py_Ellipsis || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+             PyComplex_CheckExact(o) || PyUnicode_CheckExact(o) || PyBytes_CheckExact(o);
+    };
+    if (atomic(args[0]->obj.get())) return args[0];
+  }
+  if (f == builtin("vars") && args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::kNewObject)
+    return new_object_attr(args[0], PyRef::steal(PyUnicode_FromString("__dict__")).get());
   if (VarPtr r = numpy_call(f, args, kwargs)) return r;
   if (VarPtr r = tensor_from_ndarray(f, args, kwargs)) return r;
   {
@@ -486,7 +502,17 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     bool plain = true;
     for (const auto& a : args) plain &= !a->is_tensor() && static_cast<bool>(as_python(a));
     for (const auto& kv : kwargs) plain &= !kv.second->is_tensor() && static_cast<bool>(as_python(kv.second));
-    if (plain) return fold(f, args, kwargs);
+    if (plain) {
+      // A cached tensor (`torch.ones(n, n).tril()` by size) is traced through the wrapped function
+      // instead, as Dynamo does (it ignores the cache): its ops go into the graph.
+      PyRef t = PyRef::steal(PyTuple_New(args.size()));
+      for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), i, as_python(args[i]).release());
+      PyRef kw = PyRef::steal(PyDict_New());
+      for (auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), as_python(v).get());
+      PyRef r = PyRef::steal(PyObject_Call(f, t.get(), kw.get()));
+      if (!r) raise_pending_python_error("constant evaluation of " + py_repr(f).substr(0, 60));
+      if (!probe_is_tensor(r.get())) return from_python_value(r.get(), Py_REFCNT(r.get()) > 1);
+    }
     PyRef wrapped = PyRef::steal(PyObject_GetAttrString(f, "__wrapped__"));
     if (!wrapped) unsupported("an lru_cache wrapper without __wrapped__");
     return call(wrap_unguarded(wrapped.get(), "lru_cache'd function"), std::move(args), std::move(kwargs));

@@ -41,6 +41,13 @@ static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::
 // them (OutputTemplate::shared), so `b = a` still holds after a graph break or in a result.
 OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<graph::Arg>& outs,
                              std::unordered_map<int, int>& out_index, const std::function<void(const std::string&)>& fail) {
+  if (VarPtr owner = v->owner.lock(); owner && owner->attrs_dict.get() == v.get()) {  // vars(obj): obj.__dict__
+    OutputTemplate t;
+    t.kind = OutputTemplate::kGetAttr;
+    t.obj = PyRef::steal(PyUnicode_FromString("__dict__"));
+    t.items.push_back(make_template(self, owner, outs, out_index, fail));
+    return t;
+  }
   const bool rebuilt = (v->kind == VarKind::kList || v->kind == VarKind::kDict || v->kind == VarKind::kNewObject) &&
                        !(v->source && !v->fresh);
   if (!rebuilt) return make_template_of(self, v, outs, out_index, fail);

@@ -79,6 +79,11 @@ struct Var {
   PyRef defaults, kwdefaults;
   PyRef globals;        // kNestedFunction: the globals the code runs with
   SourcePtr source;
+  // vars(obj) / obj.__dict__ of a kNewObject: the object holds its dict (kept equal to its
+  // attributes as they change, so the dict is live) and the dict its object, through which it is
+  // rebuilt (as that object's __dict__, so both keep their identity in the results).
+  VarPtr attrs_dict;
+  std::weak_ptr<Var> owner;
 
   explicit Var(VarKind k) : kind(k) {}
   bool is_tensor() const { return kind == VarKind::kTensor; }
