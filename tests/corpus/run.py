@@ -50,6 +50,9 @@ def diff(actual, expected, path="result"):
         if actual.dtype != expected.dtype or actual.shape != expected.shape:
             return f"{path}: ndarray {actual.dtype}{actual.shape} != {expected.dtype}{expected.shape}"
         return None if np.allclose(actual, expected, equal_nan=True) else f"{path}: ndarray values differ"
+    if isinstance(expected, np.generic) and np.issubdtype(expected.dtype, np.inexact):
+        # a numpy float scalar (a reduction's result): the same type, values as tensors compare
+        return None if np.allclose(actual, expected, rtol=1e-5, atol=1e-6, equal_nan=True) else f"{path}: {actual!r} != {expected!r}"
     if isinstance(expected, float):
         if math.isnan(expected) and math.isnan(actual):
             return None

@@ -1,0 +1,171 @@
+"""Constructs torch.compile captures without breaking, captured by kiln too (tests/corpus has them
+beside Dynamo's counts): `assert` on a tensor, `while` on a tensor, lru_cache returning a tensor,
+object() sentinels, vars(obj), dataclasses.asdict. Each compares with eager, exceptions included."""
+import dataclasses
+import functools
+
+import pytest
+import torch
+
+import kiln
+import os
+import sys
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+import tests.python.break_parity_programs as _programs  # noqa: E402
+
+LOG = []
+
+
+def compiled(fn, backend="eager"):
+    kiln.reset()
+    return kiln.compile(fn, backend=backend)
+
+
+def counts():
+    s = kiln.stats()
+    return s["graphs"], s["graph_breaks"]
+
+
+# ---- assert on a tensor (programs live outside test modules: pytest rewrites their asserts) ----
+from tests.corpus.programs import LOG, branch_assert as assert_finite, branch_assert_not as assert_not_any  # noqa: E402
+
+
+def assert_then_write_input(x):
+    return _programs.assert_then_write_input(x)
+
+
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+@pytest.mark.parametrize("fn", [assert_finite, assert_not_any])
+def test_assert_on_a_tensor_is_one_graph_and_raises_as_eager(fn, backend):
+    c = compiled(fn, backend)
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(c(x), fn(x))
+    assert counts() == (1, 0)
+    bad = torch.randn(4, 8)
+    bad[1, 2] = float("inf") if fn is assert_finite else float("nan")
+    LOG.clear()
+    with pytest.raises(AssertionError) as eager:
+        fn(bad)
+    eager_log = list(LOG)
+    LOG.clear()
+    with pytest.raises(AssertionError) as got:
+        c(bad)
+    assert str(got.value) == str(eager.value)
+    assert LOG == eager_log  # side effects up to the assert, as in eager
+
+
+def test_assert_in_a_graph_that_writes_its_inputs_breaks_there():
+    c = compiled(assert_then_write_input)
+    x = torch.ones(3)
+    torch.testing.assert_close(c(x.clone()), assert_then_write_input(x.clone()))
+    bad = -torch.ones(3)
+    with pytest.raises(AssertionError):
+        c(bad)
+    torch.testing.assert_close(bad, -torch.ones(3))  # not written: the assert came first
+    assert "writes its inputs" in kiln.stats()["breaks"][0]["reason"]
+
+
+def test_assert_on_a_many_element_tensor_raises_as_eager():
+    def f(x):
+        assert x > 0
+        return x
+    with pytest.raises(RuntimeError):
+        compiled(f)(torch.ones(3))
+
+
+# ---- while on a tensor ---------------------------------------------------------------------------
+def halve_until_small(x):
+    n = 0
+    while x.abs().max() > 0.5:
+        x = x / 2
+        n += 1
+    return x, n
+
+
+def test_while_on_a_tensor_splits_and_reuses_resume_functions():
+    c = compiled(halve_until_small)
+    for scale in (100.0, 1000.0, 10.0, 0.1):
+        x = torch.randn(4, 8) * scale
+        got, want = c(x), halve_until_small(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
+    graphs, breaks = counts()
+    assert breaks <= 5, (graphs, breaks)  # one resume function per branch target, not per iteration
+
+
+def test_a_long_tensor_while_loop_does_not_recurse_without_bound():
+    def f(x):
+        n = 0
+        while x.sum() > 0:
+            x = x - 1
+            n += 1
+        return n
+    assert compiled(f)(torch.full((2,), 1500.0)) == f(torch.full((2,), 1500.0))
+
+
+# ---- lru_cache, object(), vars(), dataclasses.asdict ----------------------------------------------
+@functools.lru_cache(maxsize=4)
+def _mask(n):
+    return torch.ones(n, n).tril()
+
+
+def test_lru_cache_returning_a_tensor_is_traced():
+    f = lambda x: x[:, :4] * _mask(x.shape[0])  # noqa: E731
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(compiled(f)(x), f(x))
+    assert counts() == (1, 0)
+
+
+def test_object_sentinel_and_attribute_errors():
+    def f(x):
+        o = object()
+        try:
+            v = o.missing
+        except AttributeError:
+            v = 0.5
+        try:
+            o.field = 1
+        except AttributeError:
+            v = v * 2
+        return x * v, o is o
+    x = torch.randn(3)
+    got, want = compiled(f)(x), f(x)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] is True
+    assert counts() == (1, 0)
+
+
+class _C:
+    pass
+
+
+def test_vars_is_live_and_is_the_objects_dict():
+    def f(x):
+        c = _C()
+        c.a = 1.0
+        d = vars(c)
+        c.b = 2.0
+        return x * c.a, d, c, len(d)
+    got, want = compiled(f)(torch.ones(2)), f(torch.ones(2))
+    assert got[1] == want[1] == {"a": 1.0, "b": 2.0}
+    assert got[1] is got[2].__dict__ and got[3] == want[3] == 2
+    assert counts()[1] == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cfg:
+    hidden: int = 8
+    scale: float = 0.5
+    name: str = "cfg"
+
+
+def test_dataclasses_asdict_of_constants():
+    def f(x):
+        c = _Cfg(hidden=4)
+        return x[:, : c.hidden] * c.scale, dataclasses.asdict(c)
+    x = torch.randn(2, 8)
+    got, want = compiled(f)(x), f(x)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1]
+    assert counts() == (1, 0)
