@@ -299,6 +299,12 @@ class Interpreter {
   static PyObject* contextmanager_generator(PyObject* f);  // the generator a decorated function wraps, or null
   std::pair<VarPtr, VarPtr> enter_generator_context(const VarPtr& ctx);  // (its exit, what `as` binds)
   VarPtr exit_generator_context(const VarPtr& exit);
+  // Generators fed by send() (`v = yield x`): bound at the call, run to each yield when resumed.
+  static bool uses_yield_value(PyCodeObject* code);
+  VarPtr lazy_generator(std::unique_ptr<Frame> f);
+  VarPtr resume_generator(const VarPtr& g, const VarPtr& sent, bool* done);
+  VarPtr generator_method(const VarPtr& g, const std::string& name, std::vector<VarPtr>& args,
+                          std::vector<std::pair<std::string, VarPtr>>& kwargs);
   std::vector<std::unique_ptr<Frame>> suspended_;
   // The frame of a call of a Python function (or nested function) with its arguments bound, not
   // yet run; run_inlined runs it as an inlined call.

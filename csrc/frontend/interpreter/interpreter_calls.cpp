@@ -287,6 +287,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       return record_op(graph::Op::kCallMethod, nullptr, fn->name, full, kwargs);
     }
     case VarKind::kContainerMethod:
+      if (fn->self && fn->self->kind == VarKind::kGenFrame) return generator_method(fn->self, fn->name, args, kwargs);
       if (fn->self && fn->self->kind == VarKind::kNdarray) return ndarray_method(fn->self, fn->name, std::move(args), std::move(kwargs));
       return call_container_method(fn, args, kwargs);
     case VarKind::kBoundMethod: {
@@ -688,6 +689,7 @@ bool is_dynamo_generation_tag(PyObject* fn) {
 VarPtr Interpreter::inline_function(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,
                                     std::vector<std::pair<std::string, VarPtr>> kwargs, const SourcePtr& func_source) {
   std::unique_ptr<Frame> f = bind_frame(func, nested, std::move(args), std::move(kwargs), func_source);
+  if (uses_yield_value(f->code)) return lazy_generator(std::move(f));
   return run_inlined(*f);
 }
 

@@ -34,6 +34,7 @@ struct Interpreter::Frame {
   // and runs on from there when called again (generator_context.cpp).
   bool suspend_at_yield = false;
   bool suspended = false;
+  bool started = false, finished = false;  // a kGenFrame's frame: first resumed / returned
   VarPtr yielded;
 };
 

@@ -149,6 +149,7 @@ const char* kind_name(VarKind k) {
     case VarKind::kSymInt: return "symbolic int";
     case VarKind::kSymSlice: return "symbolic slice";
     case VarKind::kNdarray: return "numpy array";
+    case VarKind::kGenFrame: return "generator (send)";
   }
   return "?";
 }

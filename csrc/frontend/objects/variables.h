@@ -53,6 +53,9 @@ enum class VarKind {
                    // then keyword values (keys = their names). Entered by a with-statement only.
   kGenContextExit, // the __exit__ of an entered one: pos = its suspended generator frame
                    // (Interpreter::suspended_)
+  kGenFrame,       // a generator whose yields evaluate to what send() gives it (generator_context.cpp):
+                   // pos = its suspended frame (Interpreter::suspended_), run to each yield by
+                   // next()/send(); only those calls use it (anything else is a clean break)
   kNdarray,        // a numpy array computed from tensors (numpy_interop.cpp): node, fake, device of
                    // the tensor holding its data; flag: numpy hands back a numpy scalar
   kSymSlice,       // a slice with symbolic bounds (`x[:, a:t]`): node = the graph's slice value,
