@@ -2378,3 +2378,35 @@ def object_sentinel_setattr(x):
     except AttributeError:
         v = 3.0
     return x * v, missing is not None
+
+
+@prog("no_grad_break", xg)
+def inference_mode_block(x):
+    h = x.sin()
+    with torch.inference_mode():
+        stats = (x * 2).mean()
+        flag = torch.is_inference_mode_enabled()
+    return h * 2, flag
+
+
+@prog("no_grad_break", xg)
+def inference_mode_whole(x):
+    with torch.inference_mode():
+        y = torch.relu(x) + 1
+        LOG.append(y.is_inference())
+    return y
+
+
+@prog("generator")
+def generator_send_running_max(x):
+    def tracker():
+        best = None
+        while True:
+            v = yield best
+            best = v if best is None else torch.maximum(best, v)
+
+    g = tracker()
+    next(g)
+    for row in x:
+        g.send(row)
+    return g.send(x[0] * 0)

@@ -226,3 +226,84 @@ def test_generator_send_errors_as_in_eager():
         with pytest.raises(TypeError) as got:
             compiled(fn)(torch.ones(2))
         assert str(got.value) == str(eager.value)
+
+
+# ---- torch.inference_mode ------------------------------------------------------------------------
+SINK = []
+
+
+def _im_break(x):
+    with torch.inference_mode():
+        y = x * 2
+        SINK.append(torch.is_inference_mode_enabled())
+        print(end="")  # a graph break inside the block
+        y = y + 1
+    return y.clone()
+
+
+def _im_pure(x):
+    with torch.inference_mode():
+        y = x * 2 + 1
+        v = x.view(-1)
+        flags = (y.is_inference(), v.is_inference(), torch.is_inference_mode_enabled())
+    return y, v, flags, torch.is_inference_mode_enabled()
+
+
+def _im_mixed(x):
+    z = x.sin()
+    with torch.inference_mode():
+        s = (x * 2).sum()
+    return z * 3, torch.is_grad_enabled()
+
+
+def _im_escapes(x):
+    z = x.sin()
+    with torch.inference_mode():
+        y = x * 2
+    return z, y
+
+
+def _im_write_outside(x):
+    with torch.inference_mode():
+        y = x * 2
+    y.add_(1)
+    return y
+
+
+def _im_grad_use(x):
+    w = torch.ones(4, 8, requires_grad=True)
+    with torch.inference_mode():
+        y = x * 2
+    return (y * w).sum()
+
+
+def _describe(r):
+    if isinstance(r, torch.Tensor):
+        return ("tensor", tuple(r.shape), r.dtype, r.requires_grad, r.is_inference(), [round(v, 4) for v in r.detach().flatten().tolist()])
+    if isinstance(r, (tuple, list)):
+        return tuple(_describe(v) for v in r)
+    return r
+
+
+def _outcome(fn, x):
+    try:
+        return _describe(fn(x))
+    except Exception as e:  # noqa: BLE001
+        return type(e).__name__
+
+
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+@pytest.mark.parametrize("fn,breaks", [(_im_break, 1), (_im_pure, 0), (_im_mixed, 0), (_im_escapes, 1), (_im_write_outside, 1),
+                                       (_im_grad_use, 1)], ids=["break_inside", "pure", "mixed", "escapes", "write_outside", "grad_use"])
+def test_inference_mode_matches_eager(fn, breaks, backend):
+    x = torch.randn(4, 8, requires_grad=True)
+    SINK.clear()
+    want = _outcome(fn, x)
+    want_sink = list(SINK)
+    c = compiled(fn, backend)
+    for _ in range(2):
+        SINK.clear()
+        assert _outcome(c, x) == want
+        assert SINK == want_sink
+        assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()  # the state is left as eager leaves it
+    assert counts()[1] == breaks, kiln.stats()["breaks"]

@@ -389,6 +389,9 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   entry->side_effects = cap.side_effects;
   entry->mutates_inputs = cap.mutates_inputs;
   entry->assertions = cap.assertions;
+  entry->inference_run = cap.inference_run;
+  entry->pop_inference_after = cap.pop_inference_after;
+  entry->grad_at_start = interp->initial_grad();
   if (cap.brk) {
     entry->brk = std::move(cap.brk);
     entry->code = frame->code;
@@ -480,7 +483,15 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
   std::vector<uint64_t> versions;
   if (watch)
     for (size_t i = 0; i < n; ++i) versions.push_back(probe_is_tensor(argv[i]) ? probe_version(argv[i]) : 0);
-  PyRef outs = PyRef::steal(PyObject_Vectorcall(e.compiled.get(), argv, n, nullptr));
+  PyRef outs;
+  if (e.inference_run >= 0) {  // under (or, from inside one, out of) torch.inference_mode, as captured
+    probe_push_inference_mode(e.inference_run == 1);
+    if (e.inference_run == 0) probe_set_grad_enabled(e.grad_at_start);  // InferenceMode(false) turned it on
+    outs = PyRef::steal(PyObject_Vectorcall(e.compiled.get(), argv, n, nullptr));
+    probe_pop_inference_mode();
+  } else {
+    outs = PyRef::steal(PyObject_Vectorcall(e.compiled.get(), argv, n, nullptr));
+  }
   if (!outs) {
     for (size_t i = 0; watch && i < n; ++i)
       if (probe_is_tensor(argv[i]) && probe_version(argv[i]) != versions[i]) *effects_started = true;
@@ -535,6 +546,11 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
     else rc = (PyDict_Clear(target), PyDict_Update(target, v));
     if (rc < 0) return nullptr;
   }
+  for (int i = 0; i < e.pop_inference_after; ++i)  // the inference_mode block a graph break entered ends here
+    if (!probe_pop_inference_mode()) {
+      PyErr_SetString(PyExc_RuntimeError, "kiln: leaving an inference_mode block kiln did not enter");
+      return nullptr;
+    }
   if (e.brk) return continue_after_break(*e.brk, e.code, e.globals.get(), fv.func, result.get());  // `result`: the state at the break
   return result.release();
 }

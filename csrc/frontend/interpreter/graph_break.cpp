@@ -184,6 +184,9 @@ VarPtr Interpreter::capture_break_state(Frame& f) {
   } else {
     unsupported(std::string("a graph break at ") + in.name + " is not supported");
   }
+  brk->inference_at_break = inference_;
+  brk->inference_at_start = initial_inference_;
+  brk->inference_prev_grad = inference_prev_grad_;
   brk->grad_at_break = probe_grad_enabled();
   brk->grad_at_start = initial_grad_;
   std::vector<VarPtr> items;
@@ -221,6 +224,18 @@ PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObje
   } nested;
   HookOnScope on;
   if (depth > 48) kiln_hook_set_mode(0);
+  // A torch.inference_mode block the graph entered and the break is inside: entered for real here
+  // (with the grad mode it began with), left by the exit kiln put on the stack, or here if the
+  // instruction raises.
+  struct InferenceAtBreak {
+    bool pushed = false, failed = true;
+    ~InferenceAtBreak() { if (pushed && failed) probe_pop_inference_mode(); }
+  } inference;
+  if (brk.inference_at_break && !brk.inference_at_start) {
+    probe_set_grad_enabled(brk.inference_prev_grad);
+    probe_push_inference_mode(true);
+    inference.pushed = true;
+  }
   // The graph left grad mode as the frame found it; the instruction and the rest of the frame run
   // in the mode of the with-blocks around the break. If it raises, those blocks are left.
   struct GradAtBreak {
@@ -275,6 +290,7 @@ PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObje
   PyObject* fn = resume_function(code, globals, closure, target, null_after, unbound);
   if (!fn) return nullptr;
   grad.failed = false;  // from here the resume function's own with-blocks restore the mode
+  inference.failed = false;
   return PyObject_Vectorcall(fn, args.data(), args.size(), nullptr);
 }
 

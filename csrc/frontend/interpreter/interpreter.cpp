@@ -78,6 +78,7 @@ static std::string code_location(PyCodeObject* code, int offset) {
 
 Interpreter::Interpreter(const kiln_frame& frame, CaptureOptions options) : root_(frame), opts_(options) {
   initial_grad_ = probe_grad_enabled();
+  initial_inference_ = inference_ = probe_inference_enabled();
   cap_.guards->set_shape_env(cap_.shape_env);
 }
 
@@ -197,6 +198,19 @@ void Interpreter::run() {
     u.root_visit = first_assert_visit_;
     frames_.pop_back();
     throw u;
+  }
+  // torch.inference_mode: a graph all of whose operations ran inside a block runs under
+  // InferenceMode; any other graph must hand back no inference tensor it made (their
+  // inference-ness would be lost), and runs with it off when the frame starts inside one.
+  if (ops_outside_inference_ == 0 && ops_in_inference_ > 0) {
+    cap_.inference_run = 1;
+  } else {
+    if (initial_inference_) cap_.inference_run = 0;
+    for (const graph::Arg& o : outs)
+      if (o.kind == graph::Arg::kNode && inference_nodes_.count(o.node)) {
+        frames_.pop_back();
+        unsupported("a tensor made under torch.inference_mode leaves a graph that also computes outside the block");
+      }
   }
   for (const Assertion& a : assertions_) {
     cap_.assertions.emplace_back(static_cast<int>(outs.size()), a.truth);
@@ -823,6 +837,11 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         return;
       }
       if (ctx->kind != VarKind::kGradMode) unsupported(std::string("with-statement over a ") + kind_name(ctx->kind) + " (only grad-mode contexts are supported)");
+      if (ctx->name == "inference") {
+        push(enter_inference_mode(ctx));
+        push(make_const(Py_None));
+        return;
+      }
       auto exit = std::make_shared<Var>(VarKind::kGradModeExit);
       exit->flag = probe_grad_enabled();
       exit->name = ctx->name;

@@ -96,6 +96,9 @@ struct BreakState {
   std::vector<bool> stack_null;   // the live stack before the instruction, bottom first
   int n_locals = 0;               // the frame's local slots, all passed to the resume function
   std::vector<int> unbound;       // ... of which these are unbound at the break
+  // torch.inference_mode at the break (entered by the captured code: the break enters it for real,
+  // with grad mode as it was before the with-statement, and the exit on the stack leaves it).
+  bool inference_at_break = false, inference_at_start = false, inference_prev_grad = true;
   // Grad mode at the break (inside `with torch.no_grad()` it differs from the frame's start):
   // the instruction and the resume function run in it; the frame's own mode is restored if the
   // instruction raises (as leaving the with-blocks would).
@@ -126,6 +129,13 @@ struct Capture {
   // truth the assertion needs) before anything the frame could observe happens; a failed one
   // reruns the frame eagerly, so eager's AssertionError, with its message, is raised.
   std::vector<std::pair<int, bool>> assertions;
+  // torch.inference_mode: 1: every tensor operation of the graph is inside an inference_mode
+  // block, and the graph runs under InferenceMode (its new tensors are inference tensors, as in
+  // eager); 0: the frame starts inside one but the graph computes outside it too, and runs with
+  // it off (no inference tensor it made leaves it); -1: as the caller has it. Then
+  // pop_inference_after with-blocks entered before the frame (at a graph break) are left.
+  int inference_run = -1;
+  int pop_inference_after = 0;
   // Symbolic sizes: the symbols of dynamic dimensions and the shape guards capture recorded.
   std::shared_ptr<sym::ShapeEnv> shape_env = std::make_shared<sym::ShapeEnv>();
   std::vector<std::string> dynamic_changes;  // dimensions made dynamic by this capture, and why
@@ -150,6 +160,7 @@ class Interpreter {
   // Throws Unsupported. After a throw, capture().guards still holds the guards gathered so far.
   void run();
   Capture& capture() { return cap_; }
+  bool initial_grad() const { return initial_grad_; }
   const MetaExecutor& meta() const { return meta_; }
   // Trace-time values: sets, deques, Counters, defaultdicts and OrderedDicts of Python values made
   // during the capture. They are real Python objects that only the capture holds, so their
@@ -356,6 +367,14 @@ class Interpreter {
     bool truth;
   };
   std::vector<Assertion> assertions_;
+  // torch.inference_mode (see Capture::inference_run).
+  bool inference_ = false, initial_inference_ = false, inference_prev_grad_ = true;
+  int ops_in_inference_ = 0, ops_outside_inference_ = 0;
+  std::unordered_set<int> inference_nodes_;  // graph values that are inference tensors
+  void note_inference(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs, bool inplace);
+  void mark_inference_result(const VarPtr& r, bool any_input_marked);
+  VarPtr enter_inference_mode(const VarPtr& ctx);
+  void leave_inference_mode(bool prev_grad);
   int first_assert_index_ = -1, first_assert_visit_ = 0;
   std::string first_assert_where_;
   bool tensor_assertion(Frame& f, const Instruction& in, const VarPtr& cond, bool truth);

@@ -275,6 +275,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   switch (fn->kind) {
     case VarKind::kTensorMethod: {
       if (fn->name == "type") return tensor_type_method(fn->self, args, kwargs);
+      if (fn->name == "is_inference" && args.empty() && kwargs.empty()) return make_const(fn->self->inference ? Py_True : Py_False);
       if (fn->name == "numpy") {
         if (!args.empty() || !(kwargs.empty() || (kwargs.size() == 1 && kwargs[0].first == "force" && kwargs[0].second->is_const() &&
                                                    kwargs[0].second->obj.get() == Py_False)))
@@ -331,6 +332,10 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       return call(fn->self, std::move(full), std::move(kw));
     }
     case VarKind::kGradModeExit: {
+      if (fn->name == "inference") {
+        leave_inference_mode(fn->flag);
+        return make_const(Py_False);
+      }
       if (fn->name != "no-op") record_grad_mode(fn->flag);
       return make_const(Py_None);
     }
@@ -370,6 +375,15 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     for (auto& a : args) a = specialize_sizes(a);
     for (auto& kv : kwargs) kv.second = specialize_sizes(kv.second);
   }
+  if (int prev_grad = inference_mode_exit(f); prev_grad >= 0) {
+    // leaving an inference_mode block a graph break entered: the graph computes outside it from
+    // here, and the guard that break pushed is popped after the graph (Capture::pop_inference_after)
+    if (!inference_ || !initial_inference_ || cap_.pop_inference_after > 0) unsupported("leaving an inference_mode block kiln did not see entered");
+    leave_inference_mode(prev_grad == 1);
+    cap_.pop_inference_after++;
+    return make_const(Py_False);
+  }
+  if (f == module_attr("torch", "is_inference_mode_enabled") && args.empty() && kwargs.empty()) return make_const(inference_ ? Py_True : Py_False);
   if (int mode = grad_mode_restorer(f); mode >= 0) {  // leaving a with-block begun before a graph break
     if (mode != 2) record_grad_mode(mode == 1);
     return make_const(Py_None);
@@ -519,6 +533,15 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     return call(wrap_unguarded(wrapped.get(), "lru_cache'd function"), std::move(args), std::move(kwargs));
   }
   if (PyType_Check(f)) {
+    if (f == module_attr("torch", "inference_mode")) {  // torch.inference_mode(mode=True)
+      VarPtr mode = args.size() == 1 && kwargs.empty() ? args[0] : args.empty() && kwargs.size() == 1 && kwargs[0].first == "mode" ? kwargs[0].second : nullptr;
+      if (!mode && !(args.empty() && kwargs.empty())) unsupported("torch.inference_mode() with these arguments");
+      if (mode && !(mode->is_const() && PyBool_Check(mode->obj.get()))) unsupported("torch.inference_mode() with a mode that is not a constant bool");
+      auto v = std::make_shared<Var>(VarKind::kGradMode);
+      v->name = "inference";
+      v->flag = !mode || mode->obj.get() == Py_True;
+      return v;
+    }
     if (f == g_torch.no_grad || f == g_torch.enable_grad) {
       auto v = std::make_shared<Var>(VarKind::kGradMode);
       v->flag = f == g_torch.enable_grad;

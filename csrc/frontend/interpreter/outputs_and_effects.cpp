@@ -19,6 +19,22 @@ static PyObject* restore_grad_mode(PyObject* self, PyObject*) {
 }
 static PyMethodDef g_restore_grad_mode = {"__exit__", restore_grad_mode, METH_VARARGS, "restores the grad mode (kiln, at a graph break)"};
 
+// The __exit__ of a torch.inference_mode block that a graph break entered for real (see
+// continue_after_break): leaves it (the guard kiln pushed); `self` is the grad mode it restores.
+static PyObject* exit_inference_mode(PyObject*, PyObject*) {
+  if (!probe_pop_inference_mode()) {
+    PyErr_SetString(PyExc_RuntimeError, "kiln: leaving an inference_mode block kiln did not enter");
+    return nullptr;
+  }
+  Py_RETURN_FALSE;
+}
+static PyMethodDef g_exit_inference_mode = {"__exit__", exit_inference_mode, METH_VARARGS, "leaves torch.inference_mode (kiln, at a graph break)"};
+
+int inference_mode_exit(PyObject* f) {
+  if (!PyCFunction_Check(f) || reinterpret_cast<PyCFunctionObject*>(f)->m_ml != &g_exit_inference_mode) return -1;
+  return PyCFunction_GET_SELF(f) == Py_True;
+}
+
 int grad_mode_restorer(PyObject* f) {
   if (!PyCFunction_Check(f) || reinterpret_cast<PyCFunctionObject*>(f)->m_ml != &g_restore_grad_mode) return -1;
   PyObject* self = PyCFunction_GET_SELF(f);
@@ -145,6 +161,11 @@ static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::
     }
     case VarKind::kGradModeExit: {  // a with-block around a graph break
       t.kind = OutputTemplate::kConst;
+      if (v->name == "inference") {
+        t.obj = PyRef::steal(PyCFunction_New(&g_exit_inference_mode, v->flag ? Py_True : Py_False));
+        if (!t.obj) fail("cannot rebuild an inference_mode block's __exit__");
+        return t;
+      }
       t.obj = PyRef::steal(PyCFunction_New(&g_restore_grad_mode, v->name == "no-op" ? Py_None : v->flag ? Py_True : Py_False));
       if (!t.obj) fail("cannot rebuild a grad-mode context's __exit__");
       return t;

@@ -74,6 +74,7 @@ struct Var {
   std::string name;
   size_t pos = 0;
   bool flag = false;
+  bool inference = false;  // kTensor: an inference tensor (made under torch.inference_mode, or given as one)
   bool fresh = false;   // a container made for this call (e.g. the frame's **kwargs): mutable
   // kObject from the frame, guarded by its type only (instances of user classes: a cache object,
   // a ModelOutput built by the caller). What the capture reads of it is guarded through its
