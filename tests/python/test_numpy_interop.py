@@ -164,3 +164,34 @@ def test_numpy_with_kiln_backend():
     c = kiln.compile(f)
     same(c(X), f(X))
     assert kiln.stats()["graph_breaks"] == 0
+
+
+def test_from_numpy_is_a_new_tensor_object():
+    def f(x):
+        t = torch.from_numpy(x.numpy())
+        return t is x, t
+    x = torch.randn(3)
+    got = kiln.compile(f, backend="eager")(x)
+    assert got[0] is False
+    torch.testing.assert_close(got[1], x)
+
+
+def test_integer_power_with_an_array_exponent_is_a_break():
+    def f(x):
+        i = x.numpy()
+        return torch.from_numpy(2 ** i + i ** 2)
+    x = torch.arange(-3, 3, dtype=torch.int64)
+    with pytest.raises(ValueError):
+        f(x)
+    with pytest.raises(ValueError):
+        kiln.compile(f, backend="eager")(x)
+
+
+def test_out_argument_after_numpy_view_is_a_break():
+    def f(x, y):
+        a = x.numpy()
+        torch.add(y, 1, out=x)
+        return torch.from_numpy(a * 2)
+    x, y = torch.randn(3), torch.randn(3)
+    e = f(x.clone(), y)
+    torch.testing.assert_close(kiln.compile(f, backend="eager")(x.clone(), y), e)

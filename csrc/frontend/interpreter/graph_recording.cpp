@@ -246,6 +246,9 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
                        (is_inplace_method(method) || is_setitem ||
                         (op == graph::Op::kCallFunction && target && is_inplace_operator(name)));
   note_inference(args, kwargs, inplace);
+  if (ndarrays_made_)
+    for (const auto& kv : kwargs)
+      if (kv.first == "out") unsupported(name + " writes an out= tensor after a numpy array shared a tensor's memory");
   if (inplace && ndarrays_made_)
     unsupported(name + " writes a tensor in place after a numpy array shared a tensor's memory");
   if (inplace) {

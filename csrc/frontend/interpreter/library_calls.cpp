@@ -325,7 +325,9 @@ VarPtr Interpreter::fold_numpy_scalar_call(PyObject* f, std::vector<VarPtr>& arg
       PyRef values = PyRef::steal(PyObject_CallMethod(out.get(), "tolist", nullptr));
       if (!values) unsupported("ndarray.tolist: " + take_python_error());
       VarPtr list = from_python_value(values.get(), false);
-      std::vector<std::pair<std::string, VarPtr>> tkw{{"dtype", make_const(module_attr("torch", py_str(dn.get()).c_str()))}};
+      PyRef cpu = PyRef::steal(PyObject_CallFunction(g_torch.device_type, "s", "cpu"));  // arrays live on the CPU
+      std::vector<std::pair<std::string, VarPtr>> tkw{{"dtype", make_const(module_attr("torch", py_str(dn.get()).c_str()))},
+                                                      {"device", make_const(cpu.get())}};
       std::vector<VarPtr> targs{list};
       return as_ndarray(record_op(graph::Op::kCallFunction, module_attr("torch", "tensor"), "", targs, tkw), false);
     }

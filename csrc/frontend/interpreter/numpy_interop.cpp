@@ -221,6 +221,14 @@ VarPtr Interpreter::ndarray_binary(const char* opn, const VarPtr& a, const VarPt
   PyRef sa = numpy_standin(a), sb = numpy_standin(b);
   NumpyResult want = numpy_oracle(fn, {sa, sb}, nullptr);
   PyObject* compute = want.dtype;
+  if (op == "pow") {
+    // Integer powers: numpy raises for a negative exponent where torch computes something; only
+    // a constant non-negative exponent is the same in both.
+    const std::string rn = torch_dtype_name(want.dtype);
+    const bool integral = rn.rfind("int", 0) == 0 || rn.rfind("uint", 0) == 0 || rn == "bool";
+    if (integral && !(b->is_const() && PyLong_CheckExact(b->obj.get()) && PyLong_AsLong(b->obj.get()) >= 0))
+      unsupported("numpy integer power with an exponent that is not a constant non-negative int");
+  }
   if (is_cmp) {  // compared in numpy's common dtype of the operands
     PyRef common = PyRef::steal(PyObject_CallMethod(numpy_module(), "result_type", "OO", sa.get(), sb.get()));
     std::string n = common ? numpy_dtype_name(common.get()) : "";
@@ -486,7 +494,8 @@ VarPtr Interpreter::tensor_from_ndarray(PyObject* f, std::vector<VarPtr>& args, 
   if (from_numpy && args[0]->flag) unsupported("torch.from_numpy of a numpy scalar (TypeError)");
   VarPtr t = ndarray_tensor(args[0]);
   if (copy) return record_op(graph::Op::kCallMethod, nullptr, "clone", {t}, {});
-  return t;  // shares the array's memory, as eager's does
+  // A new tensor object sharing the array's memory, as eager's is (not the tensor the array came from).
+  return record_op(graph::Op::kCallMethod, nullptr, "view_as", {t, t}, {});
 }
 
 }  // namespace kiln::frontend
