@@ -189,6 +189,9 @@ def run_program(prog, backend):
     rec["kiln_s"] = round(time.perf_counter() - t, 3)
     s = kiln.stats()
     rec["kiln_graphs"] = s["graphs"]
+    # captures whose graph has at least one op (a resume function that only returns has none;
+    # Dynamo compiles no graph for those, so this is the count comparable to its unique_graphs)
+    rec["kiln_graphs_with_ops"] = sum(1 for g in s["graph_records"] if g.get("ops", 0) > 0)
     rec["kiln_breaks"] = s["graph_breaks"]
     rec["kiln_break_list"] = [{k: b.get(k) for k in ("function", "where", "reason")} for b in s["breaks"]]
     kiln.reset()
@@ -238,6 +241,10 @@ def summarize(records, out=sys.stdout):
         row(g, rs)
     p("-" * len(hdr))
     row("TOTAL", records)
+
+    p(f"kiln graphs with at least one op: {sum(r.get('kiln_graphs_with_ops', 0) for r in records)} "
+      f"(k.graphs counts every capture, empty ones included); programs where they outnumber torch.compile's: "
+      f"{sum(r.get('kiln_graphs_with_ops', 0) > r['torch_graphs'] for r in records)}")
 
     more = [r for r in records if r["kiln_breaks"] > r["torch_breaks"]]
     p(f"\nprograms where kiln breaks more than torch.compile: {len(more)}")
