@@ -7,6 +7,8 @@
 #include <ATen/autocast_mode.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
+#include <memory>
+#include <vector>
 #include <c10/core/DefaultDtype.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/Device.h>
@@ -246,6 +248,24 @@ std::string probe_describe_global_state(const GlobalStateFacts& g) {
 
 bool probe_grad_enabled() { return c10::GradMode::is_enabled(); }
 void probe_set_grad_enabled(bool on) { c10::GradMode::set_enabled(on); }
+
+bool probe_inference_enabled() { return c10::InferenceMode::is_enabled(); }
+
+static std::vector<std::unique_ptr<c10::InferenceMode>>& inference_guards() {
+  static thread_local std::vector<std::unique_ptr<c10::InferenceMode>> guards;
+  return guards;
+}
+
+void probe_push_inference_mode(bool enabled) { inference_guards().push_back(std::make_unique<c10::InferenceMode>(enabled)); }
+
+bool probe_pop_inference_mode() {
+  auto& g = inference_guards();
+  if (g.empty()) return false;
+  g.pop_back();
+  return true;
+}
+
+bool probe_is_inference(PyObject* o) { return THPVariable_Unpack(o).is_inference(); }
 
 bool probe_saved_tensor_hooks_active() { return !at::SavedTensorDefaultHooks::get_tls_state().stack.empty(); }
 

@@ -2295,3 +2295,118 @@ def tensor_tolist_to_dict(x):
     scores = x.sum(1).tolist()
     best = max(zip(labels, scores), key=lambda kv: kv[1])
     return best[0], {k: round(v, 3) for k, v in zip(labels, scores)}
+
+
+# =================================================================================================
+# break parity: constructs Dynamo captures without breaking (numpy interop, assert, while)
+# =================================================================================================
+def xbig():
+    return (randn(4, 8) * 100,)
+
+
+@prog("numpy")
+def numpy_ufunc_chain(x):
+    a = x.detach().numpy()
+    b = np.exp(np.tanh(a)) + np.sqrt(np.abs(a)) * 0.5
+    return torch.from_numpy(np.where(np.isnan(b), 0.0, b))
+
+
+@prog("numpy")
+def numpy_reductions_promotion(x):
+    a = x.numpy()
+    col = a.sum(axis=0) / a.shape[0]
+    return torch.from_numpy(a - col), a.mean(), (a > 0).sum(), (a.astype(np.float64) * np.float64(0.5)).dtype
+
+
+@prog("numpy")
+def numpy_int_division(x):
+    i = (x * 10).to(torch.int32).numpy()
+    return torch.as_tensor(i / 4 + np.clip(i, -3, 3)), i.max(axis=1)
+
+
+@prog("numpy")
+def numpy_concat_matmul(x):
+    a = x.numpy()
+    c = np.concatenate([a, a * 2], axis=0)
+    return torch.from_numpy(c.T @ c), c.shape, isinstance(c, np.ndarray)
+
+
+@prog("numpy")
+def numpy_array_result(x):
+    return x.numpy().reshape(8, 4) * 2, x.numpy().std(axis=1, ddof=1)
+
+
+@prog("tensor_branch")
+def branch_assert_not(x):
+    LOG.append("start")
+    assert not torch.isnan(x).any(), f"nan in input of shape {tuple(x.shape)}"
+    LOG.append("checked")
+    return x.relu()
+
+
+@prog("tensor_branch", xbig)
+def branch_assert_fails(x):
+    LOG.append("start")
+    assert x.abs().max() < 10, "input too large"
+    return x * 2
+
+
+@prog("tensor_branch", xbig)
+def branch_while_sum(x):
+    steps = 0
+    while x.norm() > 1.0:
+        x = x * 0.5
+        steps = steps + 1
+    return x, steps
+
+
+@prog("getattr")
+def vars_live_dict(x):
+    c = _Conf()
+    d = vars(c)
+    c.a = 2.0
+    c.b = x.sum()
+    return x * c.a, d, len(d), "b" in d
+
+
+@prog("try_except")
+def object_sentinel_setattr(x):
+    missing = object()
+    v = getattr(missing, "value", None)
+    try:
+        missing.value = 1
+    except AttributeError:
+        v = 3.0
+    return x * v, missing is not None
+
+
+@prog("no_grad_break", xg)
+def inference_mode_block(x):
+    h = x.sin()
+    with torch.inference_mode():
+        stats = (x * 2).mean()
+        flag = torch.is_inference_mode_enabled()
+    return h * 2, flag
+
+
+@prog("no_grad_break", xg)
+def inference_mode_whole(x):
+    with torch.inference_mode():
+        y = torch.relu(x) + 1
+        LOG.append(y.is_inference())
+    return y
+
+
+@prog("generator")
+def generator_send_running_max(x):
+    def tracker():
+        best = None
+        while True:
+            v = yield best
+            best = v if best is None else torch.maximum(best, v)
+
+    g = tracker()
+    next(g)
+    for row in x:
+        g.send(row)
+    return g.send(x[0] * 0)

@@ -32,6 +32,7 @@ HEADER = '''\
 import io
 import math
 
+import numpy as np
 import torch
 
 _SINK = io.StringIO()
@@ -667,6 +668,33 @@ def _op_graph_break(g):
              f"if ({x} > 0).any():\n    {n} = {xf}.amax()\nelse:\n    {n} = {xf}.sum()",
              f"{n} = {xf} * int({x}.numel() > 3)",
              f"{n} = {xf}.sum().item() + 1.0"]
+    return r.choice(forms)
+
+
+# Off unless KILN_FUZZ_BREAK_PARITY=1: a zero weight leaves every seed's program as it was (the
+# draws are the same), so the default seed ranges stay comparable across versions.
+@op(2 if __import__("os").environ.get("KILN_FUZZ_BREAK_PARITY") == "1" else 0)
+def _op_break_parity(g):
+    """Constructs Dynamo captures without a break: numpy on tensors, assert and while on a tensor,
+    torch.inference_mode, a generator fed by send(), vars() of an object made here."""
+    r = g.r
+    x = g.pick()
+    xf = g.as_float(x)
+    n = g.new()
+    a = f"{xf}.detach().numpy()"
+    forms = [f"{n} = torch.from_numpy({a} * 2 + 1)",
+             f"{n}_a = {a}\n{n} = torch.as_tensor(np.tanh({n}_a) + {n}_a.mean(axis=-1, keepdims=True))",
+             f"{n} = torch.from_numpy(np.where({a} > 0, {a}, 0.5) ** 2 - np.float64(1.5))",
+             f"{n} = torch.as_tensor(({x}.detach().numpy() > 0).sum(axis=0) / 2)",
+             f"{n} = {xf} * float({a}.sum())",
+             f"assert torch.isfinite({xf}).all(), 'non-finite'\n{n} = {xf} + 1",
+             f"assert ({xf} < 2).all(), f'too large: {{tuple({x}.shape)}}'\n{n} = {xf} * 2",
+             f"{n} = {xf}\n{n}_i = 0\nwhile {n}.abs().sum() > 1 and {n}_i < 6:\n    {n} = {n} * 0.5\n    {n}_i += 1",
+             f"with torch.inference_mode():\n    {n}_t = {xf} * 2 + 1\n{n} = {n}_t.clone()",
+             f"with torch.inference_mode():\n    {n} = ({xf} * 2).sum()",
+             f"def {n}_g():\n    s = 0\n    while True:\n        v = yield s\n        s = s + v\n{n}_it = {n}_g()\nnext({n}_it)\n"
+             f"{n}_it.send({xf})\n{n} = {n}_it.send({xf} * 2)",
+             f"class {n}_C:\n    pass\n{n}_o = {n}_C()\n{n}_o.a = {xf}\n{n}_d = vars({n}_o)\n{n}_o.b = 2\n{n} = {n}_d['a'] * len({n}_d)"]
     return r.choice(forms)
 
 

@@ -161,6 +161,7 @@ ResumeCode build_resume_code(const Bytecode& original, const uint8_t* exception_
   }
   std::vector<int> unit_of;
   ResumeCode r;
+  r.prologue = prologue;
   r.code = assemble(code, major, minor, &unit_of);
   const int shift = unit_of[prologue];
   // The original instructions keep their encoding (a renumbered slot crossing 255 would widen

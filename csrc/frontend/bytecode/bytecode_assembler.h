@@ -57,6 +57,7 @@ struct ResumeLayout {
 // variables, which the carriers push back. Exception-table ranges move with the code.
 struct ResumeCode {
   std::vector<uint8_t> code, exception_table, line_table;
+  int prologue = 0;  // instructions before the original code (original index i is at prologue + i)
 };
 ResumeCode build_resume_code(const Bytecode& original, const uint8_t* exception_table, size_t exception_table_size,
                              const uint8_t* line_table, size_t line_table_size, const ResumeLayout& layout, int major, int minor);

@@ -28,6 +28,9 @@ struct CacheEntry {
   std::vector<SideEffect> side_effects;
   std::string reason;      // why the frame runs eagerly (fallback entries)
   bool mutates_inputs = false;  // the graph writes tensors the frame was given (see run_or_pass)
+  std::vector<std::pair<int, bool>> assertions;  // Capture::assertions
+  int inference_run = -1, pop_inference_after = 0;  // Capture::inference_run, pop_inference_after
+  bool grad_at_start = true;
   // A graph break: `output` builds the frame's state at the break, from which the break's
   // instruction and the resume function continue (see graph_break.h).
   std::shared_ptr<BreakState> brk;

@@ -388,6 +388,10 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   entry->output = cap.output;
   entry->side_effects = cap.side_effects;
   entry->mutates_inputs = cap.mutates_inputs;
+  entry->assertions = cap.assertions;
+  entry->inference_run = cap.inference_run;
+  entry->pop_inference_after = cap.pop_inference_after;
+  entry->grad_at_start = interp->initial_grad();
   if (cap.brk) {
     entry->brk = std::move(cap.brk);
     entry->code = frame->code;
@@ -479,7 +483,15 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
   std::vector<uint64_t> versions;
   if (watch)
     for (size_t i = 0; i < n; ++i) versions.push_back(probe_is_tensor(argv[i]) ? probe_version(argv[i]) : 0);
-  PyRef outs = PyRef::steal(PyObject_Vectorcall(e.compiled.get(), argv, n, nullptr));
+  PyRef outs;
+  if (e.inference_run >= 0) {  // under (or, from inside one, out of) torch.inference_mode, as captured
+    probe_push_inference_mode(e.inference_run == 1);
+    if (e.inference_run == 0) probe_set_grad_enabled(e.grad_at_start);  // InferenceMode(false) turned it on
+    outs = PyRef::steal(PyObject_Vectorcall(e.compiled.get(), argv, n, nullptr));
+    probe_pop_inference_mode();
+  } else {
+    outs = PyRef::steal(PyObject_Vectorcall(e.compiled.get(), argv, n, nullptr));
+  }
   if (!outs) {
     for (size_t i = 0; watch && i < n; ++i)
       if (probe_is_tensor(argv[i]) && probe_version(argv[i]) != versions[i]) *effects_started = true;
@@ -488,6 +500,16 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
   PyRef seq = PyTuple_CheckExact(outs.get()) ? outs : PyRef::steal(PySequence_Fast(outs.get(), "kiln: a backend's compiled callable must return a sequence"));
   if (!seq) return nullptr;
   PyObject* const* items = PySequence_Fast_ITEMS(seq.get());
+  for (const auto& [index, truth] : e.assertions) {
+    // An `assert` on a tensor the graph kept: a failed one is a raise before any side effect
+    // (the graph writes no input when it holds one), so the frame reruns eagerly and raises.
+    const int t = PyObject_IsTrue(items[index]);
+    if (t < 0) return nullptr;
+    if ((t == 1) != truth) {
+      PyErr_SetNone(PyExc_AssertionError);
+      return nullptr;
+    }
+  }
   // The result first: the frame's own values it hands back are fetched through the paths the
   // frame was called with, before side effects change what those paths reach.
   std::vector<PyRef> built(e.shared_objects);  // objects made by the capture, shared by result and effects
@@ -524,6 +546,11 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
     else rc = (PyDict_Clear(target), PyDict_Update(target, v));
     if (rc < 0) return nullptr;
   }
+  for (int i = 0; i < e.pop_inference_after; ++i)  // the inference_mode block a graph break entered ends here
+    if (!probe_pop_inference_mode()) {
+      PyErr_SetString(PyExc_RuntimeError, "kiln: leaving an inference_mode block kiln did not enter");
+      return nullptr;
+    }
   if (e.brk) return continue_after_break(*e.brk, e.code, e.globals.get(), fv.func, result.get());  // `result`: the state at the break
   return result.release();
 }

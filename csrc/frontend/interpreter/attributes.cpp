@@ -18,6 +18,10 @@ namespace kiln::frontend {
 VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
   std::string n = py_str(name);
   switch (obj->kind) {
+    case VarKind::kNdarray: return ndarray_attr(obj, name);
+    case VarKind::kGenFrame:
+      if (n == "send" || n == "__next__" || n == "close") return make_container_method(obj, n);
+      unsupported("generator attribute " + n);
     case VarKind::kTensor: {
       if (n == "device") return make_const(obj->device.get());
       if (n == "is_cuda" || n == "is_cpu") {

@@ -81,6 +81,13 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
   if (is("iter")) { need(1); return make_iterator(args[0]); }
   if (is("next")) {
     VarPtr it = args.at(0);
+    if (it->kind == VarKind::kGenFrame && args.size() <= 2 && kwargs.empty()) {
+      bool done = false;
+      VarPtr r = resume_generator(it, make_const(Py_None), &done);
+      if (!done) return r;
+      if (args.size() == 2) return args[1];
+      raise_python(PyExc_StopIteration, PyRef::steal(PyTuple_New(0)).get());
+    }
     if (it->kind == VarKind::kObject && is_trace_value(it->obj.get()) && PyIter_Check(it->obj.get())) {  // next(itertools.count())
       PyRef r = PyRef::steal(PyIter_Next(it->obj.get()));
       if (r) return from_python_value(r.get(), true);

@@ -137,7 +137,8 @@ void Interpreter::exception_step(Frame& f, int, const Instruction& in) {
       return;
     }
     if (exit->kind != VarKind::kGradModeExit) unsupported("an exception leaves a with-block over a context kiln cannot exit");
-    if (exit->name != "no-op") record_grad_mode(exit->flag);
+    if (exit->name == "inference") leave_inference_mode(exit->flag);
+    else if (exit->name != "no-op") record_grad_mode(exit->flag);
     st.push_back(make_const(Py_False));
     return;
   }

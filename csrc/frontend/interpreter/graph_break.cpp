@@ -2,6 +2,7 @@
 // instruction in between; see graph_break.h.
 #include "frontend/interpreter/graph_break.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -42,6 +43,20 @@ struct ResumeEntry {
 std::map<ResumeKey, ResumeEntry>& resume_functions() {
   static auto& cache = *new std::map<ResumeKey, ResumeEntry>();
   return cache;
+}
+
+// Resume code -> the code it was made from and the length of its prologue (instructions), so that
+// a break in a resume function continues in a resume function of the original code (as Dynamo
+// makes resume functions from the original code object): a branch on a tensor in a loop reaches
+// the same resume functions on every iteration, which keep their cache entries. The codes stay
+// alive in resume_functions().
+struct ResumeOrigin {
+  PyCodeObject* original;
+  int prologue;
+};
+std::map<PyObject*, ResumeOrigin>& resume_origins() {
+  static auto& m = *new std::map<PyObject*, ResumeOrigin>();
+  return m;
 }
 
 PyRef bytes_of(const std::vector<uint8_t>& v) {
@@ -113,6 +128,7 @@ PyObject* resume_function(PyCodeObject* code, PyObject* globals, PyObject* closu
   PyRef fn = PyRef::steal(PyFunction_New(new_code.get(), globals));
   if (!fn || (closure && PyFunction_SetClosure(fn.get(), closure) < 0)) return nullptr;
   cache[key] = ResumeEntry{PyRef::borrow(reinterpret_cast<PyObject*>(code)), fn};
+  resume_origins()[new_code.get()] = ResumeOrigin{code, rc.prologue};
   return fn.get();
 }
 
@@ -125,9 +141,14 @@ std::string break_refusal(PyCodeObject* code, int index) {
   if (index < 0 || index >= dc.bc->size()) return "no instruction to break at";
   const Instruction& in = dc.bc->at(index);
   if (!name_is(in, "CALL") && !is_branch(in)) return std::string("a break at ") + in.name + " is not supported";
-  for (const Instruction& j : dc.bc->instructions())
-    if (j.index > index && j.target >= 0 && j.target <= index && std::strstr(j.name, "BACKWARD"))
-      return "the break is inside a loop";
+  // A call inside a loop runs the frame eagerly, as Dynamo does. A branch on a tensor inside a
+  // `while` loop splits it, as Dynamo's jumps do: the resume function holds the rest of the
+  // loop, so each iteration continues in it (a `for` loop's iterator on the stack is not rebuilt
+  // there, so those frames still run eagerly).
+  if (!is_branch(in))
+    for (const Instruction& j : dc.bc->instructions())
+      if (j.index > index && j.target >= 0 && j.target <= index && std::strstr(j.name, "BACKWARD"))
+        return "the break is inside a loop";
   const int unit = in.start_offset / 2;
   try {
     for (const ExceptionEntry& e : parse_exception_table(reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(code->co_exceptiontable)),
@@ -163,6 +184,9 @@ VarPtr Interpreter::capture_break_state(Frame& f) {
   } else {
     unsupported(std::string("a graph break at ") + in.name + " is not supported");
   }
+  brk->inference_at_break = inference_;
+  brk->inference_at_start = initial_inference_;
+  brk->inference_prev_grad = inference_prev_grad_;
   brk->grad_at_break = probe_grad_enabled();
   brk->grad_at_start = initial_grad_;
   std::vector<VarPtr> items;
@@ -190,7 +214,28 @@ PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObje
   const DecodedCode& dc = decoded_code(code);
   int target;
   PyRef pushed;  // the call's result
+  // Each break continues in a nested call of its resume function: a branch on a tensor in a loop
+  // nests one level per iteration. Past a depth, the rest of the frame runs as plain Python
+  // (its loop then iterates without nesting).
+  static thread_local int depth = 0;
+  struct Depth {
+    Depth() { ++depth; }
+    ~Depth() { --depth; }
+  } nested;
   HookOnScope on;
+  if (depth > 48) kiln_hook_set_mode(0);
+  // A torch.inference_mode block the graph entered and the break is inside: entered for real here
+  // (with the grad mode it began with), left by the exit kiln put on the stack, or here if the
+  // instruction raises.
+  struct InferenceAtBreak {
+    bool pushed = false, failed = true;
+    ~InferenceAtBreak() { if (pushed && failed) probe_pop_inference_mode(); }
+  } inference;
+  if (brk.inference_at_break && !brk.inference_at_start) {
+    probe_set_grad_enabled(brk.inference_prev_grad);
+    probe_push_inference_mode(true);
+    inference.pushed = true;
+  }
   // The graph left grad mode as the frame found it; the instruction and the rest of the frame run
   // in the mode of the with-blocks around the break. If it raises, those blocks are left.
   struct GradAtBreak {
@@ -227,14 +272,25 @@ PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObje
     if (s) args.push_back(s);
   }
   if (pushed) { null_after.push_back(false); args.push_back(pushed.get()); }
+  // A break in a resume function continues in a resume function of the original code: its
+  // locals are the original's (the carriers after them were consumed by the prologue).
+  std::vector<int> unbound = brk.unbound;
+  if (auto it = resume_origins().find(reinterpret_cast<PyObject*>(code)); it != resume_origins().end() && target >= it->second.prologue) {
+    PyCodeObject* original = it->second.original;
+    target -= it->second.prologue;
+    args.erase(args.begin() + original->co_nlocals, args.begin() + brk.n_locals);
+    unbound.erase(std::remove_if(unbound.begin(), unbound.end(), [&](int slot) { return slot >= original->co_nlocals; }), unbound.end());
+    code = original;
+  }
   PyObject* closure = code->co_nfreevars && func && PyFunction_Check(func) ? PyFunction_GET_CLOSURE(func) : nullptr;
   if (code->co_nfreevars && !closure) {
     PyErr_SetString(PyExc_RuntimeError, "kiln: a resume function needs the frame's closure");
     return nullptr;
   }
-  PyObject* fn = resume_function(code, globals, closure, target, null_after, brk.unbound);
+  PyObject* fn = resume_function(code, globals, closure, target, null_after, unbound);
   if (!fn) return nullptr;
   grad.failed = false;  // from here the resume function's own with-blocks restore the mode
+  inference.failed = false;
   return PyObject_Vectorcall(fn, args.data(), args.size(), nullptr);
 }
 

@@ -1,6 +1,7 @@
 // Recording tensor operations into the captured graph: fake arguments, the result's device, shape
 // propagation on meta tensors, in-place operations, and grad-mode changes.
 #include <cstring>
+#include <functional>
 #include <unordered_set>
 
 #include "frontend/interpreter/interpreter.h"
@@ -251,6 +252,12 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   const bool inplace = !args.empty() && args[0]->is_tensor() &&
                        (is_inplace_method(method) || is_setitem ||
                         (op == graph::Op::kCallFunction && target && is_inplace_operator(name)));
+  note_inference(args, kwargs, inplace);
+  if (ndarrays_made_)
+    for (const auto& kv : kwargs)
+      if (kv.first == "out") unsupported(name + " writes an out= tensor after a numpy array shared a tensor's memory");
+  if (inplace && ndarrays_made_)
+    unsupported(name + " writes a tensor in place after a numpy array shared a tensor's memory");
   if (inplace) {
     // Mutate a private copy of the metadata: meta tensors may be shared through the memo.
     PyRef copy = PyRef::steal(probe_make_meta(args[0]->fake.get()));
@@ -313,7 +320,19 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
     return wrap_symbolic(result.get(), -1);
   }
   int node = add_node(probe_is_tensor(result.get()) ? probe_describe_tensor(result.get()) : "", false);
-  return wrap_result(result.get(), node, device.get());
+  VarPtr out = wrap_result(result.get(), node, device.get());
+  if (inference_ || !inference_nodes_.empty()) {
+    bool marked = false;
+    std::function<void(const VarPtr&)> scan = [&](const VarPtr& v) {
+      if (v->is_tensor()) marked |= v->inference;
+      else if (v->kind == VarKind::kTuple || v->kind == VarKind::kList)
+        for (const auto& it : v->items) scan(it);
+    };
+    for (const auto& a : args) scan(a);
+    for (const auto& kv : kwargs) scan(kv.second);
+    mark_inference_result(out, marked);
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------- symbolic ints
@@ -497,6 +516,71 @@ bool Interpreter::is_numeric(const VarPtr& v) {
   if (!v->is_const()) return false;
   PyObject* o = v->obj.get();
   return PyLong_Check(o) || PyFloat_Check(o);
+}
+
+// ---------------------------------------------------------------- torch.inference_mode
+
+// `with torch.inference_mode():` inside the capture: grad mode off for the graph (what the block
+// computes is the same values), and the tensors it makes marked as inference tensors, which
+// decides how the graph runs (Capture::inference_run). Nested blocks and inference_mode(False)
+// are breaks.
+VarPtr Interpreter::enter_inference_mode(const VarPtr& ctx) {
+  if (!ctx->flag) unsupported("torch.inference_mode(False)");
+  if (inference_) unsupported("torch.inference_mode nested in another");
+  auto exit = std::make_shared<Var>(VarKind::kGradModeExit);
+  exit->name = "inference";
+  exit->flag = probe_grad_enabled();  // what leaving the block restores
+  inference_prev_grad_ = exit->flag;
+  inference_ = true;
+  record_grad_mode(false);
+  return exit;
+}
+
+void Interpreter::leave_inference_mode(bool prev_grad) {
+  if (!inference_) unsupported("leaving a torch.inference_mode block that is not open");
+  inference_ = false;
+  record_grad_mode(prev_grad);
+}
+
+// Before an operation: where it runs (for inference_run), and what eager refuses of inference
+// tensors outside a block (writing one in place; one an autograd-recording op would save).
+void Interpreter::note_inference(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs, bool inplace) {
+  (inference_ ? ops_in_inference_ : ops_outside_inference_)++;
+  if (inference_ || inference_nodes_.empty()) return;
+  bool marked = false, requires_grad = false;
+  std::function<void(const VarPtr&)> scan = [&](const VarPtr& v) {
+    if (v->is_tensor()) {
+      marked |= v->inference;
+      PyRef rg = PyRef::steal(PyObject_GetAttrString(v->fake.get(), "requires_grad"));
+      requires_grad |= rg && rg.get() == Py_True;
+      PyErr_Clear();
+    } else if (v->kind == VarKind::kTuple || v->kind == VarKind::kList) {
+      for (const auto& it : v->items) scan(it);
+    }
+  };
+  for (const auto& a : args) scan(a);
+  for (const auto& kv : kwargs) scan(kv.second);
+  if (!marked) return;
+  if (inplace && !args.empty() && args[0]->is_tensor() && args[0]->inference)
+    unsupported("an in-place write of an inference tensor outside torch.inference_mode (RuntimeError)");
+  if (requires_grad && probe_grad_enabled()) unsupported("an inference tensor in an operation autograd records (RuntimeError)");
+}
+
+// Which results are inference tensors: inside a block everything new and views of inference
+// tensors; outside one, views of inference tensors.
+void Interpreter::mark_inference_result(const VarPtr& r, bool any_input_marked) {
+  if (r->is_tensor()) {
+    PyRef view = PyRef::steal(PyObject_CallMethod(r->fake.get(), "_is_view", nullptr));
+    const bool is_view = view && view.get() == Py_True;
+    PyErr_Clear();
+    const bool marked = inference_ ? (!is_view || any_input_marked) : (is_view && any_input_marked);
+    if (marked) {
+      r->inference = true;
+      inference_nodes_.insert(r->node);
+    }
+  } else if (r->kind == VarKind::kTuple || r->kind == VarKind::kList) {
+    for (const auto& it : r->items) mark_inference_result(it, any_input_marked);
+  }
 }
 
 VarPtr Interpreter::record_grad_mode(bool enabled) {

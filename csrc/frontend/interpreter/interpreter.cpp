@@ -78,6 +78,7 @@ static std::string code_location(PyCodeObject* code, int offset) {
 
 Interpreter::Interpreter(const kiln_frame& frame, CaptureOptions options) : root_(frame), opts_(options) {
   initial_grad_ = probe_grad_enabled();
+  initial_inference_ = inference_ = probe_inference_enabled();
   cap_.guards->set_shape_env(cap_.shape_env);
 }
 
@@ -188,6 +189,33 @@ void Interpreter::run() {
     for (const auto& ic : input_containers_) all.push_back(ic.var->source);
     cap_.guards->add_distinct(std::move(all));
   }
+  if (!assertions_.empty() && cap_.mutates_inputs) {
+    // A failed assertion reruns the frame eagerly, which a graph that already wrote its inputs
+    // cannot do: the frame splits at the first assertion instead (a branch on the tensor).
+    Unsupported u("data-dependent branch: the truth value of a tensor depends on its data (an assert in a graph that writes its inputs)",
+                  first_assert_where_);
+    u.root_index = first_assert_index_;
+    u.root_visit = first_assert_visit_;
+    frames_.pop_back();
+    throw u;
+  }
+  // torch.inference_mode: a graph all of whose operations ran inside a block runs under
+  // InferenceMode; any other graph must hand back no inference tensor it made (their
+  // inference-ness would be lost), and runs with it off when the frame starts inside one.
+  if (ops_outside_inference_ == 0 && ops_in_inference_ > 0) {
+    cap_.inference_run = 1;
+  } else {
+    if (initial_inference_) cap_.inference_run = 0;
+    for (const graph::Arg& o : outs)
+      if (o.kind == graph::Arg::kNode && inference_nodes_.count(o.node)) {
+        frames_.pop_back();
+        unsupported("a tensor made under torch.inference_mode leaves a graph that also computes outside the block");
+      }
+  }
+  for (const Assertion& a : assertions_) {
+    cap_.assertions.emplace_back(static_cast<int>(outs.size()), a.truth);
+    outs.push_back(graph::Arg::of_node(a.cond->node));
+  }
   frames_.pop_back();
   cap_.graph->set_output(std::move(outs));
   cap_.graph->eliminate_dead_code(cap_.removable);  // only kiln-made getitem nodes may go
@@ -213,6 +241,27 @@ PyObject* Interpreter::module_of_globals(PyObject* globals) {
   PyObject* mod = name ? PyDict_GetItemWithError(modules, name) : nullptr;
   PyErr_Clear();
   return mod && PyModule_Check(mod) && PyModule_GetDict(mod) == globals ? mod : nullptr;
+}
+
+// `assert t, msg` with a tensor t (POP_JUMP_IF_TRUE over LOAD_ASSERTION_ERROR; `assert not t`
+// jumps if false): like Dynamo, kept in the graph rather than broken on. The condition becomes a
+// graph output whose truth the call checks (Capture::assertions). Only one-element tensors of a
+// static size: bool() of any other raises in eager, which the break keeps.
+bool Interpreter::tensor_assertion(Frame& f, const Instruction& in, const VarPtr& cond, bool truth) {
+  const auto& all = f.dc->bc->instructions();
+  size_t k = static_cast<size_t>(f.cur) + 1;
+  while (k < all.size() && (std::strcmp(all[k].name, "CACHE") == 0 || std::strcmp(all[k].name, "NOP") == 0)) ++k;
+  if (k >= all.size() || std::strcmp(all[k].name, "LOAD_ASSERTION_ERROR") != 0 || in.target <= f.cur) return false;
+  PyRef numel = PyRef::steal(PyObject_CallMethod(cond->fake.get(), "numel", nullptr));
+  if (!numel) { PyErr_Clear(); return false; }
+  if (!PyLong_CheckExact(numel.get()) || PyLong_AsLong(numel.get()) != 1) return false;
+  if (assertions_.empty()) {
+    first_assert_index_ = frames_.front()->cur;
+    first_assert_visit_ = root_visits_.at(first_assert_index_);
+    first_assert_where_ = where();
+  }
+  assertions_.push_back({cond, truth});
+  return true;
 }
 
 VarPtr Interpreter::run_frame(Frame& f) {
@@ -636,7 +685,8 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
     case OP_UNARY_NEGATIVE: case OP_UNARY_INVERT: case OP_UNARY_POSITIVE: {
       const char* nm = op == OP_UNARY_NEGATIVE ? "neg" : op == OP_UNARY_INVERT ? "invert" : "pos";
       PyObject* fn = PyDict_GetItemString(PyModule_GetDict(g_torch.operator_mod), nm);
-      push(unary(fn, pop()));
+      VarPtr v = pop();
+      push(v->kind == VarKind::kNdarray ? ndarray_unary(nm, v) : unary(fn, v));
       return;
     }
     case OP_UNARY_NOT: push(make_const(truthy(pop()) ? Py_False : Py_True)); return;
@@ -656,12 +706,18 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
       push(r);
       return;
     }
-    case OP_POP_JUMP_IF_TRUE: case OP_POP_JUMP_FORWARD_IF_TRUE: case OP_POP_JUMP_BACKWARD_IF_TRUE:
-      if (truthy(pop())) jump(in.target);
+    case OP_POP_JUMP_IF_TRUE: case OP_POP_JUMP_FORWARD_IF_TRUE: case OP_POP_JUMP_BACKWARD_IF_TRUE: {
+      VarPtr v = pop();
+      if (v->is_tensor() && tensor_assertion(f, in, v, true)) { jump(in.target); return; }
+      if (truthy(v)) jump(in.target);
       return;
-    case OP_POP_JUMP_IF_FALSE: case OP_POP_JUMP_FORWARD_IF_FALSE: case OP_POP_JUMP_BACKWARD_IF_FALSE:
-      if (!truthy(pop())) jump(in.target);
+    }
+    case OP_POP_JUMP_IF_FALSE: case OP_POP_JUMP_FORWARD_IF_FALSE: case OP_POP_JUMP_BACKWARD_IF_FALSE: {
+      VarPtr v = pop();
+      if (v->is_tensor() && tensor_assertion(f, in, v, false)) { jump(in.target); return; }
+      if (!truthy(v)) jump(in.target);
       return;
+    }
     case OP_POP_JUMP_IF_NONE: case OP_POP_JUMP_FORWARD_IF_NONE: case OP_POP_JUMP_BACKWARD_IF_NONE:
     case OP_POP_JUMP_IF_NOT_NONE: case OP_POP_JUMP_FORWARD_IF_NOT_NONE: case OP_POP_JUMP_BACKWARD_IF_NOT_NONE: {
       VarPtr v = pop();
@@ -781,6 +837,11 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         return;
       }
       if (ctx->kind != VarKind::kGradMode) unsupported(std::string("with-statement over a ") + kind_name(ctx->kind) + " (only grad-mode contexts are supported)");
+      if (ctx->name == "inference") {
+        push(enter_inference_mode(ctx));
+        push(make_const(Py_None));
+        return;
+      }
       auto exit = std::make_shared<Var>(VarKind::kGradModeExit);
       exit->flag = probe_grad_enabled();
       exit->name = ctx->name;

@@ -49,11 +49,12 @@ struct PyRaised : Unsupported {
 
 // How to rebuild the frame's return value from the graph's outputs.
 struct OutputTemplate {
-  enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject, kGetAttr, kMethod, kFetch, kCopy } kind = kConst;
+  enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject, kGetAttr, kMethod, kFetch, kCopy, kNumpy } kind = kConst;
   int index = -1;       // kGraphOut
   PyRef obj;            // kConst: the value; kDict: tuple of keys; kTuple: namedtuple type or null;
                         // kNewObject: the class; kGetAttr: the attribute name (of items[0]);
-                        // kMethod: the function bound to items[0]
+                        // kMethod: the function bound to items[0]; kNumpy: items[0].numpy(),
+                        // and [()] of it (a numpy scalar) when obj is True
   SourcePtr source;     // kFetch: a value of the frame itself (an argument or what it holds),
                         // fetched again so the caller sees the very object, mutated in place
   PyRef names;          // kNewObject: tuple of attribute names (items[i] is the value of names[i])
@@ -95,6 +96,9 @@ struct BreakState {
   std::vector<bool> stack_null;   // the live stack before the instruction, bottom first
   int n_locals = 0;               // the frame's local slots, all passed to the resume function
   std::vector<int> unbound;       // ... of which these are unbound at the break
+  // torch.inference_mode at the break (entered by the captured code: the break enters it for real,
+  // with grad mode as it was before the with-statement, and the exit on the stack leaves it).
+  bool inference_at_break = false, inference_at_start = false, inference_prev_grad = true;
   // Grad mode at the break (inside `with torch.no_grad()` it differs from the frame's start):
   // the instruction and the resume function run in it; the frame's own mode is restored if the
   // instruction raises (as leaving the with-blocks would).
@@ -120,6 +124,18 @@ struct Capture {
   int inlined_functions = 0;
   std::unique_ptr<BreakState> brk;       // set when the capture stopped at a graph break
   bool mutates_inputs = false;           // an in-place op may write a tensor the frame was given
+  // `assert t` on a one-element tensor (as Dynamo turns it into an in-graph check): the graph
+  // outputs the condition, at this output index, and the call checks its truth (second: the
+  // truth the assertion needs) before anything the frame could observe happens; a failed one
+  // reruns the frame eagerly, so eager's AssertionError, with its message, is raised.
+  std::vector<std::pair<int, bool>> assertions;
+  // torch.inference_mode: 1: every tensor operation of the graph is inside an inference_mode
+  // block, and the graph runs under InferenceMode (its new tensors are inference tensors, as in
+  // eager); 0: the frame starts inside one but the graph computes outside it too, and runs with
+  // it off (no inference tensor it made leaves it); -1: as the caller has it. Then
+  // pop_inference_after with-blocks entered before the frame (at a graph break) are left.
+  int inference_run = -1;
+  int pop_inference_after = 0;
   // Symbolic sizes: the symbols of dynamic dimensions and the shape guards capture recorded.
   std::shared_ptr<sym::ShapeEnv> shape_env = std::make_shared<sym::ShapeEnv>();
   std::vector<std::string> dynamic_changes;  // dimensions made dynamic by this capture, and why
@@ -144,6 +160,7 @@ class Interpreter {
   // Throws Unsupported. After a throw, capture().guards still holds the guards gathered so far.
   void run();
   Capture& capture() { return cap_; }
+  bool initial_grad() const { return initial_grad_; }
   const MetaExecutor& meta() const { return meta_; }
   // Trace-time values: sets, deques, Counters, defaultdicts and OrderedDicts of Python values made
   // during the capture. They are real Python objects that only the capture holds, so their
@@ -254,6 +271,33 @@ class Interpreter {
   VarPtr call_module(const VarPtr& mod, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
   VarPtr call_new_object(const VarPtr& obj, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
   void require_no_global_module_hooks();
+  // numpy on tensors (numpy_interop.cpp).
+  struct NumpyResult {
+    PyObject* dtype = nullptr;  // torch dtype, borrowed
+    bool scalar = false;
+    long ndim = 0;
+  };
+  static bool is_numpy_callable(PyObject* f);
+  PyObject* numpy_dtype_of(const VarPtr& nd);
+  VarPtr as_ndarray(const VarPtr& t, bool scalar);
+  VarPtr ndarray_tensor(const VarPtr& nd);
+  VarPtr tensor_to_ndarray(const VarPtr& t);
+  PyRef numpy_standin(const VarPtr& v);
+  NumpyResult numpy_oracle(PyObject* fn, const std::vector<PyRef>& standins, PyObject* kwargs);
+  VarPtr cast_to(const VarPtr& t, PyObject* torch_dtype);
+  VarPtr numpy_result(const VarPtr& r, const NumpyResult& want, const std::string& what);
+  VarPtr numpy_operand(const VarPtr& v, PyObject* dtype);
+  bool numpy_operand_ok(const VarPtr& v);
+  VarPtr ndarray_binary(const char* opn, const VarPtr& a, const VarPtr& b);
+  VarPtr ndarray_unary(const char* opn, const VarPtr& a);
+  VarPtr numpy_reduction(const std::string& name, const VarPtr& a, std::vector<VarPtr> rest,
+                         const std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  VarPtr numpy_call(PyObject* f, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  VarPtr ndarray_attr(const VarPtr& nd, PyObject* name);
+  VarPtr ndarray_method(const VarPtr& nd, const std::string& name, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  VarPtr tensor_from_ndarray(PyObject* f, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  int ndarrays_made_ = 0;              // arrays share their tensor's memory: no in-place op after one
+  std::vector<PyRef> numpy_refs_;      // numpy dtypes handed out as objects
   VarPtr fold_numpy_scalar_call(PyObject* f, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
   VarPtr tensor_type_method(const VarPtr& t, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
   VarPtr get_attr(const VarPtr& obj, PyObject* name);
@@ -266,6 +310,12 @@ class Interpreter {
   static PyObject* contextmanager_generator(PyObject* f);  // the generator a decorated function wraps, or null
   std::pair<VarPtr, VarPtr> enter_generator_context(const VarPtr& ctx);  // (its exit, what `as` binds)
   VarPtr exit_generator_context(const VarPtr& exit);
+  // Generators fed by send() (`v = yield x`): bound at the call, run to each yield when resumed.
+  static bool uses_yield_value(PyCodeObject* code);
+  VarPtr lazy_generator(std::unique_ptr<Frame> f);
+  VarPtr resume_generator(const VarPtr& g, const VarPtr& sent, bool* done);
+  VarPtr generator_method(const VarPtr& g, const std::string& name, std::vector<VarPtr>& args,
+                          std::vector<std::pair<std::string, VarPtr>>& kwargs);
   std::vector<std::unique_ptr<Frame>> suspended_;
   // The frame of a call of a Python function (or nested function) with its arguments bound, not
   // yet run; run_inlined runs it as an inlined call.
@@ -310,6 +360,24 @@ class Interpreter {
   std::vector<InputContainer> input_containers_;
   std::vector<VarPtr> mutated_containers_;
   void note_container_mutation(const VarPtr& container, const std::string& what);
+  // Tensor conditions of `assert` statements (see Capture::assertions), and where the first one
+  // is in the outermost frame (the graph breaks there instead when the graph also writes inputs).
+  struct Assertion {
+    VarPtr cond;
+    bool truth;
+  };
+  std::vector<Assertion> assertions_;
+  // torch.inference_mode (see Capture::inference_run).
+  bool inference_ = false, initial_inference_ = false, inference_prev_grad_ = true;
+  int ops_in_inference_ = 0, ops_outside_inference_ = 0;
+  std::unordered_set<int> inference_nodes_;  // graph values that are inference tensors
+  void note_inference(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs, bool inplace);
+  void mark_inference_result(const VarPtr& r, bool any_input_marked);
+  VarPtr enter_inference_mode(const VarPtr& ctx);
+  void leave_inference_mode(bool prev_grad);
+  int first_assert_index_ = -1, first_assert_visit_ = 0;
+  std::string first_assert_where_;
+  bool tensor_assertion(Frame& f, const Instruction& in, const VarPtr& cond, bool truth);
 
   const kiln_frame& root_;
   CaptureOptions opts_;

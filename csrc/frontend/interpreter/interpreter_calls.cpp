@@ -28,6 +28,15 @@ PyObject* Interpreter::python_type_of(const VarPtr& v) {
     case VarKind::kSymInt: return reinterpret_cast<PyObject*>(&PyLong_Type);
     case VarKind::kNestedFunction: return reinterpret_cast<PyObject*>(&PyFunction_Type);
     case VarKind::kNewObject: return v->obj.get();
+    case VarKind::kNdarray: {
+      PyObject* np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");
+      if (!v->flag) {
+        PyRef t = PyRef::steal(PyObject_GetAttrString(np, "ndarray"));
+        return t.get();  // numpy.ndarray lives as long as numpy
+      }
+      PyRef t = PyRef::steal(PyObject_GetAttrString(numpy_dtype_of(v), "type"));
+      return t.get();
+    }
     default: unsupported(std::string("type() of a ") + kind_name(v->kind));
   }
 }
@@ -72,6 +81,7 @@ bool Interpreter::truthy(const VarPtr& v) {
     case VarKind::kTuple: case VarKind::kList: case VarKind::kDict: return !v->items.empty();
     case VarKind::kDictView: return !v->self->items.empty();
     case VarKind::kTensor: unsupported("data-dependent branch: the truth value of a tensor depends on its data");
+    case VarKind::kNdarray: unsupported("data-dependent branch: the truth value of a numpy value computed from tensors depends on its data");
     case VarKind::kSymInt: return PyObject_IsTrue(concretize(v).get()) == 1;
     case VarKind::kNestedFunction: case VarKind::kBoundMethod: case VarKind::kTensorMethod: case VarKind::kPartial: return true;
     case VarKind::kNewObject: {
@@ -265,12 +275,22 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   switch (fn->kind) {
     case VarKind::kTensorMethod: {
       if (fn->name == "type") return tensor_type_method(fn->self, args, kwargs);
+      if (fn->name == "is_inference" && args.empty() && kwargs.empty()) return make_const(fn->self->inference ? Py_True : Py_False);
+      if (fn->name == "numpy") {
+        if (!args.empty() || !(kwargs.empty() || (kwargs.size() == 1 && kwargs[0].first == "force" && kwargs[0].second->is_const() &&
+                                                   kwargs[0].second->obj.get() == Py_False)))
+          unsupported("tensor.numpy() with arguments");
+        return tensor_to_ndarray(fn->self);
+      }
       if (VarPtr r = addc_with_tensor_value(fn, args, kwargs)) return r;
       std::vector<VarPtr> full{fn->self};
       full.insert(full.end(), args.begin(), args.end());
       return record_op(graph::Op::kCallMethod, nullptr, fn->name, full, kwargs);
     }
-    case VarKind::kContainerMethod: return call_container_method(fn, args, kwargs);
+    case VarKind::kContainerMethod:
+      if (fn->self && fn->self->kind == VarKind::kGenFrame) return generator_method(fn->self, fn->name, args, kwargs);
+      if (fn->self && fn->self->kind == VarKind::kNdarray) return ndarray_method(fn->self, fn->name, std::move(args), std::move(kwargs));
+      return call_container_method(fn, args, kwargs);
     case VarKind::kBoundMethod: {
       // os.environ lookups (`os.environ.get(k, d)`, `k in os.environ`) are read as constants, as
       // Dynamo does: Mapping.get would otherwise raise KeyError inside the capture.
@@ -312,6 +332,10 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       return call(fn->self, std::move(full), std::move(kw));
     }
     case VarKind::kGradModeExit: {
+      if (fn->name == "inference") {
+        leave_inference_mode(fn->flag);
+        return make_const(Py_False);
+      }
       if (fn->name != "no-op") record_grad_mode(fn->flag);
       return make_const(Py_None);
     }
@@ -351,11 +375,54 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     for (auto& a : args) a = specialize_sizes(a);
     for (auto& kv : kwargs) kv.second = specialize_sizes(kv.second);
   }
+  if (int prev_grad = inference_mode_exit(f); prev_grad >= 0) {
+    // leaving an inference_mode block a graph break entered: the graph computes outside it from
+    // here, and the guard that break pushed is popped after the graph (Capture::pop_inference_after)
+    if (!inference_ || !initial_inference_ || cap_.pop_inference_after > 0) unsupported("leaving an inference_mode block kiln did not see entered");
+    leave_inference_mode(prev_grad == 1);
+    cap_.pop_inference_after++;
+    return make_const(Py_False);
+  }
+  if (f == module_attr("torch", "is_inference_mode_enabled") && args.empty() && kwargs.empty()) return make_const(inference_ ? Py_True : Py_False);
   if (int mode = grad_mode_restorer(f); mode >= 0) {  // leaving a with-block begun before a graph break
     if (mode != 2) record_grad_mode(mode == 1);
     return make_const(Py_None);
   }
   if (f == builtin("__build_class__")) return build_class(args, kwargs);
+  if (f == module_attr("copy", "deepcopy") && args.size() == 1 && kwargs.empty() && args[0]->is_const()) {
+    // deepcopy of an immutable atom (what dataclasses.asdict does to each field) is that very
+    // object (copy's own rule); deepcopy's memo would otherwise ask for id() of the value.
+    std::function<bool(PyObject*)> atomic = [&](PyObject* o) {
+      if (PyTuple_CheckExact(o)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i)
+          if (!atomic(PyTuple_GET_ITEM(o, i))) return false;
+        return true;
+      }
+      return o == Py_None || o == Py_Ellipsis || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+             PyComplex_CheckExact(o) || PyUnicode_CheckExact(o) || PyBytes_CheckExact(o);
+    };
+    if (atomic(args[0]->obj.get())) return args[0];
+  }
+  if (f == builtin("vars") && args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::kNewObject)
+    return new_object_attr(args[0], PyRef::steal(PyUnicode_FromString("__dict__")).get());
+  if (VarPtr r = numpy_call(f, args, kwargs)) return r;
+  if (VarPtr r = tensor_from_ndarray(f, args, kwargs)) return r;
+  {
+    bool ndarray_arg = false;
+    for (const auto& a : args) ndarray_arg |= a->kind == VarKind::kNdarray;
+    for (const auto& kv : kwargs) ndarray_arg |= kv.second->kind == VarKind::kNdarray;
+    if (ndarray_arg) {
+      if (f == builtin("abs") && args.size() == 1 && kwargs.empty()) {
+        PyRef absolute = PyRef::steal(PyObject_GetAttrString(PyDict_GetItemString(PyImport_GetModuleDict(), "numpy"), "absolute"));
+        if (absolute) return call(make_object(absolute.get(), nullptr), std::move(args), std::move(kwargs));
+        PyErr_Clear();
+      }
+      if (f == builtin("float") || f == builtin("int") || f == builtin("bool") || f == builtin("complex"))
+        unsupported("data-dependent: " + py_repr(f) + " of a numpy value computed from tensors");
+      if (f != builtin("isinstance") && f != builtin("type"))
+        unsupported("a numpy array computed from tensors passed to " + py_repr(f).substr(0, 60));
+    }
+  }
   if (f == module_attr("contextlib", "contextmanager") && args.size() == 1 && kwargs.empty()) return context_manager_of(args[0]);
   if (PyObject* gen = contextmanager_generator(f))  // a call of a function decorated with @contextmanager
     return call(context_manager_of(wrap_unguarded(gen, "contextmanager function")), std::move(args), std::move(kwargs));
@@ -450,12 +517,31 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     bool plain = true;
     for (const auto& a : args) plain &= !a->is_tensor() && static_cast<bool>(as_python(a));
     for (const auto& kv : kwargs) plain &= !kv.second->is_tensor() && static_cast<bool>(as_python(kv.second));
-    if (plain) return fold(f, args, kwargs);
+    if (plain) {
+      // A cached tensor (`torch.ones(n, n).tril()` by size) is traced through the wrapped function
+      // instead, as Dynamo does (it ignores the cache): its ops go into the graph.
+      PyRef t = PyRef::steal(PyTuple_New(args.size()));
+      for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), i, as_python(args[i]).release());
+      PyRef kw = PyRef::steal(PyDict_New());
+      for (auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), as_python(v).get());
+      PyRef r = PyRef::steal(PyObject_Call(f, t.get(), kw.get()));
+      if (!r) raise_pending_python_error("constant evaluation of " + py_repr(f).substr(0, 60));
+      if (!probe_is_tensor(r.get())) return from_python_value(r.get(), Py_REFCNT(r.get()) > 1);
+    }
     PyRef wrapped = PyRef::steal(PyObject_GetAttrString(f, "__wrapped__"));
     if (!wrapped) unsupported("an lru_cache wrapper without __wrapped__");
     return call(wrap_unguarded(wrapped.get(), "lru_cache'd function"), std::move(args), std::move(kwargs));
   }
   if (PyType_Check(f)) {
+    if (f == module_attr("torch", "inference_mode")) {  // torch.inference_mode(mode=True)
+      VarPtr mode = args.size() == 1 && kwargs.empty() ? args[0] : args.empty() && kwargs.size() == 1 && kwargs[0].first == "mode" ? kwargs[0].second : nullptr;
+      if (!mode && !(args.empty() && kwargs.empty())) unsupported("torch.inference_mode() with these arguments");
+      if (mode && !(mode->is_const() && PyBool_Check(mode->obj.get()))) unsupported("torch.inference_mode() with a mode that is not a constant bool");
+      auto v = std::make_shared<Var>(VarKind::kGradMode);
+      v->name = "inference";
+      v->flag = !mode || mode->obj.get() == Py_True;
+      return v;
+    }
     if (f == g_torch.no_grad || f == g_torch.enable_grad) {
       auto v = std::make_shared<Var>(VarKind::kGradMode);
       v->flag = f == g_torch.enable_grad;
@@ -626,6 +712,7 @@ bool is_dynamo_generation_tag(PyObject* fn) {
 VarPtr Interpreter::inline_function(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,
                                     std::vector<std::pair<std::string, VarPtr>> kwargs, const SourcePtr& func_source) {
   std::unique_ptr<Frame> f = bind_frame(func, nested, std::move(args), std::move(kwargs), func_source);
+  if (uses_yield_value(f->code)) return lazy_generator(std::move(f));
   return run_inlined(*f);
 }
 

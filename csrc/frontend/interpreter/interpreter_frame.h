@@ -34,6 +34,7 @@ struct Interpreter::Frame {
   // and runs on from there when called again (generator_context.cpp).
   bool suspend_at_yield = false;
   bool suspended = false;
+  bool started = false, finished = false;  // a kGenFrame's frame: first resumed / returned
   VarPtr yielded;
 };
 
@@ -51,7 +52,10 @@ PyObject* sequence_iter();               // collections.abc.Sequence.__iter__
 PyObject* module_attr(const char* module, const char* name);
 // For the __exit__ kiln puts on a resume function's stack for a grad-mode with-block around a
 // graph break: the mode it restores (0/1), 2 if it restores nothing; -1 for anything else.
-int grad_mode_restorer(PyObject* f);  // e.g. ("itertools", "islice"), borrowed
+int grad_mode_restorer(PyObject* f);
+// Likewise for a torch.inference_mode block begun before a graph break: the grad mode leaving it
+// restores (0/1); -1 for anything else.
+int inference_mode_exit(PyObject* f);  // e.g. ("itertools", "islice"), borrowed
 std::string module_of(PyObject* fn);
 bool starts_with(const std::string& s, const char* prefix);
 bool is_torch_op(PyObject* fn);

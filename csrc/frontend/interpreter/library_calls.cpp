@@ -9,6 +9,7 @@
 
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/tensor_probe.h"
 #include "frontend/objects/torch_types.h"
 
 namespace kiln::frontend {
@@ -297,7 +298,41 @@ VarPtr Interpreter::fold_numpy_scalar_call(PyObject* f, std::vector<VarPtr>& arg
     PyRef p = as_python(kv.second);
     if (!p || !scalar_tree(p.get())) return nullptr;
   }
-  VarPtr r = fold(f, args, kwargs);
+  // An array from Python values (`np.array([1.0, 2.0], dtype=np.float32)`): made in the graph from
+  // the values numpy computed (a fresh array each call, as in eager).
+  PyObject* np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");
+  PyRef ndarray = np ? PyRef::steal(PyObject_GetAttrString(np, "ndarray")) : PyRef();
+  PyErr_Clear();
+  VarPtr r;
+  {
+    PyRef t = PyRef::steal(PyTuple_New(args.size()));
+    for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), i, as_python(args[i]).release());
+    PyRef kw = PyRef::steal(PyDict_New());
+    for (auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), as_python(v).get());
+    PyRef out = PyRef::steal(PyObject_Call(f, t.get(), kw.get()));
+    if (!out) raise_pending_python_error("constant evaluation of " + py_repr(f).substr(0, 60));
+    if (probe_is_tensor(out.get())) unsupported("constant evaluation produced a tensor");
+    if (ndarray && PyObject_TypeCheck(out.get(), reinterpret_cast<PyTypeObject*>(ndarray.get()))) {
+      PyRef size = PyRef::steal(PyObject_GetAttrString(out.get(), "size"));
+      PyRef dt = PyRef::steal(PyObject_GetAttrString(out.get(), "dtype"));
+      PyRef dn = dt ? PyRef::steal(PyObject_GetAttrString(dt.get(), "name")) : PyRef();
+      PyRef nd = PyRef::steal(PyObject_GetAttrString(out.get(), "ndim"));
+      static const char* ok[] = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"};
+      bool supported = false;
+      for (const char* n : ok) supported |= dn && py_str(dn.get()) == n;
+      if (!size || !nd || !supported || PyLong_AsLong(size.get()) > 4096 || PyLong_AsLong(nd.get()) == 0)
+        unsupported("numpy call " + py_repr(f).substr(0, 60) + " made an array kiln does not rebuild");
+      PyRef values = PyRef::steal(PyObject_CallMethod(out.get(), "tolist", nullptr));
+      if (!values) unsupported("ndarray.tolist: " + take_python_error());
+      VarPtr list = from_python_value(values.get(), false);
+      PyRef cpu = PyRef::steal(PyObject_CallFunction(g_torch.device_type, "s", "cpu"));  // arrays live on the CPU
+      std::vector<std::pair<std::string, VarPtr>> tkw{{"dtype", make_const(module_attr("torch", py_str(dn.get()).c_str()))},
+                                                      {"device", make_const(cpu.get())}};
+      std::vector<VarPtr> targs{list};
+      return as_ndarray(record_op(graph::Op::kCallFunction, module_attr("torch", "tensor"), "", targs, tkw), false);
+    }
+    r = from_python_value(out.get(), Py_REFCNT(out.get()) > 1);
+  }
   if (!r->is_const()) unsupported("numpy call " + py_repr(f).substr(0, 60) + " gave something other than a scalar");
   return r;
 }

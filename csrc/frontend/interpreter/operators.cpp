@@ -30,6 +30,7 @@ VarPtr Interpreter::binary(const char* nb_name, const VarPtr& a, const VarPtr& b
   const char* opn = nb_to_operator(nb_name);
   if (!opn) unsupported(std::string("binary operator ") + nb_name);
   bool inplace = opn[0] == 'i';
+  if (a->kind == VarKind::kNdarray || b->kind == VarKind::kNdarray) return ndarray_binary(opn, a, b);
   PyObject* fn = op_fn(opn);
   if ((a->is_symint() || b->is_symint()) && !a->is_tensor() && !b->is_tensor()) {
     // Arithmetic on sizes stays symbolic; anything else (`[0] * n`) specialises the size.
@@ -103,6 +104,7 @@ VarPtr Interpreter::binary(const char* nb_name, const VarPtr& a, const VarPtr& b
 VarPtr Interpreter::compare(int op, const VarPtr& a, const VarPtr& b) {
   static const char* names[] = {"lt", "le", "eq", "ne", "gt", "ge"};
   if (op < 0 || op > 5) unsupported("comparison operator " + std::to_string(op));
+  if (a->kind == VarKind::kNdarray || b->kind == VarKind::kNdarray) return ndarray_binary(names[op], a, b);
   PyObject* fn = op_fn(names[op]);
   if (a->is_tensor() || b->is_tensor()) return record_op(graph::Op::kCallFunction, fn, "", {a, b}, {});
   if (a->is_symint() || b->is_symint()) {

@@ -19,6 +19,22 @@ static PyObject* restore_grad_mode(PyObject* self, PyObject*) {
 }
 static PyMethodDef g_restore_grad_mode = {"__exit__", restore_grad_mode, METH_VARARGS, "restores the grad mode (kiln, at a graph break)"};
 
+// The __exit__ of a torch.inference_mode block that a graph break entered for real (see
+// continue_after_break): leaves it (the guard kiln pushed); `self` is the grad mode it restores.
+static PyObject* exit_inference_mode(PyObject*, PyObject*) {
+  if (!probe_pop_inference_mode()) {
+    PyErr_SetString(PyExc_RuntimeError, "kiln: leaving an inference_mode block kiln did not enter");
+    return nullptr;
+  }
+  Py_RETURN_FALSE;
+}
+static PyMethodDef g_exit_inference_mode = {"__exit__", exit_inference_mode, METH_VARARGS, "leaves torch.inference_mode (kiln, at a graph break)"};
+
+int inference_mode_exit(PyObject* f) {
+  if (!PyCFunction_Check(f) || reinterpret_cast<PyCFunctionObject*>(f)->m_ml != &g_exit_inference_mode) return -1;
+  return PyCFunction_GET_SELF(f) == Py_True;
+}
+
 int grad_mode_restorer(PyObject* f) {
   if (!PyCFunction_Check(f) || reinterpret_cast<PyCFunctionObject*>(f)->m_ml != &g_restore_grad_mode) return -1;
   PyObject* self = PyCFunction_GET_SELF(f);
@@ -41,6 +57,13 @@ static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::
 // them (OutputTemplate::shared), so `b = a` still holds after a graph break or in a result.
 OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<graph::Arg>& outs,
                              std::unordered_map<int, int>& out_index, const std::function<void(const std::string&)>& fail) {
+  if (VarPtr owner = v->owner.lock(); owner && owner->attrs_dict.get() == v.get()) {  // vars(obj): obj.__dict__
+    OutputTemplate t;
+    t.kind = OutputTemplate::kGetAttr;
+    t.obj = PyRef::steal(PyUnicode_FromString("__dict__"));
+    t.items.push_back(make_template(self, owner, outs, out_index, fail));
+    return t;
+  }
   const bool rebuilt = (v->kind == VarKind::kList || v->kind == VarKind::kDict || v->kind == VarKind::kNewObject) &&
                        !(v->source && !v->fresh);
   if (!rebuilt) return make_template_of(self, v, outs, out_index, fail);
@@ -138,8 +161,23 @@ static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::
     }
     case VarKind::kGradModeExit: {  // a with-block around a graph break
       t.kind = OutputTemplate::kConst;
+      if (v->name == "inference") {
+        t.obj = PyRef::steal(PyCFunction_New(&g_exit_inference_mode, v->flag ? Py_True : Py_False));
+        if (!t.obj) fail("cannot rebuild an inference_mode block's __exit__");
+        return t;
+      }
       t.obj = PyRef::steal(PyCFunction_New(&g_restore_grad_mode, v->name == "no-op" ? Py_None : v->flag ? Py_True : Py_False));
       if (!t.obj) fail("cannot rebuild a grad-mode context's __exit__");
+      return t;
+    }
+    case VarKind::kNdarray: {  // a numpy value computed in the graph: its tensor's numpy()
+      t.kind = OutputTemplate::kNumpy;
+      t.obj = PyRef::borrow(v->flag ? Py_True : Py_False);
+      auto tensor = std::make_shared<Var>(VarKind::kTensor);
+      tensor->node = v->node;
+      tensor->fake = v->fake;
+      tensor->device = v->device;
+      t.items.push_back(make_template(self, tensor, outs, out_index, fail));
       return t;
     }
     case VarKind::kTensorMethod:  // `t.item` on the stack at a graph break
@@ -225,6 +263,16 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame, s
       return kind == kGetAttr ? PyObject_GetAttr(self.get(), obj.get()) : PyMethod_New(obj.get(), self.get());
     }
     case kConst: return Py_NewRef(obj.get());
+    case kNumpy: {
+      PyRef t = PyRef::steal(items[0].build(outs, frame, built));
+      if (!t) return nullptr;
+      PyObject* a = PyObject_CallMethod(t.get(), "numpy", nullptr);
+      if (!a || obj.get() != Py_True) return a;
+      PyRef empty = PyRef::steal(PyTuple_New(0));
+      PyObject* s = PyObject_GetItem(a, empty.get());
+      Py_DECREF(a);
+      return s;
+    }
     case kCopy: return PyObject_CallOneArg(dict_setitem.get(), obj.get());
     case kTuple:
     case kList: {

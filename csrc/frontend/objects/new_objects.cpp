@@ -34,6 +34,13 @@ VarPtr Interpreter::construct(PyObject* cls, std::vector<VarPtr> args, std::vect
   std::string tn = t->tp_name;
   if (PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException))) return make_exception(cls, args, kwargs);
   if (cls == g_torch.parameter_type) return new_parameter(cls, args, kwargs);
+  if (cls == reinterpret_cast<PyObject*>(&PyBaseObject_Type)) {  // object(): a sentinel, no attributes
+    if (!args.empty() || !kwargs.empty()) unsupported("object() with arguments (TypeError)");
+    auto v = std::make_shared<Var>(VarKind::kNewObject);
+    v->obj = PyRef::borrow(cls);
+    v->fresh = true;
+    return v;
+  }
   if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.tensor_type)) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)))
     unsupported(PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)) ? "the function raises " + tn
                                                                                           : "constructing an object of class " + tn);
@@ -110,11 +117,16 @@ VarPtr Interpreter::new_object_attr(const VarPtr& obj, PyObject* name) {
   for (size_t i = 0; i < obj->keys.size(); ++i)
     if (PyUnicode_Compare(obj->keys[i].get(), name) == 0) return obj->items[i];
   if (n == "__class__") return make_object(obj->obj.get(), nullptr);
-  if (n == "__dict__") {  // a read-only snapshot of the attributes
+  if (n == "__dict__") {  // the attributes, live (see Var::attrs_dict); writing through it is refused
+    if (obj->obj.get() == reinterpret_cast<PyObject*>(&PyBaseObject_Type))
+      raise_python(PyExc_AttributeError, "'object' object has no attribute '__dict__'");
+    if (obj->attrs_dict) return obj->attrs_dict;
     auto d = std::make_shared<Var>(VarKind::kDict);
     d->keys = obj->keys;
     d->items = obj->items;
-    d->source = constant_source(Py_None, "__dict__ snapshot");  // mutating it is refused
+    d->source = constant_source(Py_None, "__dict__ of an object made during the capture");  // mutating it is refused
+    d->owner = obj;
+    obj->attrs_dict = d;
     return d;
   }
   PyObject* attr = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj->obj.get()), name);
@@ -158,10 +170,19 @@ VarPtr Interpreter::new_object_attr(const VarPtr& obj, PyObject* name) {
 }
 
 void Interpreter::set_new_object_attr(const VarPtr& obj, PyObject* name, const VarPtr& value) {
-  for (size_t i = 0; i < obj->keys.size(); ++i)
-    if (PyUnicode_Compare(obj->keys[i].get(), name) == 0) { obj->items[i] = value; return; }
-  obj->keys.push_back(PyRef::borrow(name));
-  obj->items.push_back(value);
+  if (obj->obj.get() == reinterpret_cast<PyObject*>(&PyBaseObject_Type))  // object() has no __dict__
+    raise_python(PyExc_AttributeError, "'object' object has no attribute '" + py_str(name) + "'");
+  bool found = false;
+  for (size_t i = 0; i < obj->keys.size() && !found; ++i)
+    if (PyUnicode_Compare(obj->keys[i].get(), name) == 0) { obj->items[i] = value; found = true; }
+  if (!found) {
+    obj->keys.push_back(PyRef::borrow(name));
+    obj->items.push_back(value);
+  }
+  if (obj->attrs_dict) {
+    obj->attrs_dict->keys = obj->keys;
+    obj->attrs_dict->items = obj->items;
+  }
 }
 
 VarPtr Interpreter::call_container(const VarPtr& self, const std::string& name, std::vector<VarPtr> args) {

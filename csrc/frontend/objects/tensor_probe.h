@@ -103,6 +103,12 @@ GlobalStateFacts probe_global_state();
 std::string probe_describe_global_state(const GlobalStateFacts& g);
 bool probe_grad_enabled();
 void probe_set_grad_enabled(bool on);
+// torch.inference_mode across kiln's graph boundaries: a thread-local stack of c10::InferenceMode
+// guards (pushed and popped in order, as with-blocks nest).
+bool probe_inference_enabled();
+void probe_push_inference_mode(bool enabled);
+bool probe_pop_inference_mode();  // false when kiln pushed none
+bool probe_is_inference(PyObject* tensor);
 // Whether saved-tensor hooks are installed on this thread (activation checkpointing, offloading).
 bool probe_saved_tensor_hooks_active();
 

@@ -148,6 +148,8 @@ const char* kind_name(VarKind k) {
     case VarKind::kGenContextExit: return "contextmanager exit";
     case VarKind::kSymInt: return "symbolic int";
     case VarKind::kSymSlice: return "symbolic slice";
+    case VarKind::kNdarray: return "numpy array";
+    case VarKind::kGenFrame: return "generator (send)";
   }
   return "?";
 }

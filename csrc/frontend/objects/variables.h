@@ -53,6 +53,11 @@ enum class VarKind {
                    // then keyword values (keys = their names). Entered by a with-statement only.
   kGenContextExit, // the __exit__ of an entered one: pos = its suspended generator frame
                    // (Interpreter::suspended_)
+  kGenFrame,       // a generator whose yields evaluate to what send() gives it (generator_context.cpp):
+                   // pos = its suspended frame (Interpreter::suspended_), run to each yield by
+                   // next()/send(); only those calls use it (anything else is a clean break)
+  kNdarray,        // a numpy array computed from tensors (numpy_interop.cpp): node, fake, device of
+                   // the tensor holding its data; flag: numpy hands back a numpy scalar
   kSymSlice,       // a slice with symbolic bounds (`x[:, a:t]`): node = the graph's slice value,
                    // fake = the slice of SymInts meta code sees, items = start, stop, step
 };
@@ -69,6 +74,7 @@ struct Var {
   std::string name;
   size_t pos = 0;
   bool flag = false;
+  bool inference = false;  // kTensor: an inference tensor (made under torch.inference_mode, or given as one)
   bool fresh = false;   // a container made for this call (e.g. the frame's **kwargs): mutable
   // kObject from the frame, guarded by its type only (instances of user classes: a cache object,
   // a ModelOutput built by the caller). What the capture reads of it is guarded through its
@@ -77,6 +83,11 @@ struct Var {
   PyRef defaults, kwdefaults;
   PyRef globals;        // kNestedFunction: the globals the code runs with
   SourcePtr source;
+  // vars(obj) / obj.__dict__ of a kNewObject: the object holds its dict (kept equal to its
+  // attributes as they change, so the dict is live) and the dict its object, through which it is
+  // rebuilt (as that object's __dict__, so both keep their identity in the results).
+  VarPtr attrs_dict;
+  std::weak_ptr<Var> owner;
 
   explicit Var(VarKind k) : kind(k) {}
   bool is_tensor() const { return kind == VarKind::kTensor; }

@@ -1,0 +1,197 @@
+"""numpy on tensors is traced as torch operations (as Dynamo does through torch._numpy): the
+array shares its tensor's graph value, numpy's own dtype promotion decides every result's dtype
+and whether it is a numpy scalar, and what kiln cannot reproduce exactly is a graph break."""
+import numpy as np
+import pytest
+import torch
+
+import kiln
+
+
+def same(a, e):
+    assert type(a) is type(e), f"type {type(a)} != {type(e)}"
+    if isinstance(e, torch.Tensor):
+        assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, e.dtype, a.shape, e.shape)
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-6, equal_nan=True)
+    elif isinstance(e, (np.ndarray, np.generic)):
+        assert a.dtype == e.dtype and np.shape(a) == np.shape(e), (a.dtype, e.dtype, np.shape(a), np.shape(e))
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6, equal_nan=True)
+    elif isinstance(e, (tuple, list)):
+        assert len(a) == len(e)
+        for x, y in zip(a, e):
+            same(x, y)
+    else:
+        assert a == e
+
+
+def run(fn, *args, breaks=0):
+    kiln.reset()
+    c = kiln.compile(fn, backend="eager")
+    for _ in range(2):
+        same(c(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args]), fn(*args))
+    s = kiln.stats()
+    assert s["graph_breaks"] == breaks, s["breaks"]
+    return s
+
+
+X = torch.randn(4, 6)
+XI = torch.randint(-5, 5, (4, 6), dtype=torch.int32)
+XB = torch.randn(4, 6) > 0
+XH = torch.randn(4, 6).half()
+
+CASES = {
+    "roundtrip_mul": lambda x: torch.from_numpy(x.numpy() * 2),
+    "float_scalar_weak": lambda x: torch.from_numpy(x.numpy() + 0.5),
+    "np_float64_strong": lambda x: torch.from_numpy(x.numpy() + np.float64(0.5)),
+    "rsub_rdiv": lambda x: torch.from_numpy(1.0 - 3 / (x.numpy() + 10)),
+    "compare": lambda x: torch.from_numpy(x.numpy() > 0.25),
+    "compare_f64_scalar": lambda x: torch.from_numpy(x.numpy() >= np.float64(0.1)),
+    "neg_pow": lambda x: torch.from_numpy(-(x.numpy() ** 2)),
+    "ufuncs": lambda x: torch.from_numpy(np.exp(np.tanh(x.numpy())) + np.sqrt(np.abs(x.numpy()))),
+    "isnan_where": lambda x: torch.from_numpy(np.where(np.isnan(x.numpy()), 0.0, x.numpy())),
+    "clip": lambda x: torch.from_numpy(np.clip(x.numpy(), -0.5, 0.5)),
+    "sum_axis": lambda x: torch.from_numpy(x.numpy().sum(axis=1)),
+    "mean_keepdims": lambda x: torch.from_numpy(np.mean(x.numpy(), axis=0, keepdims=True)),
+    "max_min": lambda x: torch.from_numpy(np.max(x.numpy(), axis=1) - x.numpy().min(axis=1)),
+    "std_var": lambda x: torch.from_numpy(x.numpy().std(axis=0) + np.var(x.numpy(), axis=1, ddof=1).sum()),
+    "reshape_T": lambda x: torch.from_numpy(x.numpy().reshape(6, 4).T.copy()),
+    "astype": lambda x: torch.from_numpy(x.numpy().astype(np.float64) * 3),
+    "concat_stack": lambda x: torch.from_numpy(np.concatenate([x.numpy(), x.numpy() * 2], axis=0) + np.stack([x.numpy()] * 2).sum(0).sum()),
+    "matmul": lambda x: torch.from_numpy(x.numpy() @ x.numpy().T),
+    "as_tensor_and_tensor": lambda x: torch.as_tensor(x.numpy() * 2) + torch.tensor(x.numpy()),
+    "return_array": lambda x: x.numpy() * 2,
+    "return_scalar": lambda x: x.numpy().sum(),
+    "scalar_arith": lambda x: x.numpy().mean() * 2 + 1,
+    "shape_ndim_dtype": lambda x: (x.numpy().shape, x.numpy().ndim, x.numpy().size, str(x.numpy().dtype)),
+    "isinstance": lambda x: (isinstance(x.numpy(), np.ndarray), isinstance(x.numpy().sum(), np.floating)),
+    "const_array": lambda x: x * torch.as_tensor(np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], dtype=np.float32)),
+    "const_array_f64": lambda x: torch.as_tensor(np.array([[1, 2, 3, 4, 5, 6]]) / 2) + x,
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_numpy_traced_in_one_graph(name):
+    run(CASES[name], X)
+
+
+@pytest.mark.parametrize("x", [XI, XB, XH], ids=["int32", "bool", "float16"])
+@pytest.mark.parametrize("name", ["sum", "mean", "div", "sqrt", "add_float", "compare"])
+def test_numpy_dtype_promotion_matches_numpy(x, name):
+    fn = {
+        "sum": lambda x: x.numpy().sum(),
+        "mean": lambda x: x.numpy().mean(axis=0),
+        "div": lambda x: x.numpy() / 2,
+        "sqrt": lambda x: np.sqrt(x.numpy()),
+        "add_float": lambda x: x.numpy() + 1.5,
+        "compare": lambda x: x.numpy() == 1,
+    }[name]
+    try:
+        expected = fn(x)
+    except Exception as e:  # noqa: BLE001  numpy refuses (bool - bool...): kiln must raise the same
+        with pytest.raises(type(e)):
+            kiln.compile(fn, backend="eager")(x)
+        return
+    kiln.reset()
+    got = kiln.compile(fn, backend="eager")(x)
+    same(got, expected)
+
+
+def test_data_dependent_float_of_numpy_scalar_is_a_break():
+    def f(x):
+        m = x.detach().numpy().mean()
+        return x - float(m)
+    s = run(f, X, breaks=1)
+    assert "data-dependent" in s["breaks"][0]["reason"]
+
+
+def test_branch_on_numpy_value_is_a_break():
+    def f(x):
+        if x.numpy().sum() > 0:
+            return x + 1
+        return x - 1
+    run(f, X, breaks=1)
+    run(f, -X.abs(), breaks=1)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.numpy(),                                   # requires grad: RuntimeError in eager
+    lambda x: np.sin(x),
+], ids=["numpy_of_grad", "ufunc_of_grad"])
+def test_numpy_of_a_tensor_that_requires_grad_raises_as_in_eager(fn):
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError):
+        fn(x)
+    with pytest.raises(RuntimeError):
+        kiln.compile(fn, backend="eager")(x)
+
+
+def test_inplace_on_array_is_a_break_and_writes_the_tensor():
+    def f(x):
+        a = x.numpy()
+        a += 1
+        return x * 2
+    x = torch.randn(4)
+    e = f(x.clone())
+    got = kiln.compile(f, backend="eager")(x.clone())
+    torch.testing.assert_close(got, e)
+    assert kiln.stats()["graph_breaks"] >= 1
+
+
+def test_tensor_written_after_numpy_view_is_not_traced_wrong():
+    def f(x):
+        a = x.numpy()
+        x.mul_(2)
+        return torch.from_numpy(a + 1)
+    x = torch.randn(4)
+    e = f(x.clone())
+    got = kiln.compile(f, backend="eager")(x.clone())
+    torch.testing.assert_close(got, e)
+
+
+def test_numpy_function_of_a_tensor_is_a_break():
+    f = lambda x: np.sin(x) * 2  # noqa: E731  (eager: a Tensor, through Tensor.__array_wrap__)
+    run(f, X, breaks=1)
+
+
+def test_float_to_int_astype_is_a_break():
+    f = lambda x: torch.from_numpy((x.numpy() * 100).astype(np.int32))  # noqa: E731
+    run(f, X, breaks=1)
+
+
+def test_numpy_with_kiln_backend():
+    f = CASES["ufuncs"]
+    kiln.reset()
+    c = kiln.compile(f)
+    same(c(X), f(X))
+    assert kiln.stats()["graph_breaks"] == 0
+
+
+def test_from_numpy_is_a_new_tensor_object():
+    def f(x):
+        t = torch.from_numpy(x.numpy())
+        return t is x, t
+    x = torch.randn(3)
+    got = kiln.compile(f, backend="eager")(x)
+    assert got[0] is False
+    torch.testing.assert_close(got[1], x)
+
+
+def test_integer_power_with_an_array_exponent_is_a_break():
+    def f(x):
+        i = x.numpy()
+        return torch.from_numpy(2 ** i + i ** 2)
+    x = torch.arange(-3, 3, dtype=torch.int64)
+    with pytest.raises(ValueError):
+        f(x)
+    with pytest.raises(ValueError):
+        kiln.compile(f, backend="eager")(x)
+
+
+def test_out_argument_after_numpy_view_is_a_break():
+    def f(x, y):
+        a = x.numpy()
+        torch.add(y, 1, out=x)
+        return torch.from_numpy(a * 2)
+    x, y = torch.randn(3), torch.randn(3)
+    e = f(x.clone(), y)
+    torch.testing.assert_close(kiln.compile(f, backend="eager")(x.clone(), y), e)
