@@ -181,5 +181,36 @@ TEST(MatmulEpilogue, LeavesOtherShapesAlone) {
   EXPECT_EQ(rewrites(replace(kMlp, "%2 = input 2 : bf16[64]{1}", "%2 = input 2 : bf16[1]{1}")), 0u);  // a broadcast bias
 }
 
+// Which kernels take the error flag: an integer division by a tensor does; one by a nonzero
+// constant and an embedding's gather (a device-side assertion, no flag, no host sync) do not.
+TEST(CudaChecks, OnlyDivisionsByTensorsSetTheFlag) {
+  auto checks = [](const char* text) {
+    ir::Program p = lowering::Lowerer(ir::AtenGraph::parse(text), cuda_options()).run();
+    schedule::plan_memory(p);
+    codegen::CudaModule m = codegen::generate_cuda(p);
+    bool any = false;
+    for (const auto& k : m.kernels) any = any || k.checks;
+    return std::make_pair(any, m.source.substr(codegen::cuda_prefix_header().size()));
+  };
+  auto [by_tensor, src1] = checks(R"(%0 = input 0 : i32[37, 5]{5, 1}@device
+%1 = aten::remainder.Tensor(%0, other=%0) : i32[37, 5]{5, 1}@device
+return %1
+)");
+  EXPECT_TRUE(by_tensor) << src1;
+  auto [by_constant, src2] = checks(R"(%0 = input 0 : i32[37, 5]{5, 1}@device
+%1 = aten::remainder.Scalar(%0, other=3) : i32[37, 5]{5, 1}@device
+return %1
+)");
+  EXPECT_FALSE(by_constant) << src2;
+  auto [gather, src3] = checks(R"(%0 = input 0 : i64[4, 6]{6, 1}@device
+%1 = input 1 : f32[50, 8]{8, 1}@device
+%2 = aten::embedding(%1, indices=%0, padding_idx=-1, scale_grad_by_freq=False, sparse=False) : f32[4, 6, 8]{48, 8, 1}@device
+return %2
+)");
+  EXPECT_FALSE(gather) << src3;
+  EXPECT_NE(src3.find("kiln::checked_index(static_cast<long long>(t"), std::string::npos) << src3;
+  EXPECT_EQ(src3.find("50ll, kiln_err)"), std::string::npos) << src3;  // the check passes no flag
+}
+
 }  // namespace
 

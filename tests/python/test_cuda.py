@@ -149,6 +149,48 @@ def test_masked_softmax_and_embedding():
     check(lambda i: F.embedding(i, table) * 2, lambda: (torch.randint(0, 100, (4, 7), device=DEV),))
 
 
+def test_index_checks_take_no_flag_and_no_host_sync():
+    """An embedding's gather checks its indices with a device-side assertion: the graph's run hands
+    back no error flag (no flag to zero, no host sync per call); a division by a tensor still does."""
+    table = make((100, 32))
+    g = check(lambda i: F.embedding(i, table) * 2, lambda: (torch.randint(0, 100, (4, 7), device=DEV),))
+    _, flag = g.run_for_capture(torch.randint(0, 100, (4, 7), device=DEV))
+    assert flag is None
+    d = check(lambda a: a % 5 + torch.remainder(a, -3), lambda: (make((16, 16), torch.int64),))
+    assert d.run_for_capture(make((16, 16), torch.int64))[1] is None  # constant divisors need no check
+    r = check(lambda a, b: torch.remainder(a, b), lambda: (make((16, 16), torch.int64), make((16, 16), torch.int64).clamp(1, 5)))
+    assert r.run_for_capture(make((16, 16), torch.int64), make((16, 16), torch.int64).clamp(1, 5))[1] is not None
+
+
+_OUT_OF_RANGE = """
+import torch, torch.nn.functional as F
+from kiln import _C
+table = torch.randn(100, 32, device="cuda")
+g = _C.CodegenGraph(lambda i: F.embedding(i, table) * 2, "", None, True)
+g(torch.randint(0, 100, (4, 7), device="cuda"))
+assert g.status == "compiled", g.status
+bad = torch.randint(0, 100, (4, 7), device="cuda")
+bad[1, 2] = 100
+try:
+    g(bad)
+    torch.cuda.synchronize()
+except RuntimeError as e:
+    print("RAISED", str(e).splitlines()[0])
+"""
+
+
+def test_out_of_range_index_is_a_device_side_assert():
+    """As eager's CUDA embedding: an index past the table raises "device-side assert triggered" at
+    the next synchronization (run in a child process: the CUDA context is unusable afterwards)."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", _OUT_OF_RANGE], env=env, capture_output=True, text=True, timeout=300)
+    assert "RAISED" in p.stdout and "device-side assert" in p.stdout, (p.stdout, p.stderr[-2000:])
+
+
 def test_integer_division_by_zero_runs_eagerly():
     """A zero divisor sets the kernels' error flag: that call runs eagerly (eager's result)."""
     g = check(lambda a, b: torch.remainder(a, b) + a // 3, lambda: (make((16, 16), torch.int64), make((16, 16), torch.int64).clamp(1, 5)))
@@ -261,6 +303,19 @@ def test_reduce_overhead_replays_a_cuda_graph_and_matches_eager():
         compare(c(ids), m(ids))
     runners = [r for r in _cudagraphs.RUNNERS if r.replays]
     assert runners and not runners[-1].disabled, [r.disabled for r in _cudagraphs.RUNNERS]
+
+
+def test_reduce_overhead_single_kernel_graph_runs_as_compiled():
+    """One fused kernel gains nothing from a CUDA graph (the replay plus the input and output
+    copies cost more): the graph runs as compiled, with the reason recorded."""
+    from kiln import _cudagraphs
+    f = lambda t: (t * 2 + 1).relu()  # noqa: E731
+    c = kiln.compile(f, mode="reduce-overhead")
+    for _ in range(3):
+        x = make((1000,))
+        compare(c(x), f(x))
+    runner = _cudagraphs.RUNNERS[-1]
+    assert runner.disabled.startswith("1 launch") and not runner.captures, runner.disabled
 
 
 def test_reduce_overhead_new_parameter_storage_or_layout_captures_again():

@@ -142,11 +142,14 @@ bool kernel_fits_int32(const Program& p, const Kernel& k) {
   return true;
 }
 
+// Whether a stage may set the error flag: an integer division by a divisor that is not a nonzero
+// constant. (Indirect indices are checked by a device-side assertion, no flag.)
 bool stage_checks(const Stage& s) {
   bool checks = false;
   for_each_node(s.value, [&](const Expr& e) {
-    if (!e.indirect.empty()) checks = true;
-    if (e.kind == Expr::kBinary && info(e.binary_op).is(kOpChecked) && !is_floating(e.dtype)) checks = true;
+    if (e.kind == Expr::kBinary && info(e.binary_op).is(kOpChecked) && !is_floating(e.dtype) &&
+        !(e.args[1]->kind == Expr::kConst && e.args[1]->value != 0))
+      checks = true;
   });
   return checks;
 }
@@ -168,6 +171,25 @@ bool vector_access(const Index& idx, int v, int V) {
   return unit;
 }
 
+// Whether an expression's value changes with variable v.
+bool expr_uses_var(const ExprPtr& e, int v) {
+  bool uses = false;
+  for_each_node(e, [&](const Expr& x) {
+    if ((x.kind == Expr::kLoad || x.kind == Expr::kIndexValue) && x.index.uses_var(v)) uses = true;
+  });
+  return uses;
+}
+
+// Whether a load can be a vector load of V elements as variable v runs over a V-aligned group.
+// A load through tensor-valued indices (an embedding's row gather) qualifies when the indices
+// stay put within the group and each one moves the address by a multiple of V elements.
+bool vector_load(const Program& p, const Expr& e, int v, int V) {
+  if (e.kind != Expr::kLoad || element_size(p.buffers[e.buffer].dtype) * V > 16 || !vector_access(e.index, v, V)) return false;
+  for (const auto& ind : e.indirect)
+    if (ind.stride % V != 0 || expr_uses_var(ind.value, v)) return false;
+  return true;
+}
+
 // ---- expressions ---------------------------------------------------------------------------
 
 // Emits statements computing an expression; identical nodes (by identity) are computed once.
@@ -178,6 +200,17 @@ class ExprEmitter {
       : p_(p), out_(out), indent_(std::move(indent)), next_(counter) {}
   std::map<const Expr*, std::string> vec_loads;
   std::string lane;
+  // The element index of a load: its index, plus each tensor-valued index (emitted first) times
+  // its stride, checked against its bound.
+  std::string address(const Expr& e) {
+    std::string idx = e.index.to_string();
+    for (const auto& ind : e.indirect) {
+      std::string v = emit(ind.value);
+      idx = "(" + idx + ") + " + std::to_string(ind.stride) + "ll * kiln::checked_index(static_cast<long long>(" + v + "), " +
+            std::to_string(ind.bound) + "ll)";
+    }
+    return idx;
+  }
   std::string emit(const ExprPtr& e) {
     auto it = memo_.find(e.get());
     if (it != memo_.end()) return it->second;
@@ -198,13 +231,7 @@ class ExprEmitter {
       case Expr::kLoad: {
         const DType bt = p_.buffers[e->buffer].dtype;
         if (auto v = vec_loads.find(e.get()); v != vec_loads.end()) return from_storage(bt, v->second + ".v[" + lane + "]");
-        std::string idx = e->index.to_string();
-        for (const auto& ind : e->indirect) {
-          std::string v = emit(ind.value);
-          idx = "(" + idx + ") + " + std::to_string(ind.stride) + "ll * kiln::checked_index(static_cast<long long>(" + v + "), " +
-                std::to_string(ind.bound) + "ll, kiln_err)";
-        }
-        return from_storage(bt, "b" + std::to_string(e->buffer) + "[" + idx + "]");
+        return from_storage(bt, "b" + std::to_string(e->buffer) + "[" + address(*e) + "]");
       }
       case Expr::kCast: {
         std::string a = emit(e->args[0]);
@@ -257,6 +284,9 @@ struct ElementWork {
   // processed (the element's lane within it), and the returned string is then the value to put
   // into the vector store (empty: nothing to store by vector).
   std::function<std::string(ExprEmitter&, StrBuilder&, const std::string& ind, bool vector_store)> body;
+  // Optional, around the unrolled element loop of a vector group of V (the body then runs with
+  // the emitter's lane set): what goes before it and after it.
+  std::function<void(StrBuilder&, const std::string& ind, int V)> before_group, after_group;
 };
 
 class KernelWriter {
@@ -522,8 +552,7 @@ class KernelWriter {
       if (s.kind == Stage::kPointwise && !store_ok) continue;
       if (store_ok) bufs.insert(s.out_buffer);
       for_each_node(s.value, [&](const Expr& e) {
-        if (e.kind == Expr::kLoad && e.indirect.empty() && element_size(p_.buffers[e.buffer].dtype) * V <= 16 && vector_access(e.index, v, V))
-          bufs.insert(e.buffer);
+        if (vector_load(p_, e, v, V)) bufs.insert(e.buffer);
       });
       if (bufs.empty() || (s.kind == Stage::kReduction && bufs.size() == (store_ok ? 1u : 0u))) continue;
       if (extent < V) continue;
@@ -619,11 +648,15 @@ class KernelWriter {
     std::set<std::string> seen_loads;
     StrBuilder loads;
     std::map<std::string, std::string> load_names;
+    // Tensor-valued indices of vector loads are computed in the load block (at lane 0 of the group).
+    ExprEmitter lem(p_, loads, vin + "  ", counter_);
     for_each_node(s.value, [&](const Expr& e) {
-      if (e.kind != Expr::kLoad || !e.indirect.empty() || !aligned_.count(e.buffer)) return;
-      if (element_size(p_.buffers[e.buffer].dtype) * V > 16 || !vector_access(e.index, v, V)) return;
+      if (e.kind != Expr::kLoad || !aligned_.count(e.buffer) || !vector_load(p_, e, v, V)) return;
       std::string key = "b" + std::to_string(e.buffer) + " + (" + e.index.to_string() + ")";
-      if (j >= 0) {
+      if (!e.indirect.empty()) {
+        key = "b" + std::to_string(e.buffer) + " + (" + lem.address(e) + ")";
+      }
+      if (j >= 0 && e.indirect.empty()) {
         if (auto c = cache_.find(load_key(s, e, V, G)); c != cache_.end()) {
           const std::string slot = c->second.name + "[" + std::to_string(j) + "]";
           if ((!c->second.first || c->second.first == &s) && !load_names.count(key))
@@ -647,11 +680,13 @@ class KernelWriter {
                         element_size(p_.buffers[s.out_buffer].dtype) * V <= 16 && vector_access(s.out_index, v, V);
     const std::string ctype = s.out_buffer >= 0 ? cuda_ctype(p_.buffers[s.out_buffer].dtype) : "";
     if (vstore) b << vin << "kiln::Vec<" << ctype << ", " << V << "> vs;\n";
+    if (work.before_group) work.before_group(b, vin, V);
     b << vin << "#pragma unroll\n" << vin << "for (int k = 0; k < " << V << "; ++k) {\n";
     b << vin << "  const " << IT_ << " " << xv << " = base + k;\n";
     std::string val = work.body(em, b, vin + "  ", vstore);
     if (vstore) b << vin << "  vs.v[k] = " << to_storage(p_.buffers[s.out_buffer].dtype, val) << ";\n";
     b << vin << "}\n";
+    if (work.after_group) work.after_group(b, vin, V);
     if (vstore) {
       b << vin << "{\n" << vin << "  const " << IT_ << " " << xv << " = base;\n";
       b << vin << "  kiln::store_vec<" << V << ">(b" << s.out_buffer << " + (" << s.out_index.to_string() << "), vs);\n" << vin << "}\n";
@@ -690,11 +725,18 @@ class KernelWriter {
     w.body = [&, welford, arg, position](ExprEmitter& em, StrBuilder& out, const std::string& ind, bool) {
       std::string v = em.emit(s.value);
       if (s.out_buffer >= 0) out << ind << store(p, s.out_buffer, s.out_index.to_string(), v) << "\n";
-      if (welford) out << ind << "kiln::welford_add(acc, " << v << ");\n";
+      // In a vector group the group's values are folded together after its loop (welford_group):
+      // one division per group rather than one per element, which chained through a row.
+      if (welford && !em.lane.empty()) out << ind << "wv[" << em.lane << "] = " << v << ";\n";
+      else if (welford) out << ind << "kiln::welford_add(acc, " << v << ");\n";
       else if (arg) out << ind << "acc = kiln::arg_combine<" << max_flag << ">(acc, " << state << "{" << v << ", " << position << "});\n";
       else out << ind << "acc = " << spell(info(op).combine, "acc", v) << ";\n";
       return std::string();
     };
+    if (welford) {
+      w.before_group = [T](StrBuilder& out, const std::string& ind, int V) { out << ind << T << " wv[" << V << "];\n"; };
+      w.after_group = [](StrBuilder& out, const std::string& ind, int) { out << ind << "kiln::welford_group(acc, wv);\n"; };
+    }
     const int V = stage_vector_width(s, n_outer_, n_outer_ + static_cast<int>(s.inner_sizes.size()));
     if (s.inner_sizes.empty()) {
       b << "    if (" << lane_ << " == 0) {\n";
