@@ -231,3 +231,15 @@ template <class T, class F> KILN_DEV T block_allreduce(T v, F combine, T* smem) 
 }
 }  // namespace kiln
 #define KILN_KERNEL extern "C" __global__
+
+// Autotuning's timer aid (runtime/cuda_kernels.cpp): one thread waits `ns` nanoseconds of the
+// GPU's global timer, so that the launches queued behind it are all queued before the GPU reaches
+// them and the events around them time the kernels, not the host's launch rate.
+KILN_KERNEL void kiln_spin(long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (static_cast<long long>(t - t0) < ns);
+}
