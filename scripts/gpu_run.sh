@@ -63,7 +63,7 @@ for stage in ${GPU_STAGES//,/ }; do
       note "overhead: exit $?"; grep -v Warn "$OUT/overhead.log" | tail -12 | tee -a "$S" ;;
     ro)
       timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
-      note "reduce-overhead: exit $?"; tail -8 "$OUT/ro.log" | tee -a "$S" ;;
+      note "reduce-overhead: exit $?"; tail -7 "$OUT/ro.log" | tee -a "$S" ;;
     *) note "unknown stage $stage" ;;
   esac
 done
