@@ -496,6 +496,7 @@ class KernelWriter {
       for (int w : stage_outputs(s)) written.insert(w);
     std::map<std::string, int> stages_using;
     std::map<std::string, const Expr*> example;
+    std::map<std::string, const Stage*> example_stage;
     std::vector<std::string> order;
     for (const Stage& s : k_.stages) {
       const int end = n_outer_ + static_cast<int>(s.inner_sizes.size());
@@ -522,6 +523,7 @@ class KernelWriter {
         if (keys.insert(key).second && !stages_using.count(key)) {
           order.push_back(key);
           example[key] = &e;
+          example_stage[key] = &s;
         }
       });
       for (const std::string& k : keys) ++stages_using[k];
@@ -537,6 +539,14 @@ class KernelWriter {
       bytes += size;
       CachedLoad c;
       c.name = "rc" + std::to_string(cache_.size());
+      // Loaded at the kernel's start, every group at once: loaded by the group loop instead, a
+      // group's loads waited for the previous group's fold (a branch the compiler does not
+      // move loads across), one memory round trip per group.
+      c.prefetched = true;
+      c.stage = example_stage[key];
+      c.load = &e;
+      c.V = V;
+      c.G = G;
       b << "  kiln::Vec<" << cuda_ctype(p_.buffers[e.buffer].dtype) << ", " << V << "> " << c.name << "[" << G << "];  // row cache\n";
       cache_[key] = c;
     }
