@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import torch
 
+from kiln import _C
+
 _MAX_CAPTURES = 8
 _MIN_LAUNCHES = 3  # kernels and extern calls of a graph worth a CUDA graph
 RUNNERS: list = []  # of this process, for tests and kiln.stats
-# CUDA builds of PyTorch check many tensors' data pointers in one C++ call (cudagraph trees' own).
-_PTRS_EQUAL = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
 
 
 def _signature(args):
@@ -40,21 +40,13 @@ def _clone_outputs(out):
     return type(out)(o.clone() for o in out)
 
 
-def _copied_signature(args, positions):
-    return tuple((tuple(args[i].shape), args[i].stride(), args[i].dtype, args[i].device) for i in positions)
-
-
 class _Capture:
     def __init__(self, graph, args):
         self.static = [a if isinstance(a, torch.nn.Parameter) else torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
                        for a in args]
         self.copied = [i for i, a in enumerate(args) if not isinstance(a, torch.nn.Parameter)]
-        # The check of a later call (`matches`): parameters by address, copied inputs by layout.
-        self.n = len(args)
-        self.param_idx = [i for i, a in enumerate(args) if isinstance(a, torch.nn.Parameter)]
-        self.param_ptrs = [args[i].data_ptr() for i in self.param_idx]
-        self.all_params = list(range(len(self.param_idx)))
-        self.copied_sig = _copied_signature(args, self.copied)
+        # The check of a later call (`matches`): parameters by address, copied inputs by layout, in C++.
+        self.check = _C.CaptureCheck(args, torch.nn.Parameter)
         for i in self.copied:
             self.static[i].copy_(args[i])
         side = torch.cuda.Stream()
@@ -67,22 +59,9 @@ class _Capture:
             self.out, self.flag = graph.run_for_capture(*self.static)
 
     def matches(self, args):
-        """Whether this capture serves these arguments: what _signature would say, checked
-        without walking every parameter in Python (a model has hundreds: 0.2 ms a call)."""
-        if len(args) != self.n:
-            return False
-        try:
-            if _copied_signature(args, self.copied) != self.copied_sig:
-                return False
-        except AttributeError:  # not a tensor
-            return False
-        for i in self.copied:
-            if isinstance(args[i], torch.nn.Parameter):
-                return False  # a parameter where the capture copies: its own signature
-        params = [args[i] for i in self.param_idx]
-        if _PTRS_EQUAL is not None:
-            return _PTRS_EQUAL(params, self.param_ptrs, self.all_params)
-        return all(t.data_ptr() == p for t, p in zip(params, self.param_ptrs))
+        """Whether this capture serves these arguments: what _signature would say, checked in one
+        C++ call without walking every parameter in Python (a model has hundreds)."""
+        return self.check(args)
 
     def replay(self, args):
         for i in self.copied:

@@ -10,6 +10,7 @@
 #   ro        scripts/gpu_reduce_overhead.py (NanoGPT b1 s32, default and reduce-overhead modes)
 #   robreak   scripts/gpu_ro_breakdown.py (where a reduce-overhead call's time goes)
 #   overhead  scripts/gpu_overhead.py (per-call overhead of a tiny CUDA graph, each mode)
+#   bw        scripts/gpu_bandwidth.py (achieved bandwidth of the memory-bound cases vs a copy)
 # Each stage has its own time limit (GPU_T_<stage> seconds); logs go under $OUT, a summary last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -61,6 +62,9 @@ for stage in ${GPU_STAGES//,/ }; do
     overhead)
       timeout ${GPU_T_overhead:-150} "$PY" scripts/gpu_overhead.py > "$OUT/overhead.log" 2>&1
       note "overhead: exit $?"; grep -v Warn "$OUT/overhead.log" | tail -12 | tee -a "$S" ;;
+    bw)
+      timeout ${GPU_T_bw:-150} "$PY" scripts/gpu_bandwidth.py > "$OUT/bw.log" 2>&1
+      note "bandwidth: exit $?"; grep -v Warn "$OUT/bw.log" | tail -6 | cut -c1-250 | tee -a "$S" ;;
     ro)
       timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
       note "reduce-overhead: exit $?"; tail -7 "$OUT/ro.log" | tee -a "$S" ;;
