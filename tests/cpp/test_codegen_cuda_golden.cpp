@@ -212,5 +212,23 @@ return %2
   EXPECT_EQ(src3.find("50ll, kiln_err)"), std::string::npos) << src3;  // the check passes no flag
 }
 
+// BatchNorm in eval mode on CUDA float tensors is cuDNN's operator: it lowers to a pointwise
+// kernel like ATen's inference batch norm (fused with the ReLU after it), not an extern call.
+TEST(CudaLowering, InferenceCudnnBatchNormIsAKernel) {
+  ir::Program p = lowering::Lowerer(ir::AtenGraph::parse(R"(%0 = input 0 : f32[2, 4, 3, 3]{36, 9, 3, 1}@device
+%1 = input 1 : f32[4]{1}@device
+%2 = input 2 : f32[4]{1}@device
+%3 = input 3 : f32[4]{1}@device
+%4 = input 4 : f32[4]{1}@device
+%5, %6, %7, %8 = aten::cudnn_batch_norm(%0, weight=%1, bias=%2, running_mean=%3, running_var=%4, training=False, exponential_average_factor=0.1, epsilon=0.001) : f32[2, 4, 3, 3]{36, 9, 3, 1}@device, f32[0]{1}@device, f32[0]{1}@device, u8[0]{1}@device
+%9 = aten::relu(%5) : f32[2, 4, 3, 3]{36, 9, 3, 1}@device
+return %9
+)"), cuda_options()).run();
+  const std::string text = p.to_string();
+  EXPECT_EQ(p.kernels.size(), 1u) << text;
+  EXPECT_EQ(text.find("extern"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.001"), std::string::npos) << text;  // cuDNN's `epsilon`
+}
+
 }  // namespace
 

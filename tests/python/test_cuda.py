@@ -457,3 +457,51 @@ def test_views_inside_and_out_of_the_graph():
     x = make((2, 4, 32))
     out = g(x)[2]
     assert out._base is x or out.data_ptr() == x.data_ptr()
+
+
+# ---- training and attention on CUDA -------------------------------------------------------------
+def test_training_compiles_forward_and_backward():
+    """A training call on CUDA tensors is traced as a joint graph although autograd runs the
+    backward of CUDA tensors on its own device thread (the trace must see those operators), and
+    its compiled pair matches eager's loss and gradients."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64), nn.LayerNorm(64)).to(DEV)
+    ref = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64), nn.LayerNorm(64)).to(DEV)
+    ref.load_state_dict(m.state_dict())
+    c = kiln.compile(m)
+    for _ in range(3):
+        x = torch.randn(32, 64, device=DEV)
+        loss = c(x).square().mean()
+        loss.backward()
+        ref_loss = ref(x).square().mean()
+        ref_loss.backward()
+        torch.testing.assert_close(loss, ref_loss, rtol=1e-4, atol=1e-5)
+        for p, q in zip(m.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5)
+            p.grad, q.grad = None, None
+    graphs = compiled_graphs()
+    assert any(g.training_status.startswith("compiled forward and backward") for g in graphs), [g.training_status for g in graphs]
+
+
+def test_sdpa_on_the_cudnn_backend_is_traced():
+    """SDPA on CUDA may run cuDNN attention, whose operator also returns numbers (the sequence
+    lengths): the graph is still traced and compiled (the attention an extern call)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    f = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2  # noqa: E731
+    make_qkv = lambda: tuple(make((2, 4, 64, 64), torch.bfloat16) for _ in range(3))  # noqa: E731
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        g = check(f, make_qkv)
+    assert "cudnn_attention" in g.graph_text, g.graph_text
+
+
+def test_inference_batch_norm_is_generated_not_cudnn():
+    """BatchNorm in eval mode runs cuDNN's batch norm on CUDA float tensors: kiln lowers it into
+    its kernel with the ReLU after it; only the convolution stays an extern call."""
+    torch.manual_seed(0)
+    conv, bn = nn.Conv2d(8, 16, 3, padding=1, bias=False).to(DEV), nn.BatchNorm2d(16).to(DEV)
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2)
+    conv.eval(), bn.eval()
+    with torch.no_grad():
+        g = check(lambda x: F.relu(bn(conv(x))), lambda: (make((4, 8, 16, 16)),))
+    assert "batch_norm" in g.graph_text and g.num_externs == 1, (g.graph_text, g.program_text)
