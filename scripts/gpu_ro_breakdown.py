@@ -35,6 +35,21 @@ def timed(fn, n=50):
     return statistics.median(ts)
 
 
+def host_us(fn, n=50):
+    """Host time per call while the GPU is busy (a long torch.cuda._sleep queued first), so no call
+    waits for the device: the CPU work a call costs, in microseconds (median of 5 rounds)."""
+    ts = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(200_000_000)  # cycles: ~0.1 s of GPU time ahead of the calls
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        ts.append((time.perf_counter() - t) / n * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(ts)
+
+
 def main():
     torch.manual_seed(0)
     m = NanoGPT(12, 768, 12).to("cuda", torch.bfloat16).eval()
@@ -51,6 +66,16 @@ def main():
                 print(f"  inputs {len(args)}, copied {len(cap.copied)}, flag {cap.flag is not None}")
                 print(f"  replay alone: {timed(lambda: cap.replay(args)):.3f} ms; graph replay only: {timed(cap.cuda_graph.replay):.3f} ms")
                 print(f"  signature: {timed(lambda: _cudagraphs._signature(args)):.3f} ms")
+        ind = torch.compile(m, mode="reduce-overhead")
+        for _ in range(4):
+            ind(ids)
+        print(f"host us per call (GPU busy): kiln whole call {host_us(lambda: f(ids)):.1f}, "
+              f"inductor whole call {host_us(lambda: ind(ids)):.1f}, eager {host_us(lambda: m(ids), 5):.1f}")
+        for r in _cudagraphs.RUNNERS:
+            for cap in r.captures.values():
+                args = list(cap.static)
+                print(f"host us per call (GPU busy): replay alone {host_us(lambda: cap.replay(args)):.1f}, "
+                      f"graph launch {host_us(cap.cuda_graph.replay):.1f}, matches {host_us(lambda: cap.matches(args)):.1f}")
         pr = cProfile.Profile()
         pr.enable()
         for _ in range(50):

@@ -8,6 +8,9 @@
 #   first     scripts/gpu_first_call.py (kiln cold/warm first calls)
 #   tune      scripts/gpu_autotune_ab.py (default vs max-autotune per case, configurations kept)
 #   ro        scripts/gpu_reduce_overhead.py (NanoGPT b1 s32, default and reduce-overhead modes)
+#   robreak   scripts/gpu_ro_breakdown.py (where a reduce-overhead call's time goes)
+#   overhead  scripts/gpu_overhead.py (per-call overhead of a tiny CUDA graph, each mode)
+#   bw        scripts/gpu_bandwidth.py (achieved bandwidth of the memory-bound cases vs a copy)
 # Each stage has its own time limit (GPU_T_<stage> seconds); logs go under $OUT, a summary last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -56,9 +59,15 @@ for stage in ${GPU_STAGES//,/ }; do
     robreak)
       timeout ${GPU_T_robreak:-120} "$PY" scripts/gpu_ro_breakdown.py > "$OUT/robreak.log" 2>&1
       note "ro breakdown: exit $?"; grep -v Warn "$OUT/robreak.log" | head -40 | cut -c1-160 | tee -a "$S" ;;
+    overhead)
+      timeout ${GPU_T_overhead:-150} "$PY" scripts/gpu_overhead.py > "$OUT/overhead.log" 2>&1
+      note "overhead: exit $?"; grep -v Warn "$OUT/overhead.log" | tail -12 | tee -a "$S" ;;
+    bw)
+      timeout ${GPU_T_bw:-150} "$PY" scripts/gpu_bandwidth.py > "$OUT/bw.log" 2>&1
+      note "bandwidth: exit $?"; grep -v Warn "$OUT/bw.log" | tail -6 | cut -c1-250 | tee -a "$S" ;;
     ro)
       timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
-      note "reduce-overhead: exit $?"; tail -8 "$OUT/ro.log" | tee -a "$S" ;;
+      note "reduce-overhead: exit $?"; tail -7 "$OUT/ro.log" | tee -a "$S" ;;
     *) note "unknown stage $stage" ;;
   esac
 done

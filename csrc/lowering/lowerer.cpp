@@ -367,8 +367,10 @@ bool Lowerer::lower_node(int node) {
     // The CPU code generator has no fp16 arithmetic; CUDA kernels compute it in float.
     return !is_supported(m.dtype) || (m.dtype == DType::kFloat16 && !opts_.cuda) || m.cpu == opts_.cuda || (m.numel() == 0 && !may_be_empty);
   };
-  for (int v : n.outputs)
-    if (bad(v)) return false;
+  // (Inference batch norm's saved statistics are empty by definition: its rule fills them.)
+  const bool bn = is_inference_batch_norm(n);
+  for (size_t o = 0; o < n.outputs.size(); ++o)
+    if (!(bn && o > 0 && n.outputs[o] >= 0 && meta(n.outputs[o]).numel() == 0) && bad(n.outputs[o])) return false;
   for (const AtenArg& a : n.args) {
     if (a.kind == AtenArg::kTensor && bad(a.value)) return false;
     for (int v : a.values)

@@ -117,6 +117,9 @@ class Lowerer {
 // Rule tables, one per family of operators; each returns false when it does not apply.
 bool lower_pointwise(Lowerer& L, const ir::AtenNode& n);
 bool lower_reduction(Lowerer& L, const ir::AtenNode& n);
+// BatchNorm in inference: ATen's operators, or cuDNN's (what BatchNorm runs on CUDA float
+// tensors); its saved statistics are empty tensors.
+bool is_inference_batch_norm(const ir::AtenNode& n);
 bool lower_view(Lowerer& L, const ir::AtenNode& n);
 bool lower_cat(Lowerer& L, const ir::AtenNode& n);
 bool lower_indexing(Lowerer& L, const ir::AtenNode& n);

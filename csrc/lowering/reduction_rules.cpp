@@ -57,6 +57,11 @@ ExprPtr normalize(ExprPtr x, ExprPtr mean, ExprPtr rstd, const Loader& W, const 
 
 }  // namespace
 
+bool is_inference_batch_norm(const AtenNode& n) {
+  return n.op == "aten::_native_batch_norm_legit_no_training" ||
+         ((n.op == "aten::native_batch_norm" || n.op == "aten::cudnn_batch_norm") && n.arg("training") && n.arg("training")->i == 0);
+}
+
 bool lower_reduction(Lowerer& L, const AtenNode& n) {
   if (n.args.empty() || n.args[0].kind != AtenArg::kTensor) return false;
   const int x = n.args[0].value;
@@ -220,14 +225,14 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     }, 10);
     return true;
   }
-  if ((n.op == "aten::_native_batch_norm_legit_no_training" || (n.op == "aten::native_batch_norm" && n.arg("training") && n.arg("training")->i == 0)) &&
-      is_floating(xm.dtype) && rank >= 2) {
+  if (is_inference_batch_norm(n) && is_floating(xm.dtype) && rank >= 2) {
     const AtenArg* w = n.arg("weight");
     const AtenArg* b = n.arg("bias");
     const AtenArg* rm = n.arg("running_mean");
     const AtenArg* rv = n.arg("running_var");
     if (!rm || !rv || rm->kind != AtenArg::kTensor || rv->kind != AtenArg::kTensor) return false;
-    double eps = n.arg("eps") ? n.arg("eps")->d : 1e-5;
+    const AtenArg* e = n.arg("eps") ? n.arg("eps") : n.arg("epsilon");
+    double eps = e ? e->d : 1e-5;
     DType acc = xm.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
     Loader W = channel_loader(L, w), B = channel_loader(L, b), RM = channel_loader(L, rm), RV = channel_loader(L, rv);
     DType od = L.meta(n.outputs[0]).dtype;

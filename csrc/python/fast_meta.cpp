@@ -25,6 +25,7 @@
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/Device.h>
 #include <torch/csrc/Dtype.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <algorithm>
@@ -94,17 +95,72 @@ const std::unordered_map<PyObject*, OpRef>& functions() {
   return *m;
 }
 
-// A plain meta tensor (exact torch.Tensor, strided, static sizes) that autograd would not record:
-// no tensor requires grad, or grad mode is off (a parameter read under torch.no_grad()), where
-// PyTorch's result does not require grad either.
+// The operands of the probe in progress that require grad (see with_autograd).
+thread_local std::vector<at::Tensor> t_grad_operands;
+
+// A plain meta tensor (exact torch.Tensor, strided, static sizes). One that requires grad is
+// noted: the result gets the autograd history eager's would have (with_autograd).
 bool meta_operand(PyObject* o, at::Tensor* t) {
   if (!o || !THPVariable_CheckExact(o)) return false;
   const at::Tensor& x = THPVariable_Unpack(o);
-  if (!x.defined() || !x.is_meta() || x.layout() != at::kStrided || (x.requires_grad() && c10::GradMode::is_enabled()) ||
-      probe_is_symbolic_tensor(o))
-    return false;
+  if (!x.defined() || !x.is_meta() || x.layout() != at::kStrided || probe_is_symbolic_tensor(o)) return false;
+  if (x.requires_grad()) t_grad_operands.push_back(x);
   *t = x;
   return true;
+}
+
+// The autograd node of a capture-time meta result whose operands require grad: the capture reads
+// only what it says (requires_grad, not a leaf) and never differentiates these tensors, so the
+// node is never run. (Training captures used to take PyTorch's Python meta kernels here, whose
+// first use imports sympy: 2 s of a CUDA training step's first call on an H100 machine.)
+struct CaptureOnlyBackward : torch::autograd::Node {
+  torch::autograd::variable_list apply(torch::autograd::variable_list&&) override {
+    throw std::runtime_error("kiln: a capture-time meta tensor is not differentiable");
+  }
+  std::string name() const override { return "kiln::CaptureOnlyBackward"; }
+};
+
+// A probe's computation runs with grad mode off (its meta functions must record nothing); under
+// the caller's grad mode, a floating result of operands that require grad then requires grad
+// as eager's does, through a CaptureOnlyBackward node whose edges are those operands'.
+// Autograd nodes are held by std::shared_ptr in PyTorch 2.11 and by c10::intrusive_ptr in later
+// versions: made through whichever the edges hold.
+template <class P> struct MakeNode;
+template <class T> struct MakeNode<std::shared_ptr<T>> {
+  template <class N> static std::shared_ptr<T> make() { return std::make_shared<N>(); }
+};
+template <class T> struct MakeNode<c10::intrusive_ptr<T>> {
+  template <class N> static c10::intrusive_ptr<T> make() { return c10::make_intrusive<N>(); }
+};
+using NodePtr = decltype(torch::autograd::Edge::function);
+
+// Returns false where the result cannot be given eager's autograd metadata here (a view: the
+// Python path then answers).
+bool attach_autograd(at::Tensor& result, bool grad) {
+  std::vector<at::Tensor> operands = std::move(t_grad_operands);
+  t_grad_operands.clear();
+  if (!grad || operands.empty() || !result.defined() || !(at::isFloatingType(result.scalar_type()) || at::isComplexType(result.scalar_type())))
+    return true;
+  for (const at::Tensor& o : operands)
+    if (result.is_same(o)) return true;  // x.to(its own dtype) is x, as in eager
+  if (result.is_view() || result.requires_grad()) return false;
+  NodePtr fn = MakeNode<NodePtr>::make<CaptureOnlyBackward>();
+  fn->set_next_edges(torch::autograd::collect_next_edges(operands));
+  torch::autograd::create_gradient_edge(result, std::move(fn));
+  return true;
+}
+
+template <class F>
+at::Tensor with_autograd(F compute) {
+  const bool grad = c10::GradMode::is_enabled();
+  t_grad_operands.clear();
+  at::Tensor result;
+  {
+    c10::AutoGradMode off(false);
+    result = compute();
+  }
+  if (!attach_autograd(result, grad)) return at::Tensor();
+  return result;
 }
 
 // A Python bool, int or float, as PyTorch's argument parser passes it to a binary operator.
@@ -182,7 +238,7 @@ bool is_binary(Op op) { return op <= Op::kXor || op == Op::kMaximum || op == Op:
 // ---- composite operators -------------------------------------------------------------------
 
 enum class Kind { kSoftmax, kLogSoftmax, kLayerNorm, kEmbedding, kLinear, kMatmul, kMm, kBmm, kAddmm, kBaddbmm, kSum, kMean,
-                  kArange, kAmax, kAmin, kTril, kTriu, kMaskedFill, kBitwiseNot, kPow, kTo, kCast, kTypeAs, kSdpa };
+                  kArange, kAmax, kAmin, kTril, kTriu, kMaskedFill, kBitwiseNot, kPow, kSquare, kTo, kCast, kTypeAs, kSdpa };
 
 // A Python signature: parameter names in order, how many must be given, how many may be given
 // by position, and how many leading ones may not be given by keyword (self of a method, the
@@ -519,6 +575,9 @@ at::Tensor composite(const Sig& sig, const Bound& b) {
       if (!number(o, &e)) return {};
       return at::meta::pow(x, e);
     }
+    case Kind::kSquare:  // pow(x, 2) (a loss's x.square())
+      if (!meta_operand(b.get("input"), &x) || !is_float(x.scalar_type())) return {};
+      return at::meta::pow(x, at::Scalar(2));
     case Kind::kTo: {
       at::ScalarType t;
       if (!meta_operand(b.get("input"), &x) || !as_dtype(b.get("dtype"), &t)) return {};
@@ -563,6 +622,7 @@ const std::unordered_map<std::string, Sig>& composite_methods() {
     add("__invert__", {Kind::kBitwiseNot, {"input"}, 1});
     add("pow", {Kind::kPow, {"input", "exponent"}, 2});
     add("__pow__", {Kind::kPow, {"input", "exponent"}, 2, 2});
+    add("square", {Kind::kSquare, {"input"}, 1});
     add("to", {Kind::kTo, {"input", "dtype"}, 2, 2});
     add("type_as", {Kind::kTypeAs, {"input", "other"}, 2, 2});
     for (auto [name, type] : std::initializer_list<std::pair<const char*, at::ScalarType>>{
@@ -614,6 +674,7 @@ const std::unordered_map<PyObject*, Sig>& composite_functions() {
     add("torch", "bitwise_not", {Kind::kBitwiseNot, {"input"}, 1});
     add("operator", "invert", {Kind::kBitwiseNot, {"input"}, 1, 1, 1});
     add("torch", "pow", {Kind::kPow, {"input", "exponent"}, 2});
+    add("torch", "square", {Kind::kSquare, {"input"}, 1});
     add("operator", "pow", {Kind::kPow, {"input", "exponent"}, 2, 2, 2});
     add("torch._C._nn", "scaled_dot_product_attention",
         {Kind::kSdpa, {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"}, 3, 6});
@@ -636,7 +697,7 @@ PyObject* fast_composite(PyObject* target, const std::string& method, PyObject* 
   if (!sig || !bind(*sig, args, kwargs, &b)) return nullptr;
   at::Tensor result;
   try {
-    result = composite(*sig, b);
+    result = with_autograd([&] { return composite(*sig, b); });
   } catch (const std::exception&) {
     return nullptr;  // the Python path raises the operator's own error
   }
@@ -680,6 +741,9 @@ PyObject* probe_fast_meta(PyObject* target, const std::string& method, PyObject*
       return nullptr;
     }
   }
+  const bool grad = c10::GradMode::is_enabled();
+  t_grad_operands.clear();
+  std::optional<c10::AutoGradMode> grad_off(std::in_place, false);
   at::Tensor result;
   try {
     if (is_binary(op)) {
@@ -728,6 +792,8 @@ PyObject* probe_fast_meta(PyObject* target, const std::string& method, PyObject*
   // refuse floating operands.
   if ((op == Op::kAnd || op == Op::kOr || op == Op::kXor) && !at::isIntegralType(result.scalar_type(), /*includeBool=*/true))
     return nullptr;
+  grad_off.reset();
+  if (!attach_autograd(result, grad)) return nullptr;
   return THPVariable_Wrap(std::move(result));
 }
 

@@ -23,7 +23,11 @@ class CudaKernels {
   void launch(int k, void* const* ptrs, int* err) const;
   // Autotuning: times every configuration of kernel `k` on these buffers (CUDA events, on the
   // current stream), keeps the fastest and returns its index (0: the default). The kernel's
-  // outputs hold its result afterwards, as after launch().
+  // outputs hold its result afterwards, as after launch(). Each configuration is timed in
+  // kTuneRounds rounds, interleaved with the others, of kTuneReps launches queued behind a wait
+  // on the GPU (kiln_spin, so the host's launch rate is not what is timed); the median round
+  // counts, and another configuration replaces the default only when at least kTuneMargin faster
+  // (a small kernel's rounds vary by a few percent).
   int tune(int k, void* const* ptrs, int* err);
   int configurations(int k) const { return static_cast<int>(variants_[k].size()); }
   std::string configuration(int k, int c) const { return variants_[k][c].config; }
@@ -49,6 +53,7 @@ class CudaKernels {
   std::vector<std::vector<Variant>> variants_;  // per kernel: the default, then the alternatives
   std::vector<int> choice_;
   std::vector<void*> modules_;  // CUmodule, never unloaded (kernels may outlive the graph)
+  std::vector<void*> spin_;     // per kernel: its module's kiln_spin (null where missing)
   int device_ = 0;
   bool checks_ = false;
 };

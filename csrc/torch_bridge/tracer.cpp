@@ -12,6 +12,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -33,6 +34,15 @@ struct TraceState {
 };
 
 thread_local TraceState* t_state = nullptr;
+// A joint trace's backward of CUDA tensors runs on the autograd engine's worker thread for the
+// device, which inherits the caller's dispatch keys (the Fake key that leads here) but not
+// t_state: while trace_joint waits for torch::autograd::grad, the operators of that backward find
+// the trace here (only threads with the Fake key included reach the fallback: the tracing thread
+// and the engine's threads working for it). One joint backward at a time (g_joint_backward), and
+// its operators record one at a time (g_backward_record: one engine thread per device).
+std::atomic<TraceState*> g_backward_state{nullptr};
+std::mutex g_joint_backward;
+std::mutex g_backward_record;
 
 int value_of(TraceState& s, const at::Tensor& t) {
   auto it = s.ids.find(t.unsafeGetTensorImpl());
@@ -153,6 +163,8 @@ static bool names_meta_device(const c10::OperatorHandle& op, const torch::jit::S
 void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const auto below = ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Fake);
   TraceState* s = t_state;
+  std::unique_lock<std::mutex> recording;
+  if (!s && (s = g_backward_state.load(std::memory_order_acquire))) recording = std::unique_lock<std::mutex>(g_backward_record);
   // Functionalization checks in-place ops on meta copies first: not part of the graph (nor the
   // factories that make those copies, which name the meta device instead of taking a tensor).
   if (!s || ks.has_backend(c10::BackendComponent::MetaBit) || names_meta_device(op, *stack)) return op.redispatchBoxed(below, stack);
@@ -210,6 +222,9 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
       node.list_output = true;
       for (const at::Tensor& t : r.toTensorVector()) add_output(t);
     } else if (r.isNone()) node.outputs.push_back(-1);
+    // A number beside tensors (cuDNN attention's max sequence lengths, which SDPA on CUDA calls):
+    // no graph value; a later operator that takes it records it as the constant it was.
+    else if (n_rets > 1 && (r.isInt() || r.isSymInt() || r.isDouble() || r.isBool())) node.outputs.push_back(-1);
     else fail(name + " returns a non-tensor value (" + std::string(r.tagKind()) + ")");
   }
   s->result.graph.nodes.push_back(std::move(node));
@@ -413,6 +428,11 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
       }
     }
     unlocked([&] {
+      std::lock_guard<std::mutex> one(g_joint_backward);
+      struct Publish {
+        explicit Publish(TraceState* st) { g_backward_state.store(st, std::memory_order_release); }
+        ~Publish() { g_backward_state.store(nullptr, std::memory_order_release); }
+      } publish(&s);
       grads = torch::autograd::grad(diff_outs, leaves, tangents, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
     });
     for (at::Tensor& o : outs) o = unwrap(o);

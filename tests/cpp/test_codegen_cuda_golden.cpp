@@ -181,5 +181,54 @@ TEST(MatmulEpilogue, LeavesOtherShapesAlone) {
   EXPECT_EQ(rewrites(replace(kMlp, "%2 = input 2 : bf16[64]{1}", "%2 = input 2 : bf16[1]{1}")), 0u);  // a broadcast bias
 }
 
+// Which kernels take the error flag: an integer division by a tensor does; one by a nonzero
+// constant and an embedding's gather (a device-side assertion, no flag, no host sync) do not.
+TEST(CudaChecks, OnlyDivisionsByTensorsSetTheFlag) {
+  auto checks = [](const char* text) {
+    ir::Program p = lowering::Lowerer(ir::AtenGraph::parse(text), cuda_options()).run();
+    schedule::plan_memory(p);
+    codegen::CudaModule m = codegen::generate_cuda(p);
+    bool any = false;
+    for (const auto& k : m.kernels) any = any || k.checks;
+    return std::make_pair(any, m.source.substr(codegen::cuda_prefix_header().size()));
+  };
+  auto [by_tensor, src1] = checks(R"(%0 = input 0 : i32[37, 5]{5, 1}@device
+%1 = aten::remainder.Tensor(%0, other=%0) : i32[37, 5]{5, 1}@device
+return %1
+)");
+  EXPECT_TRUE(by_tensor) << src1;
+  auto [by_constant, src2] = checks(R"(%0 = input 0 : i32[37, 5]{5, 1}@device
+%1 = aten::remainder.Scalar(%0, other=3) : i32[37, 5]{5, 1}@device
+return %1
+)");
+  EXPECT_FALSE(by_constant) << src2;
+  auto [gather, src3] = checks(R"(%0 = input 0 : i64[4, 6]{6, 1}@device
+%1 = input 1 : f32[50, 8]{8, 1}@device
+%2 = aten::embedding(%1, indices=%0, padding_idx=-1, scale_grad_by_freq=False, sparse=False) : f32[4, 6, 8]{48, 8, 1}@device
+return %2
+)");
+  EXPECT_FALSE(gather) << src3;
+  EXPECT_NE(src3.find("kiln::checked_index(static_cast<long long>(t"), std::string::npos) << src3;
+  EXPECT_EQ(src3.find("50ll, kiln_err)"), std::string::npos) << src3;  // the check passes no flag
+}
+
+// BatchNorm in eval mode on CUDA float tensors is cuDNN's operator: it lowers to a pointwise
+// kernel like ATen's inference batch norm (fused with the ReLU after it), not an extern call.
+TEST(CudaLowering, InferenceCudnnBatchNormIsAKernel) {
+  ir::Program p = lowering::Lowerer(ir::AtenGraph::parse(R"(%0 = input 0 : f32[2, 4, 3, 3]{36, 9, 3, 1}@device
+%1 = input 1 : f32[4]{1}@device
+%2 = input 2 : f32[4]{1}@device
+%3 = input 3 : f32[4]{1}@device
+%4 = input 4 : f32[4]{1}@device
+%5, %6, %7, %8 = aten::cudnn_batch_norm(%0, weight=%1, bias=%2, running_mean=%3, running_var=%4, training=False, exponential_average_factor=0.1, epsilon=0.001) : f32[2, 4, 3, 3]{36, 9, 3, 1}@device, f32[0]{1}@device, f32[0]{1}@device, u8[0]{1}@device
+%9 = aten::relu(%5) : f32[2, 4, 3, 3]{36, 9, 3, 1}@device
+return %9
+)"), cuda_options()).run();
+  const std::string text = p.to_string();
+  EXPECT_EQ(p.kernels.size(), 1u) << text;
+  EXPECT_EQ(text.find("extern"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.001"), std::string::npos) << text;  // cuDNN's `epsilon`
+}
+
 }  // namespace
 

@@ -292,3 +292,28 @@ def test_concurrent_runs_keep_their_own_index_errors(tmp_path):
     for t in threads:
         t.join()
     assert failures == []
+
+
+def test_capture_check_of_reduce_overhead():
+    """kiln/_cudagraphs.py's per-call check (C++): a capture serves calls whose parameters are the
+    captured storage and whose other tensors have the captured layouts. Runs on CPU tensors (the
+    check reads only metadata and addresses)."""
+    import torch.nn as nn
+    from kiln import _C
+    w, b = nn.Parameter(torch.randn(4, 3)), nn.Parameter(torch.randn(4))
+    x = torch.randn(2, 3)
+    check = _C.CaptureCheck((w, b, x), nn.Parameter)
+    assert check((w, b, torch.randn(2, 3)))          # new input values, same layout
+    assert check([w, b, x])
+    assert not check((w, b))                           # another arity
+    assert not check((w, b, torch.randn(3, 3)))       # another shape
+    assert not check((w, b, torch.randn(3, 2).t()))   # another stride
+    assert not check((w, b, torch.randn(2, 3, dtype=torch.float64)))
+    assert not check((w, b, nn.Parameter(torch.randn(2, 3))))  # a parameter where the capture copies
+    assert not check((w, b, 1.0))
+    w2 = nn.Parameter(torch.randn(4, 3))
+    assert not check((w2, b, x))                       # a parameter with other storage
+    w.data = torch.randn(4, 3)
+    assert not check((w, b, x))                        # the same parameter given new storage
+    with pytest.raises(TypeError):
+        _C.CaptureCheck((w, "not a tensor"), nn.Parameter)

@@ -149,6 +149,48 @@ def test_masked_softmax_and_embedding():
     check(lambda i: F.embedding(i, table) * 2, lambda: (torch.randint(0, 100, (4, 7), device=DEV),))
 
 
+def test_index_checks_take_no_flag_and_no_host_sync():
+    """An embedding's gather checks its indices with a device-side assertion: the graph's run hands
+    back no error flag (no flag to zero, no host sync per call); a division by a tensor still does."""
+    table = make((100, 32))
+    g = check(lambda i: F.embedding(i, table) * 2, lambda: (torch.randint(0, 100, (4, 7), device=DEV),))
+    _, flag = g.run_for_capture(torch.randint(0, 100, (4, 7), device=DEV))
+    assert flag is None
+    d = check(lambda a: a % 5 + torch.remainder(a, -3), lambda: (make((16, 16), torch.int64),))
+    assert d.run_for_capture(make((16, 16), torch.int64))[1] is None  # constant divisors need no check
+    r = check(lambda a, b: torch.remainder(a, b), lambda: (make((16, 16), torch.int64), make((16, 16), torch.int64).clamp(1, 5)))
+    assert r.run_for_capture(make((16, 16), torch.int64), make((16, 16), torch.int64).clamp(1, 5))[1] is not None
+
+
+_OUT_OF_RANGE = """
+import torch, torch.nn.functional as F
+from kiln import _C
+table = torch.randn(100, 32, device="cuda")
+g = _C.CodegenGraph(lambda i: F.embedding(i, table) * 2, "", None, True)
+g(torch.randint(0, 100, (4, 7), device="cuda"))
+assert g.status == "compiled", g.status
+bad = torch.randint(0, 100, (4, 7), device="cuda")
+bad[1, 2] = 100
+try:
+    g(bad)
+    torch.cuda.synchronize()
+except RuntimeError as e:
+    print("RAISED", str(e).splitlines()[0])
+"""
+
+
+def test_out_of_range_index_is_a_device_side_assert():
+    """As eager's CUDA embedding: an index past the table raises "device-side assert triggered" at
+    the next synchronization (run in a child process: the CUDA context is unusable afterwards)."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", _OUT_OF_RANGE], env=env, capture_output=True, text=True, timeout=300)
+    assert "RAISED" in p.stdout and "device-side assert" in p.stdout, (p.stdout, p.stderr[-2000:])
+
+
 def test_integer_division_by_zero_runs_eagerly():
     """A zero divisor sets the kernels' error flag: that call runs eagerly (eager's result)."""
     g = check(lambda a, b: torch.remainder(a, b) + a // 3, lambda: (make((16, 16), torch.int64), make((16, 16), torch.int64).clamp(1, 5)))
@@ -261,6 +303,19 @@ def test_reduce_overhead_replays_a_cuda_graph_and_matches_eager():
         compare(c(ids), m(ids))
     runners = [r for r in _cudagraphs.RUNNERS if r.replays]
     assert runners and not runners[-1].disabled, [r.disabled for r in _cudagraphs.RUNNERS]
+
+
+def test_reduce_overhead_single_kernel_graph_runs_as_compiled():
+    """One fused kernel gains nothing from a CUDA graph (the replay plus the input and output
+    copies cost more): the graph runs as compiled, with the reason recorded."""
+    from kiln import _cudagraphs
+    f = lambda t: (t * 2 + 1).relu()  # noqa: E731
+    c = kiln.compile(f, mode="reduce-overhead")
+    for _ in range(3):
+        x = make((1000,))
+        compare(c(x), f(x))
+    runner = _cudagraphs.RUNNERS[-1]
+    assert runner.disabled.startswith("1 launch") and not runner.captures, runner.disabled
 
 
 def test_reduce_overhead_new_parameter_storage_or_layout_captures_again():
@@ -402,3 +457,51 @@ def test_views_inside_and_out_of_the_graph():
     x = make((2, 4, 32))
     out = g(x)[2]
     assert out._base is x or out.data_ptr() == x.data_ptr()
+
+
+# ---- training and attention on CUDA -------------------------------------------------------------
+def test_training_compiles_forward_and_backward():
+    """A training call on CUDA tensors is traced as a joint graph although autograd runs the
+    backward of CUDA tensors on its own device thread (the trace must see those operators), and
+    its compiled pair matches eager's loss and gradients."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64), nn.LayerNorm(64)).to(DEV)
+    ref = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64), nn.LayerNorm(64)).to(DEV)
+    ref.load_state_dict(m.state_dict())
+    c = kiln.compile(m)
+    for _ in range(3):
+        x = torch.randn(32, 64, device=DEV)
+        loss = c(x).square().mean()
+        loss.backward()
+        ref_loss = ref(x).square().mean()
+        ref_loss.backward()
+        torch.testing.assert_close(loss, ref_loss, rtol=1e-4, atol=1e-5)
+        for p, q in zip(m.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5)
+            p.grad, q.grad = None, None
+    graphs = compiled_graphs()
+    assert any(g.training_status.startswith("compiled forward and backward") for g in graphs), [g.training_status for g in graphs]
+
+
+def test_sdpa_on_the_cudnn_backend_is_traced():
+    """SDPA on CUDA may run cuDNN attention, whose operator also returns numbers (the sequence
+    lengths): the graph is still traced and compiled (the attention an extern call)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    f = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2  # noqa: E731
+    make_qkv = lambda: tuple(make((2, 4, 64, 64), torch.bfloat16) for _ in range(3))  # noqa: E731
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        g = check(f, make_qkv)
+    assert "cudnn_attention" in g.graph_text, g.graph_text
+
+
+def test_inference_batch_norm_is_generated_not_cudnn():
+    """BatchNorm in eval mode runs cuDNN's batch norm on CUDA float tensors: kiln lowers it into
+    its kernel with the ReLU after it; only the convolution stays an extern call."""
+    torch.manual_seed(0)
+    conv, bn = nn.Conv2d(8, 16, 3, padding=1, bias=False).to(DEV), nn.BatchNorm2d(16).to(DEV)
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2)
+    conv.eval(), bn.eval()
+    with torch.no_grad():
+        g = check(lambda x: F.relu(bn(conv(x))), lambda: (make((4, 8, 16, 16)),))
+    assert "batch_norm" in g.graph_text and g.num_externs == 1, (g.graph_text, g.program_text)

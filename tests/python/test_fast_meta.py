@@ -28,6 +28,7 @@ def meta(shape, dtype=torch.float32, layout="contiguous"):
 
 def same(a, b):
     assert a.device == b.device and a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride(), (a, b, a.stride(), b.stride())
+    assert a.requires_grad == b.requires_grad and a.is_leaf == b.is_leaf, (a, b)
 
 
 OPERANDS = [
@@ -105,9 +106,52 @@ def test_python_path_for_the_rest():
     assert _C._fast_meta(torch.sub, "", (2, x), {}) is None  # torch.sub(2, x) raises in Python
     assert _C._fast_meta(torch.maximum, "", (x, 2), {}) is None
     assert _C._fast_meta(operator.mul, "", (x, torch.empty(4, 6)), {}) is None  # a CPU tensor
-    g = torch.empty(4, 6, device=M, requires_grad=True)
-    assert _C._fast_meta(operator.mul, "", (g, 2), {}) is None  # autograd
     assert _C._fast_meta(torch.cumsum, "", (x, 0), {}) is None
+
+
+def test_operands_that_require_grad():
+    """Training captures: a result of operands that require grad requires grad and is no leaf, as
+    PyTorch's (its autograd node is one the capture never runs); comparisons, integer results and
+    grad mode off give plain tensors, as PyTorch does."""
+    g = torch.empty(4, 6, device=M, requires_grad=True)
+    x = meta((4, 6))
+    w = torch.empty(8, 6, device=M, requires_grad=True)
+    assert check(operator.mul, "", (g, 2))
+    assert check(operator.add, "", (x, g))
+    assert check(operator.lt, "", (g, x))  # bool: no grad
+    assert check(None, "relu", (g,))
+    assert check(torch._C._nn.linear, "", (g, w))
+    assert check(F.layer_norm, "", (g, (6,)))
+    assert check(F.softmax, "", (g, -1))
+    assert check(F.embedding, "", (meta((3,), torch.int64), w))
+    assert check(torch.sum, "", (g,), {"dim": 1})
+    assert check(None, "square", (g,)) and check(torch.square, "", (x,))
+    assert check(None, "mean", (g,))
+    with torch.no_grad():
+        assert check(operator.mul, "", (g, 2))
+        assert not _C._fast_meta(operator.mul, "", (g, 2), {}).requires_grad
+    r = _C._fast_meta(operator.mul, "", (g, 2), {})
+    assert r.requires_grad and not r.is_leaf and r.grad_fn is not None
+    assert _C._fast_meta(None, "to", (g, torch.float32), {}) is g and g.is_leaf  # the tensor itself, untouched
+
+
+def test_first_training_capture_imports_no_sympy():
+    """A training step's capture (parameters require grad) takes the C++ meta functions too."""
+    code = ("import sys, torch, kiln\n"
+            "m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 16), torch.nn.LayerNorm(16))\n"
+            "ref = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 16), torch.nn.LayerNorm(16))\n"
+            "ref.load_state_dict(m.state_dict())\n"
+            "x = torch.randn(8, 16)\n"
+            "loss = kiln.compile(m)(x).square().mean()\n"
+            "loss.backward()\n"
+            "imported = 'sympy' in sys.modules\n"
+            "ref(x).square().mean().backward()\n"
+            "for p, q in zip(m.parameters(), ref.parameters()):\n"
+            "    torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)\n"
+            "print(imported)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout
 
 
 def test_first_capture_imports_no_sympy():
@@ -241,7 +285,7 @@ def test_cast_to_same_dtype_is_the_tensor():
 def test_parameters_under_no_grad():
     w = torch.empty(7, 5, device=M, requires_grad=True)
     x = meta((3, 5))
-    assert _C._fast_meta(F.linear, "", (x, w), {}) is None  # autograd would record it
+    same(_C._fast_meta(F.linear, "", (x, w), {}), F.linear(x, w))  # requires grad, as autograd's
     with torch.no_grad():
         got = _C._fast_meta(F.linear, "", (x, w), {})
         ref = F.linear(x, w)

@@ -142,11 +142,14 @@ bool kernel_fits_int32(const Program& p, const Kernel& k) {
   return true;
 }
 
+// Whether a stage may set the error flag: an integer division by a divisor that is not a nonzero
+// constant. (Indirect indices are checked by a device-side assertion, no flag.)
 bool stage_checks(const Stage& s) {
   bool checks = false;
   for_each_node(s.value, [&](const Expr& e) {
-    if (!e.indirect.empty()) checks = true;
-    if (e.kind == Expr::kBinary && info(e.binary_op).is(kOpChecked) && !is_floating(e.dtype)) checks = true;
+    if (e.kind == Expr::kBinary && info(e.binary_op).is(kOpChecked) && !is_floating(e.dtype) &&
+        !(e.args[1]->kind == Expr::kConst && e.args[1]->value != 0))
+      checks = true;
   });
   return checks;
 }
@@ -168,6 +171,25 @@ bool vector_access(const Index& idx, int v, int V) {
   return unit;
 }
 
+// Whether an expression's value changes with variable v.
+bool expr_uses_var(const ExprPtr& e, int v) {
+  bool uses = false;
+  for_each_node(e, [&](const Expr& x) {
+    if ((x.kind == Expr::kLoad || x.kind == Expr::kIndexValue) && x.index.uses_var(v)) uses = true;
+  });
+  return uses;
+}
+
+// Whether a load can be a vector load of V elements as variable v runs over a V-aligned group.
+// A load through tensor-valued indices (an embedding's row gather) qualifies when the indices
+// stay put within the group and each one moves the address by a multiple of V elements.
+bool vector_load(const Program& p, const Expr& e, int v, int V) {
+  if (e.kind != Expr::kLoad || element_size(p.buffers[e.buffer].dtype) * V > 16 || !vector_access(e.index, v, V)) return false;
+  for (const auto& ind : e.indirect)
+    if (ind.stride % V != 0 || expr_uses_var(ind.value, v)) return false;
+  return true;
+}
+
 // ---- expressions ---------------------------------------------------------------------------
 
 // Emits statements computing an expression; identical nodes (by identity) are computed once.
@@ -178,6 +200,17 @@ class ExprEmitter {
       : p_(p), out_(out), indent_(std::move(indent)), next_(counter) {}
   std::map<const Expr*, std::string> vec_loads;
   std::string lane;
+  // The element index of a load: its index, plus each tensor-valued index (emitted first) times
+  // its stride, checked against its bound.
+  std::string address(const Expr& e) {
+    std::string idx = e.index.to_string();
+    for (const auto& ind : e.indirect) {
+      std::string v = emit(ind.value);
+      idx = "(" + idx + ") + " + std::to_string(ind.stride) + "ll * kiln::checked_index(static_cast<long long>(" + v + "), " +
+            std::to_string(ind.bound) + "ll)";
+    }
+    return idx;
+  }
   std::string emit(const ExprPtr& e) {
     auto it = memo_.find(e.get());
     if (it != memo_.end()) return it->second;
@@ -198,13 +231,7 @@ class ExprEmitter {
       case Expr::kLoad: {
         const DType bt = p_.buffers[e->buffer].dtype;
         if (auto v = vec_loads.find(e.get()); v != vec_loads.end()) return from_storage(bt, v->second + ".v[" + lane + "]");
-        std::string idx = e->index.to_string();
-        for (const auto& ind : e->indirect) {
-          std::string v = emit(ind.value);
-          idx = "(" + idx + ") + " + std::to_string(ind.stride) + "ll * kiln::checked_index(static_cast<long long>(" + v + "), " +
-                std::to_string(ind.bound) + "ll, kiln_err)";
-        }
-        return from_storage(bt, "b" + std::to_string(e->buffer) + "[" + idx + "]");
+        return from_storage(bt, "b" + std::to_string(e->buffer) + "[" + address(*e) + "]");
       }
       case Expr::kCast: {
         std::string a = emit(e->args[0]);
@@ -257,6 +284,9 @@ struct ElementWork {
   // processed (the element's lane within it), and the returned string is then the value to put
   // into the vector store (empty: nothing to store by vector).
   std::function<std::string(ExprEmitter&, StrBuilder&, const std::string& ind, bool vector_store)> body;
+  // Optional, around the unrolled element loop of a vector group of V (the body then runs with
+  // the emitter's lane set): what goes before it and after it.
+  std::function<void(StrBuilder&, const std::string& ind, int V)> before_group, after_group;
 };
 
 class KernelWriter {
@@ -424,7 +454,18 @@ class KernelWriter {
   struct CachedLoad {
     std::string name;        // the register array, one Vec per group of the thread
     const Stage* first = nullptr;  // the stage that loads it
+    // Prefetched: loaded at the kernel's start (emit_prefetch), not by a stage.
+    bool prefetched = false;
+    const Stage* stage = nullptr;  // a stage that reads it (its loop defines the index's variables)
+    const Expr* load = nullptr;
+    int V = 1, G = 0;
   };
+  // A launch of at most this many blocks leaves most of the GPU idle (batch-1 decoding: 32 rows of
+  // a layer norm are 4 blocks): its time is latency, not bandwidth, and registers cost nothing.
+  // There the loads that are the same for every row (a layer norm's weight and bias), which the
+  // later stages read after the row's reduction, are issued at the kernel's start with the row's
+  // own loads instead of after the reduction: one memory round trip rather than two.
+  static constexpr unsigned kLatencyBoundGrid = 128;
   static constexpr int kMaxCacheGroups = 8;      // groups per thread
   static constexpr int kMaxCacheBytes = 256;     // registers per thread spent on cached rows
 
@@ -447,11 +488,15 @@ class KernelWriter {
   }
   // Which loads to cache; declares their register arrays.
   void plan_row_cache(StrBuilder& b) {
+    const bool latency_bound = launch_.grid <= kLatencyBoundGrid;
+    std::map<std::string, std::tuple<const Stage*, const Expr*, int, int>> invariant;
+    std::vector<std::string> invariant_order;
     std::set<int> written;
     for (const Stage& s : k_.stages)
       for (int w : stage_outputs(s)) written.insert(w);
     std::map<std::string, int> stages_using;
     std::map<std::string, const Expr*> example;
+    std::map<std::string, const Stage*> example_stage;
     std::vector<std::string> order;
     for (const Stage& s : k_.stages) {
       const int end = n_outer_ + static_cast<int>(s.inner_sizes.size());
@@ -466,11 +511,19 @@ class KernelWriter {
         // registers spent on them cost occupancy (pointwise_ln on an H100: 0.19 ms cached, 0.15 not).
         bool per_row = false;
         for (int v = 0; v < n_outer_; ++v) per_row = per_row || e.index.uses_var(v);
-        if (!per_row) return;
+        if (!per_row) {
+          if (latency_bound) {
+            std::string key = load_key(s, e, V, G);
+            if (!invariant.count(key)) invariant_order.push_back(key);
+            invariant.emplace(key, std::make_tuple(&s, &e, V, G));
+          }
+          return;
+        }
         std::string key = load_key(s, e, V, G);
         if (keys.insert(key).second && !stages_using.count(key)) {
           order.push_back(key);
           example[key] = &e;
+          example_stage[key] = &s;
         }
       });
       for (const std::string& k : keys) ++stages_using[k];
@@ -486,8 +539,54 @@ class KernelWriter {
       bytes += size;
       CachedLoad c;
       c.name = "rc" + std::to_string(cache_.size());
+      // Loaded at the kernel's start, every group at once: loaded by the group loop instead, a
+      // group's loads waited for the previous group's fold (a branch the compiler does not
+      // move loads across), one memory round trip per group.
+      c.prefetched = true;
+      c.stage = example_stage[key];
+      c.load = &e;
+      c.V = V;
+      c.G = G;
       b << "  kiln::Vec<" << cuda_ctype(p_.buffers[e.buffer].dtype) << ", " << V << "> " << c.name << "[" << G << "];  // row cache\n";
       cache_[key] = c;
+    }
+    for (const std::string& key : invariant_order) {
+      if (cache_.count(key)) continue;
+      auto [st, e, V, G] = invariant.at(key);
+      const int size = static_cast<int>(element_size(p_.buffers[e->buffer].dtype)) * V * G;
+      if (bytes + size > kMaxCacheBytes) continue;
+      bytes += size;
+      CachedLoad c;
+      c.name = "rc" + std::to_string(cache_.size());
+      c.prefetched = true;
+      c.stage = st;
+      c.load = e;
+      c.V = V;
+      c.G = G;
+      b << "  kiln::Vec<" << cuda_ctype(p_.buffers[e->buffer].dtype) << ", " << V << "> " << c.name << "[" << G << "];  // prefetched\n";
+      cache_[key] = c;
+    }
+    emit_prefetch(b);
+  }
+  // The prefetched loads, group by group, as the reading stage's unrolled loop addresses them.
+  void emit_prefetch(StrBuilder& b) {
+    for (const auto& [key, c] : cache_) {
+      if (!c.prefetched) continue;
+      const Stage& s = *c.stage;
+      const int end_var = n_outer_ + static_cast<int>(s.inner_sizes.size());
+      const int64_t last = s.inner_sizes.back();
+      const int64_t groups_per_row = last / c.V;
+      const int64_t groups = product(s.inner_sizes) / c.V;
+      for (int j = 0; j < c.G; ++j) {
+        b << "  {\n    const " << IT_ << " g = " << lane_ << " + " << j * width_ << ";\n";
+        const bool guard = (j + 1) * static_cast<int64_t>(width_) > groups;
+        b << "    " << (guard ? "if (g < " + std::to_string(groups) + ") {" : "{") << "\n";
+        if (end_var - 1 > n_outer_) define_vars(b, "      ", "g / " + std::to_string(groups_per_row), n_outer_, end_var - 1, &s);
+        b << "      const " << IT_ << " x" << end_var - 1 << " = (g % " << groups_per_row << ") * " << c.V << ";\n";
+        b << "      " << c.name << "[" << j << "] = kiln::load_vec<" << c.V << ">(b" << c.load->buffer << " + (" << c.load->index.to_string()
+          << "));\n";
+        b << "    }\n  }\n";
+      }
     }
   }
   std::map<std::string, CachedLoad> cache_;
@@ -522,8 +621,7 @@ class KernelWriter {
       if (s.kind == Stage::kPointwise && !store_ok) continue;
       if (store_ok) bufs.insert(s.out_buffer);
       for_each_node(s.value, [&](const Expr& e) {
-        if (e.kind == Expr::kLoad && e.indirect.empty() && element_size(p_.buffers[e.buffer].dtype) * V <= 16 && vector_access(e.index, v, V))
-          bufs.insert(e.buffer);
+        if (vector_load(p_, e, v, V)) bufs.insert(e.buffer);
       });
       if (bufs.empty() || (s.kind == Stage::kReduction && bufs.size() == (store_ok ? 1u : 0u))) continue;
       if (extent < V) continue;
@@ -619,14 +717,18 @@ class KernelWriter {
     std::set<std::string> seen_loads;
     StrBuilder loads;
     std::map<std::string, std::string> load_names;
+    // Tensor-valued indices of vector loads are computed in the load block (at lane 0 of the group).
+    ExprEmitter lem(p_, loads, vin + "  ", counter_);
     for_each_node(s.value, [&](const Expr& e) {
-      if (e.kind != Expr::kLoad || !e.indirect.empty() || !aligned_.count(e.buffer)) return;
-      if (element_size(p_.buffers[e.buffer].dtype) * V > 16 || !vector_access(e.index, v, V)) return;
+      if (e.kind != Expr::kLoad || !aligned_.count(e.buffer) || !vector_load(p_, e, v, V)) return;
       std::string key = "b" + std::to_string(e.buffer) + " + (" + e.index.to_string() + ")";
-      if (j >= 0) {
+      if (!e.indirect.empty()) {
+        key = "b" + std::to_string(e.buffer) + " + (" + lem.address(e) + ")";
+      }
+      if (j >= 0 && e.indirect.empty()) {
         if (auto c = cache_.find(load_key(s, e, V, G)); c != cache_.end()) {
           const std::string slot = c->second.name + "[" + std::to_string(j) + "]";
-          if ((!c->second.first || c->second.first == &s) && !load_names.count(key))
+          if (!c->second.prefetched && (!c->second.first || c->second.first == &s) && !load_names.count(key))
             loads << vin << "  " << slot << " = kiln::load_vec<" << V << ">(" << key << ");\n";
           load_names.emplace(key, slot);
           em.vec_loads[&e] = slot;
@@ -642,16 +744,18 @@ class KernelWriter {
       }
       em.vec_loads[&e] = it->second;
     });
-    if (!load_names.empty()) b << vin << "{\n" << vin << "  const " << IT_ << " " << xv << " = base;\n" << loads.str() << vin << "}\n";
+    if (!loads.str().empty()) b << vin << "{\n" << vin << "  const " << IT_ << " " << xv << " = base;\n" << loads.str() << vin << "}\n";
     const bool vstore = s.kind == Stage::kPointwise && aligned_.count(s.out_buffer) &&
                         element_size(p_.buffers[s.out_buffer].dtype) * V <= 16 && vector_access(s.out_index, v, V);
     const std::string ctype = s.out_buffer >= 0 ? cuda_ctype(p_.buffers[s.out_buffer].dtype) : "";
     if (vstore) b << vin << "kiln::Vec<" << ctype << ", " << V << "> vs;\n";
+    if (work.before_group) work.before_group(b, vin, V);
     b << vin << "#pragma unroll\n" << vin << "for (int k = 0; k < " << V << "; ++k) {\n";
     b << vin << "  const " << IT_ << " " << xv << " = base + k;\n";
     std::string val = work.body(em, b, vin + "  ", vstore);
     if (vstore) b << vin << "  vs.v[k] = " << to_storage(p_.buffers[s.out_buffer].dtype, val) << ";\n";
     b << vin << "}\n";
+    if (work.after_group) work.after_group(b, vin, V);
     if (vstore) {
       b << vin << "{\n" << vin << "  const " << IT_ << " " << xv << " = base;\n";
       b << vin << "  kiln::store_vec<" << V << ">(b" << s.out_buffer << " + (" << s.out_index.to_string() << "), vs);\n" << vin << "}\n";
@@ -690,11 +794,18 @@ class KernelWriter {
     w.body = [&, welford, arg, position](ExprEmitter& em, StrBuilder& out, const std::string& ind, bool) {
       std::string v = em.emit(s.value);
       if (s.out_buffer >= 0) out << ind << store(p, s.out_buffer, s.out_index.to_string(), v) << "\n";
-      if (welford) out << ind << "kiln::welford_add(acc, " << v << ");\n";
+      // In a vector group the group's values are folded together after its loop (welford_group):
+      // one division per group rather than one per element, which chained through a row.
+      if (welford && !em.lane.empty()) out << ind << "wv[" << em.lane << "] = " << v << ";\n";
+      else if (welford) out << ind << "kiln::welford_add(acc, " << v << ");\n";
       else if (arg) out << ind << "acc = kiln::arg_combine<" << max_flag << ">(acc, " << state << "{" << v << ", " << position << "});\n";
       else out << ind << "acc = " << spell(info(op).combine, "acc", v) << ";\n";
       return std::string();
     };
+    if (welford) {
+      w.before_group = [T](StrBuilder& out, const std::string& ind, int V) { out << ind << T << " wv[" << V << "];\n"; };
+      w.after_group = [](StrBuilder& out, const std::string& ind, int) { out << ind << "kiln::welford_group(acc, wv);\n"; };
+    }
     const int V = stage_vector_width(s, n_outer_, n_outer_ + static_cast<int>(s.inner_sizes.size()));
     if (s.inner_sizes.empty()) {
       b << "    if (" << lane_ << " == 0) {\n";

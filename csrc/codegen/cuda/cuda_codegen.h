@@ -17,9 +17,10 @@
 //    row's result, which later stages read. mean/var use Welford states; argmax keeps the first
 //    position of the best value, as eager does.
 // Index math is 32-bit where every index and loop space of the kernel fits (else 64-bit).
-// fp16/bf16 are storage types; arithmetic runs in float. A kernel that meets an out-of-range
-// indirect index or an integer division by zero sets the run's error flag (its last parameter),
-// exactly as the CPU kernels do.
+// fp16/bf16 are storage types; arithmetic runs in float. An out-of-range indirect index is a
+// device-side assertion, as in ATen's CUDA kernels (no host synchronization per call); an integer
+// division by a zero divisor sets the run's error flag (the kernel's last parameter), which the
+// runtime reads after the graph to rerun that call eagerly (eager's values).
 //
 // A vectorized kernel also gets a scalar twin (`<name>_scalar`), launched when a vectorized
 // buffer's address is not 16-byte aligned at run time (a view with an odd storage offset).
@@ -58,7 +59,7 @@ struct CudaKernel {
   std::vector<int> aligned;      // buffers that must be 16-byte aligned for the vector kernel
   std::string scalar_name;       // the scalar twin (when vector_width > 1)
   CudaLaunch scalar_launch;
-  bool checks = false;           // may set the error flag
+  bool checks = false;           // may set the error flag (an integer division by a non-constant divisor)
   std::string config;            // "default", or the alternative's configuration (config_string)
   // With autotuning: the same kernel under other configurations, named <name>_t1, _t2, ...
   // (each with its own scalar twin), in the same module; launches may use any of them.

@@ -28,9 +28,21 @@ template <class T> KILN_DEV bool isinf(T x) { return x == x && (x - x) != (x - x
 #undef KILN_MATH1
 #undef KILN_MATH2
 
-// The run's error flag: 1 = an index out of range, 2 = an integer division by zero. The first
-// code stays (the runtime reads the flag after the graph's kernels and re-runs eagerly).
+// The run's error flag: 2 = an integer division by zero. The first code stays (the runtime reads
+// the flag after the graph's kernels and re-runs eagerly: eager's CUDA kernels divide by zero
+// without an error, and the rerun gives their values).
 KILN_DEV void fail(int* err, int code) { atomicCAS(err, 0, code); }
+// An out-of-range indirect index is a device-side assertion, as in ATen's CUDA kernels (an
+// embedding or gather with a bad index): the launch fails with "device-side assert triggered",
+// reported by the next synchronizing call, and the context is unusable afterwards, as in eager.
+// No flag, so no host synchronization per call. `__assertfail` is CUDA's device assert hook.
+// CUDA's own headers declare the hook: NVRTC's (__assertfail, behind its `assert`) and nvcc's
+// (glibc's __assert_fail, which the golden tests compile with).
+#ifdef __CUDACC_RTC__
+#define KILN_DEVICE_ASSERT_FAIL(msg) __assertfail(msg, "kiln generated kernel", 0, "kiln::checked_index", sizeof(char))
+#else
+#define KILN_DEVICE_ASSERT_FAIL(msg) __assert_fail(msg, "kiln generated kernel", 0, "kiln::checked_index")
+#endif
 
 // Storage types of 16-bit floats: bits only; values are computed in float.
 struct alignas(2) bf16 { unsigned short bits; };
@@ -145,8 +157,11 @@ template <class T> KILN_DEV T powv(T a, T b) {
     return m::pow(a, b);
   }
 }
-KILN_DEV long long checked_index(long long i, long long bound, int* err) {
-  if (i < 0 || i >= bound) { fail(err, 1); return 0; }
+KILN_DEV long long checked_index(long long i, long long bound) {
+  if (i < 0 || i >= bound) {
+    KILN_DEVICE_ASSERT_FAIL("index out of range (kiln: an indirect index outside [0, size))");
+    return 0;
+  }
   return i;
 }
 
@@ -181,7 +196,21 @@ template <class T> KILN_DEV WelfordState<T> welford_combine(WelfordState<T> a, W
   if (a.n == 0) return b;
   T n = a.n + b.n;
   T d = b.mean - a.mean;
-  return {n, a.mean + d * (b.n / n), a.m2 + b.m2 + d * d * (a.n * b.n / n)};
+  T w = b.n / n;  // one division
+  return {n, a.mean + d * w, a.m2 + b.m2 + d * d * (a.n * w)};
+}
+// The V values of a vector group (V = 2, 4 or 8) folded into a state: their mean and the sum of
+// squared deviations from it, two passes over registers, then one combine (per-element Welford
+// steps divide once per element, a chain through the whole row).
+template <class T, int V> KILN_DEV void welford_group(WelfordState<T>& s, const T (&x)[V]) {
+  T sum = x[0];
+#pragma unroll
+  for (int k = 1; k < V; ++k) sum += x[k];
+  const T mean = sum * (T(1) / T(V));
+  T m2 = T(0);
+#pragma unroll
+  for (int k = 0; k < V; ++k) m2 += (x[k] - mean) * (x[k] - mean);
+  s = welford_combine(s, WelfordState<T>{T(V), mean, m2});
 }
 // argmax/argmin: NaN beats every number; ties and NaNs keep the smallest position (eager's rule).
 template <bool kMax, class T> KILN_DEV ArgState<T> arg_combine(ArgState<T> a, ArgState<T> b) {
@@ -210,3 +239,15 @@ template <class T, class F> KILN_DEV T block_allreduce(T v, F combine, T* smem) 
 }
 }  // namespace kiln
 #define KILN_KERNEL extern "C" __global__
+
+// Autotuning's timer aid (runtime/cuda_kernels.cpp): one thread waits `ns` nanoseconds of the
+// GPU's global timer, so that the launches queued behind it are all queued before the GPU reaches
+// them and the events around them time the kernels, not the host's launch rate.
+KILN_KERNEL void kiln_spin(long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (static_cast<long long>(t - t0) < ns);
+}

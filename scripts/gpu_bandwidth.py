@@ -1,0 +1,78 @@
+"""Achieved memory bandwidth of the memory-bound bench cases on a GPU: the fewest bytes a case must
+move (each input read once, each output written once) over its kernels' device time per call
+(torch.profiler, kernels only, no launch gaps), beside the device's own ceiling measured here (a
+256 MB device-to-device copy, bytes read plus written). kiln beside torch.compile.
+
+    python3 scripts/gpu_bandwidth.py [case ...]   (default: pointwise_ln softmax)"""
+import os
+import statistics
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+for p in (os.path.join(ROOT, "..", "shared", "bench"), os.path.join(ROOT, "shared", "bench")):
+    if os.path.isdir(p):
+        sys.path.insert(0, p)
+sys.path.insert(0, ROOT)
+
+import kiln  # noqa: E402
+from suite import CASES  # noqa: E402
+
+
+def copy_ceiling():
+    x = torch.randn(64 << 20, device="cuda")
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    ts = []
+    for _ in range(20):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        y.copy_(x)
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e))
+    ms = statistics.median(ts)
+    return 2 * x.numel() * 4 / ms / 1e9  # TB/s
+
+
+def kernel_us(fn, args, iters=20):
+    with torch.no_grad():
+        for _ in range(3):
+            fn(*args)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(iters):
+                fn(*args)
+            torch.cuda.synchronize()
+    rows = [(e.key, e.device_time_total / iters) for e in prof.key_averages() if e.device_time_total > 0]
+    return sum(us for _, us in rows), rows
+
+
+def main():
+    cases = sys.argv[1:] or ["pointwise_ln", "softmax"]
+    name = torch.cuda.get_device_name()
+    ceiling = copy_ceiling()
+    print(f"{name}: 256 MB copy {ceiling:.2f} TB/s (read + write)")
+    print("case | compiler | bytes MB | kernel us per call | TB/s | % of copy ceiling | kernels")
+    for case in cases:
+        torch.manual_seed(0)
+        model, args, _ = CASES[case]("cuda")
+        args = args if isinstance(args, tuple) else tuple(args)[0]
+        with torch.no_grad():
+            out = model(*args)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        nbytes = sum(t.numel() * t.element_size() for t in list(args) + list(outs) if isinstance(t, torch.Tensor))
+        nbytes += sum(p.numel() * p.element_size() for p in model.parameters())
+        for comp, fn in (("kiln", kiln.compile(model)), ("inductor", torch.compile(model))):
+            us, rows = kernel_us(fn, args)
+            tbs = nbytes / (us * 1e-6) / 1e12
+            print(f"{case} | {comp} | {nbytes / 1e6:.1f} | {us:.1f} | {tbs:.2f} | {100 * tbs / ceiling:.0f}% | "
+                  + "; ".join(f"{k[:40]} {v:.1f}" for k, v in rows))
+
+
+if __name__ == "__main__":
+    main()
