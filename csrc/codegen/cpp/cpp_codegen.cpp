@@ -24,7 +24,8 @@ std::string prefix_header() {
 std::string compile_flags() {
   // -fno-trapping-math lets loops with selects vectorize (softmax is 7x slower without it); it
   // also lets GCC fold float -> integer -> float into trunc(), see kiln::int_to_float.
-  std::string f = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -std=c++17 -fPIC -fvisibility=hidden -w";
+  // -ffp-contract=off: a * b + c rounds twice, as in eager (see kiln::madd in the prefix header).
+  std::string f = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -ffp-contract=off -std=c++17 -fPIC -fvisibility=hidden -w";
 #ifdef KILN_SANITIZE_KERNELS
   // A sanitized kiln checks its kernels too: they load into the same instrumented process.
   f += " -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined";

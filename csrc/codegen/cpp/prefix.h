@@ -28,6 +28,17 @@ namespace kiln {
 // A kernel that meets an out-of-range index (1) or an integer division by zero (2) records it
 // in the calling run's own flag (the last entry of its buffer table), so concurrent runs of one
 // graph never see each other's errors.
+// Generated code compiles with -ffp-contract=off, so each a * b + c rounds twice, as eager's
+// operators do (a value computed again in another loop, x - max(x) in softmax, is then equal to
+// eager's bit for bit). The polynomials below ask for their fused multiply-adds explicitly, as
+// ATen's vectorized math does.
+static inline float madd(float a, float b, float c) {
+#if defined(__FMA__) || defined(__aarch64__)
+  return __builtin_fmaf(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
 static inline void fail(int* err, int code) { __atomic_store_n(err, code, __ATOMIC_RELAXED); }
 struct bf16 { uint16_t bits; };
 static inline float to_float(bf16 v) { uint32_t u = static_cast<uint32_t>(v.bits) << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }
@@ -73,7 +84,7 @@ static inline float exp(float x) {
   float hr = 0.5f * r;
   float b = __builtin_fmaf(hr, r, a);
   float e2 = __builtin_fmaf(hr, r, a - b);
-  float q = (((0x1.9dd556p-13f * r + 0x1.6d4eccp-10f) * r + 0x1.111334p-7f) * r + 0x1.5554e6p-5f) * r + 0x1.555554p-3f;
+  float q = __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(0x1.9dd556p-13f, r, 0x1.6d4eccp-10f), r, 0x1.111334p-7f), r, 0x1.5554e6p-5f), r, 0x1.555554p-3f);
   float t = __builtin_fmaf(r * r * r, q, e1 + e2);
   float y = b + __builtin_fmaf(d, (b - c) + t, t);
   // Times 2^n through the exponent bits; on the subnormal path one less, which takes 2^-126 off:
@@ -116,16 +127,16 @@ static inline double exp(double x) { return m::exp(x); }
 static inline float exp_vec(float x) {
   // NaN is reduced as 0 (the result is x itself): converting it to an int is undefined.
   float c = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : (x != x ? 0.0f : x));
-  float n = m::floor(c * 1.44269504088896341f + 0.5f);
-  float r = c - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
+  float n = m::floor(madd(c, 1.44269504088896341f, 0.5f));
+  float r = madd(n, -0.693359375f, c);
+  r = madd(n, 2.12194440e-4f, r);
   float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  p = madd(p, r, 1.3981999507e-3f);
+  p = madd(p, r, 8.3334519073e-3f);
+  p = madd(p, r, 4.1665795894e-2f);
+  p = madd(p, r, 1.6666665459e-1f);
+  p = madd(p, r, 5.0000001201e-1f);
+  p = madd(p * r, r, r) + 1.0f;
   int32_t e = static_cast<int32_t>(n);
   int32_t e1 = e >> 1, e2 = e - e1;
   // Shifted as unsigned: a biased exponent below 0 (an input far below -87) is a negative int.
@@ -140,13 +151,13 @@ static inline double exp_vec(double x) { return m::exp(x); }
 static inline float tanh(float x) {
   float x2 = x * x;
   float p = 0.0014558343870513183f;  // odd Taylor series of tanh up to x^15
-  p = p * x2 - 0.0035921280365724811f;
-  p = p * x2 + 0.0088632355299021965f;
-  p = p * x2 - 0.021869488536155203f;
-  p = p * x2 + 0.053968253968253968f;
-  p = p * x2 - 0.13333333333333333f;
-  p = p * x2 + 0.33333333333333333f;
-  float small = x - x * x2 * p;
+  p = madd(p, x2, -0.0035921280365724811f);
+  p = madd(p, x2, 0.0088632355299021965f);
+  p = madd(p, x2, -0.021869488536155203f);
+  p = madd(p, x2, 0.053968253968253968f);
+  p = madd(p, x2, -0.13333333333333333f);
+  p = madd(p, x2, 0.33333333333333333f);
+  float small = madd(-(x * x2), p, x);
   float big = 1.0f - 2.0f / (kiln::exp(2.0f * x) + 1.0f);
   return (x < 0.55f && x > -0.55f) ? small : big;
 }
@@ -154,7 +165,8 @@ static inline double tanh(double x) { return m::tanh(x); }
 static inline float erf_gelu(float x) {  // |error| < 1.5e-7 (Abramowitz & Stegun 7.1.26)
   float a = x < 0 ? -x : x;
   float t = 1.0f / (1.0f + 0.3275911f * a);
-  float y = 1.0f - (((((1.061405429f * t - 1.453152027f) * t) + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t * kiln::exp_vec(-a * a);
+  float q = madd(madd(madd(madd(1.061405429f, t, -1.453152027f), t, 1.421413741f), t, -0.284496736f), t, 0.254829592f);
+  float y = madd(-(q * t), kiln::exp_vec(-a * a), 1.0f);
   return x < 0 ? -y : y;
 }
 static inline double erf_gelu(double x) { return m::erf(x); }
