@@ -8,7 +8,11 @@ writes them. Layout, one folder per captured frame (resume functions are frames 
     <dir>/manifest.json                the same, machine-readable: function, entry, files, stages
     <dir>/<NNN>_<function>/
         frame.txt                      the frame's code: kiln's own (a resume function) or the user's, disassembled
-        frame.py                       the same code decompiled to Python (kiln.decompile), or why it could not be
+        frame.py                       the same code decompiled to Python (kiln.decompile), each line ending with
+                                       the user's file:line its bytecode came from; or why it could not be decompiled
+        transformed.py                 what kiln runs in place of that code when the entry's guards pass, as Python:
+                                       the graph's inputs fetched, the graph called, the result and side effects
+                                       built; at a graph break the instruction run eagerly and the resume function called
         graph.py                       the captured graph (torch.fx-style Python, user file:line per op)
         graph_module.py                the same graph as the code torch.fx runs: with a dump on, the graph's
                                        frames point at this file, so a debugger's breakpoints there are hit
@@ -16,7 +20,9 @@ writes them. Layout, one folder per captured frame (resume functions are frames 
         guards.txt                     the guards, as readable code
         reasons.md                     why this entry exists: recompile reason, graph break and its stack
         aten_graph[_k].txt             the ATen graph the code generator traced (per size specialisation k)
-        loop_ir[_k].txt                the loop IR after fusion, scheduling and memory planning
+        loop_ir_unfused[_k].txt        the loop IR before fusion: every ATen op's value its own kernel
+        loop_ir[_k].txt                the loop IR after fusion, scheduling and memory planning: kernels,
+                                       extern ATen calls and the order the wrapper (CompiledGraph) runs them in
                                        (forward and backward for training graphs)
         kernels[_k].cpp                the generated C++ kernels
         codegen[_k].json               build status and time per stage
@@ -111,13 +117,84 @@ def steppable(gm, folder: str):
 
 
 def _decompiled(code) -> str:
-    """The frame's code as Python source (kiln.decompile), or why it could not be decompiled."""
+    """The frame's code as Python source (kiln.decompile), or why it could not be decompiled; each
+    line that runs code ends with the user's file:line it came from (see annotate_lines)."""
     from ._decompile import decompile
-    head = f"# {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}), decompiled from its bytecode by kiln.decompile\n"
+    head = (f"# {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}), decompiled from its bytecode by kiln.decompile;\n"
+            f"# each line ends with the line of {os.path.basename(code.co_filename)} its bytecode came from\n")
     try:
-        return head + decompile(code)
+        src = decompile(code)
     except Exception as e:  # noqa: BLE001 - a construct the decompiler does not rebuild: say so, never guess
         return head + f"# not decompiled: {type(e).__name__}: {e}\n# (frame.txt has the bytecode)\n"
+    return head + annotate_lines(code, src)
+
+
+def _instructions(code):
+    """(key, line) per instruction of `code`; the key ignores what compiling the same source at other
+    line numbers changes (caches, jump offsets), so two compilations of one function line up."""
+    out = []
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("CACHE", "EXTENDED_ARG", "NOP", "RESUME"):
+            continue
+        arg = ins.argval if ins.opcode not in dis.hasjrel and ins.opcode not in dis.hasjabs else None
+        if hasattr(arg, "co_name"):
+            arg = ("code", arg.co_name)
+        try:
+            hash(arg)
+        except TypeError:
+            arg = repr(arg)
+        out.append(((ins.opname, arg), ins.positions.lineno if ins.positions else None))
+    return out
+
+
+def _line_map(original, recompiled, found: dict) -> None:
+    """Adds recompiled line -> original line for the instructions the two codes share (nested code
+    objects paired by name, in order)."""
+    import difflib
+    a, b = _instructions(recompiled), _instructions(original)
+    matcher = difflib.SequenceMatcher(None, [k for k, _ in a], [k for k, _ in b], autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            ra, ob = a[block.a + k][1], b[block.b + k][1]
+            if ra is not None and (not found.get(ra)):  # 0: only code of kiln's own (no user line)
+                found[ra] = ob or 0
+    nested = {}
+    for c in original.co_consts:
+        if hasattr(c, "co_code"):
+            nested.setdefault(c.co_name, []).append(c)
+    for c in recompiled.co_consts:
+        if hasattr(c, "co_code") and nested.get(c.co_name):
+            _line_map(nested[c.co_name].pop(0), c, found)
+
+
+def annotate_lines(code, src: str) -> str:
+    """`src` (kiln.decompile(code)) with `  # file:line` after each line whose bytecode lines up with
+    an instruction of `code`: the decompiled source is compiled again and its instructions matched
+    with the original's. Lines that line up with nothing (else:, try:) stay as they are; on any
+    failure the source is returned unannotated."""
+    try:
+        import textwrap
+        lines = src.splitlines()
+        body, shift = src, 0
+        if code.co_freevars:  # a closure compiles inside a function that binds its free variables
+            body = "def __kiln_make(" + ", ".join(code.co_freevars) + "):\n" + textwrap.indent(src, "    ")
+            shift = 1
+        top = compile(body, "<decompiled>", "exec", dont_inherit=True)
+        if shift:
+            top = next(c for c in top.co_consts if hasattr(c, "co_code"))
+        recompiled = next(c for c in top.co_consts if hasattr(c, "co_code"))
+        found: dict[int, int] = {}
+        _line_map(code, recompiled, found)
+        if code.co_firstlineno:
+            found.setdefault(1 + shift, code.co_firstlineno)
+        name = code.co_filename
+        for i in range(len(lines)):
+            user = found.get(i + 1 + shift)
+            if user is not None and lines[i].strip() and not lines[i].lstrip().startswith(("#", "@")):
+                lines[i] += f"  # {name}:{user}" if user else "  # kiln's own code (no user line)"
+        return "\n".join(lines) + "\n"
+    except Exception:  # noqa: BLE001 - annotations are a help; the source is right without them
+        return src
 
 
 def _disassemble(code) -> str:
@@ -150,6 +227,8 @@ def _record(debug_dir: str, facts: dict) -> str:
     files["frame.py"] = _write(path, "frame.py", _decompiled(code))
     if facts.get("graph"):
         files["graph.py"] = _write(path, "graph.py", facts["graph"])
+    if facts.get("transformed"):
+        files["transformed.py"] = _write(path, "transformed.py", facts["transformed"])
     if facts.get("guards"):
         files["guards.txt"] = _write(path, "guards.txt", facts["guards"])
     reasons = [f"# {function}\n"]
@@ -177,8 +256,8 @@ def _record(debug_dir: str, facts: dict) -> str:
     return path
 
 
-_STAGES = {"frame.txt": "bytecode", "frame.py": "decompiled source", "graph.py": "captured graph", "graph_module.py": "graph as torch.fx runs it", "guards.txt": "guards",
-           "reasons.md": "reasons", "aten_graph": "aten graph", "loop_ir": "loop ir", "kernels": "kernels", "codegen": "build"}
+_STAGES = {"frame.txt": "bytecode", "frame.py": "decompiled source", "transformed.py": "transformed code", "graph.py": "captured graph", "graph_module.py": "graph as torch.fx runs it", "guards.txt": "guards",
+           "reasons.md": "reasons", "aten_graph": "aten graph", "loop_ir_unfused": "loop ir before fusion", "loop_ir": "loop ir", "kernels": "kernels", "codegen": "build"}
 
 
 def record_codegen(path: str, g) -> None:
@@ -191,6 +270,9 @@ def record_codegen(path: str, g) -> None:
             if g.graph_text:
                 written.append((_write(path, f"aten_graph{suffix}.txt", g.graph_text), "aten graph"))
             if g.program_text:
+                unfused = g.unfused_program_text
+                if unfused:
+                    written.append((_write(path, f"loop_ir_unfused{suffix}.txt", unfused), "loop ir before fusion"))
                 written.append((_write(path, f"loop_ir{suffix}.txt", g.program_text), "loop ir"))
             if g.source:
                 written.append((_write(path, f"kernels{suffix}.cpp", g.source), "kernels"))

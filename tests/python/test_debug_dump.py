@@ -63,6 +63,35 @@ def test_dump_has_every_stage_and_an_index(tmp_path, capsys):
             found += 1
     assert found >= 3
     assert "kernel" in open(os.path.join(first, "kernels.cpp")).read()
+    # The loop IR before fusion has one kernel per pointwise op; after fusion relu*2 is one kernel.
+    unfused = open(os.path.join(first, "loop_ir_unfused.txt")).read()
+    fused = open(os.path.join(first, "loop_ir.txt")).read()
+    assert unfused.count("kernel kernel") == 2 and fused.count("kernel kernel") == 1, (unfused, fused)
+    assert "loop ir before fusion" in {f["stage"] for f in manifest[0]["files"]}
+
+    # frame.py: the user's code decompiled, each statement ending with the user line it came from.
+    here = {line.strip(): i + 1 for i, line in enumerate(lines)}
+    for folder in (first, os.path.join(d, manifest[1]["folder"])):
+        frame = open(os.path.join(folder, "frame.py")).read()
+        ast.parse(frame)
+        annotated = re.findall(r"^    (.*?)  # (\S+):(\d+)$", frame, re.M)
+        assert len(annotated) >= 2, frame
+        for stmt, path, line in annotated:
+            if not stmt.startswith(("__kiln_stack", "del ")):
+                assert path == THIS and lines[int(line) - 1].strip() == stmt.replace("'", '"'), (stmt, path, line, frame)
+    print_line = here['print("a graph break")']
+    assert f"print('a graph break')  # {THIS}:{print_line}" in open(os.path.join(first, "frame.py")).read()
+
+    # transformed.py: what kiln runs instead of the frame, as Python: the graph, the break's call
+    # run eagerly, the resume function it continues in.
+    transformed = open(os.path.join(first, "transformed.py")).read()
+    ast.parse(transformed)
+    assert "__graph_out = __graph(x, w)" in transformed
+    assert re.search(r"__result = print\('a graph break'\)  # .*test_debug_dump.py:\d+: the graph break", transformed), transformed
+    resume = re.search(r"return (broken\.__resume_at_\d+)\(x, w, __graph_out\[0\], __result\)", transformed)
+    assert resume, transformed
+    assert manifest[1]["qualname"] == resume.group(1)
+    assert "return __graph_out[0]" in open(os.path.join(d, manifest[1]["folder"], "transformed.py")).read()
 
 
 def test_training_graph_dump_has_forward_and_backward(tmp_path):
@@ -74,6 +103,38 @@ def test_training_graph_dump_has_forward_and_backward(tmp_path):
     manifest = json.load(open(os.path.join(d, "manifest.json")))["entries"]
     loop_ir = open(os.path.join(d, manifest[0]["folder"], "loop_ir.txt")).read()
     assert "# forward" in loop_ir and "# backward" in loop_ir
+    unfused = open(os.path.join(d, manifest[0]["folder"], "loop_ir_unfused.txt")).read()
+    assert "# forward" in unfused and "# backward" in unfused
+    assert unfused.count("kernel kernel") > loop_ir.count("kernel kernel")
+
+
+class _Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.calls = 0
+
+    def forward(self, x, d):
+        self.calls = self.calls + 1
+        y = self.fc(x)
+        d["y"] = y.sum()
+        if y.sum() > 0:  # a branch on a tensor: a graph break
+            return y * 2
+        return y - 1
+
+
+def test_transformed_code_shows_side_effects_and_branch_breaks(tmp_path):
+    m = _Counter()
+    c = kiln.compile(m, options={"debug_dir": str(tmp_path)})
+    x, d = torch.randn(2, 4), {}
+    assert_same(c(x, d), _Counter.forward(m, x, {}))
+    manifest = json.loads((tmp_path / "manifest.json").read_text())["entries"]
+    text = (tmp_path / manifest[0]["folder"] / "transformed.py").read_text()
+    ast.parse(text)
+    assert "__graph(x, self.fc.weight, self.fc.bias)" in text, text
+    assert "self.calls = 1" in text and "d.clear(); d.update({'y': __graph_out[" in text, text
+    assert re.search(r"if (not )?__graph_out\[0\]:  # .*: the graph break, a branch", text), text
+    assert text.count("_Counter.forward.__resume_at_") == 2, text
 
 
 def test_no_dump_without_a_debug_dir(tmp_path, monkeypatch):
