@@ -751,3 +751,43 @@ def finally_with_branches(flag, d):
             else:
                 log.append("nf")
     return log
+# An if whose then-branch never falls through (raise, return, continue) has no jump over its else;
+# the inner if's end is threaded past the else block (3.11 and 3.12).
+@case(("a", None), ("a", 1), ("b", None), ("b", 1))
+def else_after_raising_then(mode, ac):
+    if mode in ("a", "c"):
+        if ac is not None:
+            raise ValueError("x")
+    else:
+        if ac is None:
+            ac = False
+    return mode, ac
+@case((1, 1), (1, 0), (0, 1), (0, 0))
+def else_after_returning_then(a, b):
+    r = 0
+    if a:
+        if b:
+            return "ab"
+    else:
+        r = 5
+    return r
+@case(([1, 2, 3, 0, 5],), ([],))
+def else_after_continue_then(xs):
+    out = []
+    for x in xs:
+        if x > 1:
+            if x == 3:
+                out.append("three")
+            continue
+        else:
+            out.append(x)
+        out.append(-x)
+    return out
+@case((None,), (1.0,), (float("inf"),))
+def assert_in_then_before_else(t):
+    if t is not None:
+        total = t
+        assert not math.isinf(total), "inf"
+    else:
+        total = 0
+    return total

@@ -117,6 +117,8 @@ class Decompiler {
   bool same_exit_block(int a, int b) const;
   bool is_cond_jump(int index) const;
   bool is_uncond_jump(int index) const;
+  // raise, return or a backward jump: the instruction never falls through to the next one
+  bool ends_flow(int index) const;
 
  private:
   int handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out, int stmt_start);

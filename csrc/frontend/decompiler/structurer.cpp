@@ -46,6 +46,12 @@ bool Decompiler::is_cond_jump(int index) const {
   return has(n, "POP_JUMP") && has(n, "_IF_");
 }
 
+bool Decompiler::ends_flow(int index) const {
+  const char* n = bc.at(index).name;
+  return !std::strcmp(n, "RAISE_VARARGS") || !std::strcmp(n, "RETURN_VALUE") || !std::strcmp(n, "RETURN_CONST") ||
+         !std::strcmp(n, "JUMP_BACKWARD");
+}
+
 bool Decompiler::is_uncond_jump(int index) const {
   const char* n = bc.at(index).name;
   return !std::strcmp(n, "JUMP_FORWARD") || !std::strcmp(n, "JUMP_BACKWARD") || !std::strcmp(n, "JUMP_BACKWARD_NO_INTERRUPT");
@@ -733,6 +739,11 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
       Stack s1 = st;
       int r = region(B, hi, sub, s1, s.body);
       if (r >= 0 && s1.size() != st.size()) fail("stack mismatch in if", i);
+      if (s.body.size() == 1 && s.body[0].kind == Stmt::Kind::Raise && s.body[0].e1 && s.body[0].e1->kind == ExKind::AssertError) {
+        ExP msg = s.body[0].e1->a;  // `assert E2` whose failing jump is threaded to the end of an enclosing block
+        out.push_back(line("assert " + wrap(negate(E), kPrecLambda + 1) + (msg ? ", " + wrap(msg, kPrecLambda + 1) : "")));
+        return hi;
+      }
       out.push_back(s);
       return hi;
     }
@@ -768,6 +779,33 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     int J = to_finally_end ? ctx.finally_end : bc.at(last).target;
     if (J > F && (J < hi || (J == hi && ctx.follow >= 0 && same_label(J, ctx.follow)))) { then_end = last; else_lo = F; else_end = J; join = J; }
     else if (J > hi && ctx.follow >= 0 && same_label(J, ctx.follow)) { then_end = last; else_lo = F; else_end = hi; join = hi; }
+  }
+  if (else_lo < 0 && last >= B && ends_flow(last)) {
+    // A then-branch that never falls through (it ends in raise, return or a loop's back edge) has
+    // no jump over an else block: CPython drops the unreachable one. An else is still there when
+    // jumps inside the branch go past F to one label J (an inner if's end, threaded through the
+    // dropped jump): [F, J) is then reached only from the condition, the else block.
+    int J = -1;
+    bool ok = true;
+    for (int j = B; j <= last && ok; ++j) {
+      if (skip_[j] || !(is_cond_jump(j) || is_uncond_jump(j))) continue;
+      const int t = bc.at(j).target;
+      if (t == F) ok = false;  // the branch reaches F: F is where the if ends, not an else
+      if (t <= F) continue;
+      bool loop_label = false;
+      if (ctx.loop) {
+        loop_label = ctx.loop->break_label >= 0 && same_label(t, ctx.loop->break_label);
+        for (int c : ctx.loop->continue_labels) loop_label = loop_label || same_label(t, c);
+      }
+      if (loop_label) continue;  // a break or continue of the enclosing loop
+      if (J < 0) J = t;
+      else if (!same_label(J, t)) ok = false;
+    }
+    // (not when F and J are copies of one exit block: 3.11 duplicates `return None` per path)
+    if (ok && J > F && !same_label(F, J) && !same_exit_block(F, J)) {
+      if (J < hi || (J == hi && ctx.follow >= 0 && same_label(J, ctx.follow))) { else_lo = F; else_end = J; join = J; }
+      else if (J > hi && ctx.follow >= 0 && same_label(J, ctx.follow)) { else_lo = F; else_end = hi; join = hi; }
+    }
   }
   sub.follow = join;
   sub.base = static_cast<int>(st.size());
