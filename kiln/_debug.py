@@ -121,7 +121,7 @@ def _decompiled(code) -> str:
     line that runs code ends with the user's file:line it came from (see annotate_lines)."""
     from ._decompile import decompile
     head = (f"# {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}), decompiled from its bytecode by kiln.decompile;\n"
-            f"# each line ends with the line of {os.path.basename(code.co_filename)} its bytecode came from\n")
+            f"# each line ends with the line of {os.path.basename(code.co_filename)} (file:line) its bytecode came from\n")
     try:
         src = decompile(code)
     except Exception as e:  # noqa: BLE001 - a construct the decompiler does not rebuild: say so, never guess
@@ -187,7 +187,7 @@ def annotate_lines(code, src: str) -> str:
         _line_map(code, recompiled, found)
         if code.co_firstlineno:
             found.setdefault(1 + shift, code.co_firstlineno)
-        name = code.co_filename
+        name = os.path.basename(code.co_filename)  # the header names the whole path
         for i in range(len(lines)):
             user = found.get(i + 1 + shift)
             if user is not None and lines[i].strip() and not lines[i].lstrip().startswith(("#", "@")):
@@ -214,14 +214,32 @@ def record_capture(debug_dir: str, facts: dict) -> str | None:
         return None
 
 
+def _claim_folder(debug_dir: str, slug: str):
+    """The next free entry number in `debug_dir` and its new folder. A folder used before (an earlier
+    run, another process such as a benchmark's warm run or a DDP rank) is never reused: numbering
+    goes on after the highest number there, and a folder another process made first is skipped."""
+    os.makedirs(debug_dir, exist_ok=True)
+    n = _counts.get(debug_dir)
+    if n is None:
+        n = 1 + max((int(f[:3]) for f in os.listdir(debug_dir) if f[:3].isdigit() and f[3:4] == "_"), default=-1)
+    while True:
+        taken = any(f.startswith(f"{n:03d}_") for f in os.listdir(debug_dir))
+        path = os.path.join(debug_dir, f"{n:03d}_{slug}")
+        if not taken:
+            try:
+                os.makedirs(path)
+                _counts[debug_dir] = n + 1
+                return n, path
+            except FileExistsError:
+                pass
+        n += 1
+
+
 def _record(debug_dir: str, facts: dict) -> str:
-    with _lock:
-        n = _counts.get(debug_dir, 0)
-        _counts[debug_dir] = n + 1
     code = facts["code"]
     function = facts["function"]
-    path = os.path.join(debug_dir, f"{n:03d}_{_slug(code.co_qualname)}")
-    os.makedirs(path, exist_ok=True)
+    with _lock:
+        n, path = _claim_folder(debug_dir, _slug(code.co_qualname))
     files = {}
     files["frame.txt"] = _write(path, "frame.txt", _disassemble(code))
     files["frame.py"] = _write(path, "frame.py", _decompiled(code))
@@ -245,7 +263,7 @@ def _record(debug_dir: str, facts: dict) -> str:
     if facts.get("runs_eagerly"):
         reasons.append("\nThis frame runs eagerly: nothing was compiled for it.\n")
     files["reasons.md"] = _write(path, "reasons.md", "".join(reasons))
-    entry = {"index": n, "function": function, "qualname": code.co_qualname, "file": code.co_filename,
+    entry = {"index": n, "pid": os.getpid(), "function": function, "qualname": code.co_qualname, "file": code.co_filename,
              "line": code.co_firstlineno, "folder": os.path.basename(path),
              "resume_function": "__resume_at_" in code.co_qualname,
              "graph_break": bool(facts.get("break_reason")), "recompile": bool(facts.get("recompile_reason")),
@@ -302,16 +320,32 @@ def note_file(path: str, name: str) -> None:
 
 
 def _write_index(debug_dir: str) -> None:
-    entries = _entries.get(debug_dir, [])
-    with open(os.path.join(debug_dir, "manifest.json"), "w") as f:
-        json.dump({"entries": entries}, f, indent=2)
-    lines = ["# kiln debug dump\n", "\nOne folder per captured frame, in capture order. "
-             "`manifest.json` lists the same files with their stages.\n\n",
-             "| # | function | kind | files |\n|---|---|---|---|\n"]
+    # Entries other processes wrote into the same folder (read back from the manifest there) stay
+    # listed beside this process's.
+    mine = _entries.get(debug_dir, [])
+    ours = {e["folder"] for e in mine}
+    try:
+        with open(os.path.join(debug_dir, "manifest.json")) as f:
+            theirs = [e for e in json.load(f).get("entries", []) if e.get("folder") not in ours]
+    except (OSError, ValueError):
+        theirs = []
+    entries = sorted(theirs + mine, key=lambda e: e.get("index", 0))
+    _replace(os.path.join(debug_dir, "manifest.json"), json.dumps({"entries": entries}, indent=2))
+    lines = ["# kiln debug dump\n", "\nOne folder per captured frame, in capture order (`process`: the process that "
+             "wrote it, when several wrote here). `manifest.json` lists the same files with their stages.\n\n",
+             "| # | function | process | kind | files |\n|---|---|---|---|---|\n"]
     for e in entries:
         kind = ", ".join(k for k, on in (("resume function", e["resume_function"]), ("graph break", e["graph_break"]),
                                          ("recompile", e["recompile"])) if on) or "first capture"
         links = " ".join(f"[{x['file']}]({e['folder']}/{x['file']})" for x in e["files"])
-        lines.append(f"| {e['index']} | `{e['function']}` | {kind} | {links} |\n")
-    with open(os.path.join(debug_dir, "index.md"), "w") as f:
-        f.writelines(lines)
+        lines.append(f"| {e['index']} | `{e['function']}` | {e.get('pid', '')} | {kind} | {links} |\n")
+    _replace(os.path.join(debug_dir, "index.md"), "".join(lines))
+
+
+def _replace(path: str, text: str) -> None:
+    """Writes `path` whole (a temporary file renamed over it): a process reading it while another
+    writes never sees half a file."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)

@@ -45,6 +45,18 @@ std::string name_of(PyObject* o) {
   return py_repr(o);
 }
 
+// A value as Python: its repr when that reads as an expression, else `__object('<its repr>')`, a
+// placeholder naming the object (transformed.py stays valid Python).
+std::string value_python(PyObject* o) {
+  std::string r = py_repr(o);
+  if (r.empty() || r[0] != '<') return r;
+  PyObject* s = PyUnicode_FromStringAndSize(r.data(), static_cast<Py_ssize_t>(r.size()));
+  std::string out = "__object(" + (s ? py_repr(s) : std::string("''")) + ")";
+  Py_XDECREF(s);
+  PyErr_Clear();
+  return out;
+}
+
 std::string attr(const std::string& parent, PyObject* key) {
   const std::string k = key_text(key);
   return is_identifier(k) ? parent + "." + k : "getattr(" + parent + ", " + py_repr(key) + ")";
@@ -85,7 +97,7 @@ std::string template_python(const OutputTemplate& t) {
       // Functions, classes and modules read back by name (print, torch.relu); values by repr.
       if (PyFunction_Check(t.obj.get()) || PyCFunction_Check(t.obj.get()) || PyType_Check(t.obj.get()) || PyModule_Check(t.obj.get()))
         return name_of(t.obj.get());
-      return py_repr(t.obj.get());
+      return value_python(t.obj.get());
     case OutputTemplate::kFetch: return source_python(t.source);
     case OutputTemplate::kCopy: return "copy.deepcopy(" + (t.obj ? py_repr(t.obj.get()) : std::string("?")) + ")";
     case OutputTemplate::kGetAttr: return attr(t.items.empty() ? "?" : template_python(t.items[0]), t.obj.get());
@@ -153,11 +165,17 @@ std::string entry_python(const Capture& cap, PyCodeObject* code) {
          ") in place of its bytecode\n";
   out += "# whenever this entry's guards (guards.txt) pass: run_entry in csrc/frontend/hook/frame_dispatch.cpp does\n";
   out += "# these steps in C++; this is their Python form. The graph is graph_module.py (graph.py: shapes, user lines).\n";
-  // The signature: the frame's arguments.
+  // The signature: positional slots, *args (its slot follows the keyword-only ones), keyword-only, **kwargs.
+  std::vector<std::string> params_list;
+  const int npos = code->co_argcount, nkw = code->co_kwonlyargcount;
+  const bool varargs = code->co_flags & CO_VARARGS, varkw = code->co_flags & CO_VARKEYWORDS;
+  for (int i = 0; i < npos; ++i) params_list.push_back(slot_name(code, i));
+  if (varargs) params_list.push_back("*" + slot_name(code, npos + nkw));
+  else if (nkw) params_list.push_back("*");
+  for (int i = npos; i < npos + nkw; ++i) params_list.push_back(slot_name(code, i));
+  if (varkw) params_list.push_back("**" + slot_name(code, npos + nkw + (varargs ? 1 : 0)));
   std::string params;
-  const int nargs = code->co_argcount + code->co_kwonlyargcount + ((code->co_flags & CO_VARARGS) ? 1 : 0) +
-                    ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);
-  for (int i = 0; i < nargs; ++i) params += (i ? ", " : "") + slot_name(code, i);
+  for (size_t i = 0; i < params_list.size(); ++i) params += (i ? ", " : "") + params_list[i];
   out += "def " + name + "(" + params + "):\n";
   for (const auto& m : cap.made)
     out += "    __made" + std::to_string(m->index) + " = " + name_of(m->obj.get()) + "()  # made anew before every run\n";
@@ -179,7 +197,7 @@ std::string entry_python(const Capture& cap, PyCodeObject* code) {
   out += "\n";
   if (!cap.brk) {
     for (const auto& se : cap.side_effects) {
-      const std::string target = se.source ? source_python(se.source) : name_of(se.target.get());
+      const std::string target = se.source ? source_python(se.source) : value_python(se.target.get());
       if (se.name) out += "    " + attr(target, se.name.get()) + " = " + template_python(se.value) + "\n";
       else out += "    " + write_back(target, se.value);
     }
@@ -200,7 +218,7 @@ std::string entry_python(const Capture& cap, PyCodeObject* code) {
     locals.push_back(unbound ? "__unbound" : item(k + static_cast<size_t>(i)));
   }
   for (const auto& se : cap.side_effects) {
-    const std::string target = se.source ? source_python(se.source) : name_of(se.target.get());
+    const std::string target = se.source ? source_python(se.source) : value_python(se.target.get());
     if (se.name) out += "    " + attr(target, se.name.get()) + " = " + template_python(se.value) + "\n";
     else out += "    " + write_back(target, se.value);
   }
