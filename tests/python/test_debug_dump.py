@@ -273,3 +273,23 @@ def test_transformed_code_is_python_for_any_signature_and_target(tmp_path):
     assert [a.arg for a in fn.args.args] == ["x"] and fn.args.vararg.arg == "rest" and fn.args.kwarg.arg == "kw"
     assert [a.arg for a in fn.args.kwonlyargs] == ["k"]
     assert "__object('<" in text and ".v = 3" in text, text
+
+
+def _dyn_slice(x, n):
+    y = x.relu()
+    return y[:n] * 2
+
+
+def test_graph_with_operator_overloads_prints_as_python(tmp_path):
+    """A slice by a symbolic size is recorded as an ATen overload: graph.py spells it as Python
+    reaches it (torch.ops.aten.slice.Tensor), not as the overload's qualname (aten::slice.Tensor)."""
+    c = kiln.compile(_dyn_slice, dynamic=True, options={"debug_dir": str(tmp_path)})
+    x = torch.randn(6)
+    assert_same(c(x, 3), _dyn_slice(x, 3))
+    manifest = json.loads((tmp_path / "manifest.json").read_text())["entries"]
+    graph = (tmp_path / manifest[0]["folder"] / "graph.py").read_text()
+    ast.parse(graph)
+    assert "slice_tensor = torch.ops.aten.slice.Tensor(" in graph, graph
+    # graph_module.py carries the same user line for that op
+    gm = (tmp_path / manifest[0]["folder"] / "graph_module.py").read_text()
+    assert re.search(r"slice_tensor = .*# \S+test_debug_dump.py:\d+$", gm, re.M), gm

@@ -32,6 +32,10 @@ std::string qualified_name(PyObject* fn) {
   if (m == "torch._C._VariableFunctions" || m == "torch._C") m = "torch";
   std::string q = py_str(qn.get());
   if (q.rfind("_VariableFunctionsClass.", 0) == 0) return "torch." + q.substr(24);
+  // An operator overload (torch.ops.aten.slice.Tensor: qualname "aten::slice.Tensor") is spelled as
+  // Python reaches it, so the printed graph is Python.
+  const auto colons = q.find("::");
+  if (colons != std::string::npos && m.rfind("torch._ops", 0) == 0) return "torch.ops." + q.substr(0, colons) + "." + q.substr(colons + 2);
   if (m == "torch._C._nn") m = "torch._C._nn";
   if (m == "_operator") m = "operator";
   return m.empty() ? py_str(qn.get()) : m + "." + py_str(qn.get());
