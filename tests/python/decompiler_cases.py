@@ -791,3 +791,14 @@ def assert_in_then_before_else(t):
     else:
         total = 0
     return total
+# `not a or b` as a value: 3.12 tests the negation with COPY 1; POP_JUMP_IF_TRUE.
+@case((0, 5), (1, 0), (1, 7), (0, 0))
+def not_or_value(a, b):
+    x = not a or b
+    return x, not a or not b and a, (not a) and b
+# 3.12 copies a conditional expression's tail (the call and the return or raise) into both branches.
+@case((1, 0, "x"), (1, 1, "y"), (2, 0, "z"))
+def ternary_in_copied_tails(given, kw, name):
+    if name == "z":
+        raise ValueError("%s %s" % (name, "was" if given == 1 and not kw else "were"))
+    return str.upper(name if given == 1 or kw else "other"), [given, kw if kw else None]

@@ -98,9 +98,8 @@ def _recorded():
         return json.load(f)
 
 
-# 3.12 layouts not rebuilt yet (a with block ending the function, a conditional expression as a
-# call argument): each must be a clear error.
-KNOWN_312 = {"ternary_in_call", "with_stmt"}
+# 3.12 layouts not rebuilt yet (a with block ending the function): each must be a clear error.
+KNOWN_312 = {"with_stmt"}
 
 
 def test_312_fixtures_decompile_compile_and_behave():

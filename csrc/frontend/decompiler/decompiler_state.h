@@ -122,6 +122,7 @@ class Decompiler {
 
  private:
   int handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out, int stmt_start);
+  int copied_tail_ternary(int B, int F, int hi, const RegionCtx& ctx, Stack& st, const ExP& E);
   int handle_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
   int handle_while_true(int h, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
   int handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);

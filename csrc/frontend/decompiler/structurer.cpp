@@ -557,6 +557,55 @@ int Decompiler::handle_value_boolop(int i, int hi, const RegionCtx& ctx, Stack& 
   return t;
 }
 
+// 3.12 copies a short tail that ends in a return or raise into both branches of a conditional expression:
+// `return g(x if c else y)` is `c? x; CALL; RETURN : y; CALL; RETURN`. Both branches are a value
+// then the same straight-line tail: the conditional expression is rebuilt on the stack and the
+// structurer goes on at the else branch's copy of the tail. -1 when the branches are not that.
+int Decompiler::copied_tail_ternary(int B, int F, int hi, const RegionCtx& ctx, Stack& st, const ExP& E) {
+  int end = -1;  // the else branch's return
+  for (int j = F; j < hi && j < bc.size(); ++j) {
+    const char* n = bc.at(j).name;
+    if (!std::strcmp(n, "RETURN_VALUE") || !std::strcmp(n, "RETURN_CONST") || !std::strcmp(n, "RAISE_VARARGS")) { end = j + 1; break; }
+  }
+  if (end < 0 || F - 1 < B) return -1;
+  const char* last = bc.at(F - 1).name;
+  if (std::strcmp(last, "RETURN_VALUE") && std::strcmp(last, "RETURN_CONST") && std::strcmp(last, "RAISE_VARARGS")) return -1;
+  int common = 0;  // the longest common straight-line suffix of [B, F) and [F, end)
+  while (F - 1 - common > B && end - 1 - common > F) {
+    const auto &x = bc.at(F - 1 - common), &y = bc.at(end - 1 - common);
+    if (x.opcode != y.opcode || x.arg != y.arg || x.target >= 0 || y.target >= 0 || skip_[F - 1 - common] ||
+        skip_[end - 1 - common])
+      break;
+    ++common;
+  }
+  for (int t = common; t >= 1; --t) {  // the longest tail after which each branch is one value
+    auto value = [&](int lo, int vhi) -> ExP {
+      Stack sv = st;
+      RegionCtx c = ctx;
+      c.pure = true;
+      c.stop_at_cond = false;
+      c.follow = -1;
+      c.base = static_cast<int>(st.size());
+      std::vector<Stmt> tmp;
+      try {
+        if (region(lo, vhi, c, sv, tmp) != vhi || !tmp.empty() || sv.size() != st.size() + 1) return nullptr;
+      } catch (const NotPure&) {
+        return nullptr;
+      } catch (const DecompileError&) {
+        return nullptr;
+      }
+      for (size_t k = 0; k < st.size(); ++k)
+        if (sv[k] != st[k]) return nullptr;
+      return sv.back();
+    };
+    ExP a = value(B, F - t), b = value(F, end - t);
+    if (!a || !b) continue;
+    st.push_back(make_ex(wrap(a, kPrecTernary + 1) + " if " + wrap(E, kPrecTernary + 1) + " else " + wrap(b, kPrecTernary), kPrecTernary));
+    return end - t;
+  }
+  return -1;
+}
+
 int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out, int stmt_start) {
   auto sense = [&](int j, ExP c, Atom& a) {
     const char* n = bc.at(j).name;
@@ -844,6 +893,7 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   // 3.12 value and/or: COPY 1; POP_JUMP_IF_x end; POP_TOP; <b>; end:
   if (else_lo < 0 && r1 >= 0 && s1.size() == n0 && n0 > 0 && s1.back() != st.back() && body1.empty() &&
       (E == st.back() || (E->kind == ExKind::Not && E->a == st.back()) ||
+       (st.back()->kind == ExKind::Not && st.back()->a == E) ||  // `not x or y`: the test negated back to x
        (E->kind == ExKind::Compare && E->b && E->b == st.back()))) {  // (a negated `in`/`is` compare)
     bool is_and = E == st.back();
     st.back() = and_or(st.back(), s1.back(), is_and);
@@ -851,7 +901,11 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   }
   if (ctx.pure) throw NotPure{};
   if ((r1 >= 0 && s1.size() != n0) || (r2 >= 0 && s2.size() != n0)) fail("branches leave different stacks", i);
-  if (static_cast<int>(n0) != ctx.base) fail("a conditional inside an expression", i);
+  if (static_cast<int>(n0) != ctx.base) {
+    int r = copied_tail_ternary(B, F, hi, ctx, st, E);
+    if (r >= 0) return r;
+    fail("a conditional inside an expression", i);
+  }
   Stmt s;
   s.kind = Stmt::Kind::If;
   s.e1 = E;
