@@ -802,3 +802,13 @@ def ternary_in_copied_tails(given, kw, name):
     if name == "z":
         raise ValueError("%s %s" % (name, "was" if given == 1 and not kw else "were"))
     return str.upper(name if given == 1 or kw else "other"), [given, kw if kw else None]
+# `if not (a < b < c): raise`: 3.12 gives the chain's cleanup its own copy of the raise.
+@case((0.5, 0.5), (0.5, 2), (2, 0.5), (0, 0))
+def chain_negated_raise(r, s):
+    if not (0 < r < 1):
+        return "first"
+    if not (0 < r < 1 and 0 < s < 1):
+        raise ValueError("both")
+    if 0 < s < 1 and r:
+        return "and"
+    return "end"

@@ -111,10 +111,14 @@ class Decompiler {
   // Follows unconditional jumps and NOPs.
   int resolve(int index) const;
   bool same_label(int a, int b) const {
-    return a == b || (a >= 0 && b >= 0 && (resolve(a) == resolve(b) || same_exit_block(resolve(a), resolve(b))));
+    return a == b || (a >= 0 && b >= 0 && (resolve(a) == resolve(b) || same_exit_block(resolve(a), resolve(b)) ||
+                                          block_copy_length(resolve(a), resolve(b)) > 0));
   }
   // Two copies of one small exit block (the compiler duplicates `return None` and the like).
   bool same_exit_block(int a, int b) const;
+  // The length of the block at `a` when it is an instruction-for-instruction copy of the one at `b`
+  // (straight-line, ending in return, raise or reraise), else 0.
+  int block_copy_length(int a, int b) const;
   bool is_cond_jump(int index) const;
   bool is_uncond_jump(int index) const;
   // raise, return or a backward jump: the instruction never falls through to the next one

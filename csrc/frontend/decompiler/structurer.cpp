@@ -68,6 +68,18 @@ bool Decompiler::same_exit_block(int a, int b) const {
   return false;
 }
 
+int Decompiler::block_copy_length(int a, int b) const {
+  if (a < 0 || b < 0 || a == b) return 0;
+  for (int q = 0; q < 64 && a + q < bc.size() && b + q < bc.size(); ++q) {
+    const auto &x = bc.at(a + q), &y = bc.at(b + q);
+    if (x.opcode != y.opcode || x.arg != y.arg || x.target >= 0 || y.target >= 0) return 0;
+    if (!std::strcmp(x.name, "RETURN_VALUE") || !std::strcmp(x.name, "RETURN_CONST") || !std::strcmp(x.name, "RAISE_VARARGS") ||
+        !std::strcmp(x.name, "RERAISE"))
+      return q + 1;
+  }
+  return 0;
+}
+
 int Decompiler::resolve(int index) const {
   for (int guard = 0; guard < 64 && index >= 0 && index < bc.size(); ++guard) {
     const char* n = bc.at(index).name;
@@ -504,7 +516,16 @@ int Decompiler::handle_chain(int i, int hi, const RegionCtx& ctx, Stack& st) {
     int FT = p + 1;
     if (p + 1 < bc.size() && is_uncond_jump(p + 1) && C == p + 2 && bc.at(p + 1).target > C) FT = bc.at(p + 1).target;
     int false_outcome = jump_if_true ? FT : bc.at(p).target;
-    if (!same_label(D, false_outcome)) fail("comparison chain whose failing middle test goes elsewhere", C);
+    int copy_len = 0;
+    if (!same_label(D, false_outcome)) {
+      // 3.12 gives the cleanup its own copy of a small block that ends the false outcome (a raise,
+      // a return): the same instructions, reached from the cleanup alone, skipped like the cleanup
+      copy_len = D == C + 1 ? block_copy_length(D, false_outcome) : 0;
+      for (int j = 0; j < bc.size() && copy_len > 0; ++j)
+        if (bc.at(j).target > C && bc.at(j).target < D + copy_len) copy_len = 0;
+      if (copy_len <= 0) fail("comparison chain whose failing middle test goes elsewhere", C);
+      for (int j = D; j < D + copy_len; ++j) skip_[j] = true;
+    }
     chains_checked_.insert(i);
   }
   skip_[C] = true;
@@ -656,7 +677,7 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     bool ok = true;
     for (int m = 0; m <= k && ok; ++m) {
       int t = atoms[m].target;
-      bool internal = t == B;
+      bool internal = t == B || (skip_[B] && resolve(t) == resolve(B));  // (B: a skipped chain cleanup jumping on)
       for (int x = m + 1; x <= k; ++x) internal |= t == atoms[x].start;
       if (internal) continue;
       if (F < 0) F = t;
