@@ -812,3 +812,52 @@ def chain_negated_raise(r, s):
     if 0 < s < 1 and r:
         return "and"
     return "end"
+# A try/finally body ending in `return <constant>`: a NOP marks the return's line before the
+# finally copy (it was refused as a finally block without its normal-exit copy).
+@case((True,), (False,))
+def try_finally_return_const(ok):
+    log = []
+    try:
+        if not ok:
+            log.append("not ok")
+        log.append(len(log))
+        return True
+    finally:
+        log.append("finally")
+# try/finally inside try/finally, the value returned after both (3.12 reads a local with
+# LOAD_FAST_CHECK in the handler's copy of the finally block and LOAD_FAST in the normal one;
+# the outer copy used to be printed inside the try body as well as in its finally).
+@case((1,), (0,))
+def nested_try_finally_return_after(d):
+    log = []
+    try:
+        save = d
+        try:
+            x = 10 // d
+        finally:
+            log.append("inner")
+        try:
+            y = x + 1
+        finally:
+            log.append("inner2")
+    finally:
+        log.append(save)
+    return (x, y, log)
+# A break out of a for loop inside an except clause pops the loop's iterator: it was printed as the
+# clause falling off the try (wrong source: the break disappeared).
+@case(([1, 2, 3],), ([0, 5],), ([],))
+def break_in_except_clause(xs):
+    out = []
+    for x in xs:
+        for k in range(3):
+            try:
+                out.append(10 // (x - k))
+                if x > 2:
+                    return out
+            except ZeroDivisionError:
+                if k:
+                    continue
+                break
+            except ValueError:
+                break
+    return out

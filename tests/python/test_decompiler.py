@@ -71,9 +71,8 @@ def check_behaviour(fn, src, inputs):
 
 # ---- hand-written constructs (3.11, this interpreter) ----------------------------------------
 
-# Known gaps (clear DecompileErrors, never wrong source), to be closed: `continue` inside an
-# except clause of a try/finally inside a loop.
-KNOWN_311 = {"try_in_loop"}
+# Known gaps (clear DecompileErrors, never wrong source), to be closed: none at present.
+KNOWN_311 = set()
 
 
 @pytest.mark.parametrize("name", sorted(decompiler_cases.CASES))

@@ -55,7 +55,10 @@ int Decompiler::finally_copy_end(int lo, int hi, int pos) const {
     if (b >= bc.size() || (b != pos && b == lo - 1)) return -1;
     const auto &x = bc.at(a), &y = bc.at(b);
     const bool reraise = is(x, "RERAISE") && x.arg == 0;
-    if (x.opcode == y.opcode && (x.target >= 0 || x.arg == y.arg)) ++a, ++b;
+    // (3.12 reads a local in the handler's copy with LOAD_FAST_CHECK where it may be unbound, and
+    // with LOAD_FAST in the normal exit's copy, where it is not)
+    const bool same_op = x.opcode == y.opcode || (is(x, "LOAD_FAST_CHECK") && is(y, "LOAD_FAST"));
+    if (same_op && (x.target >= 0 || x.arg == y.arg)) ++a, ++b;
     else if (reraise && is_uncond_jump(b)) ++a, ++b;
     else if (reraise && is(y, "RETURN_CONST") && code.consts.at(y.arg).is_none) ++a, ++b;
     else if (reraise && is(y, "LOAD_CONST") && code.consts.at(y.arg).is_none && b + 1 < bc.size() &&
@@ -163,8 +166,24 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
       if (r >= 0) fail("try body leaving a value on the stack", E);
       k = h;
     } else if (E < h) {
-      k = finally_copy_end(h + 1, reraise0, E);
+      int e = E;  // (the body's last line's NOP: 3.11 keeps one where the body ends in `return const`)
+      while (e < h && is(bc.at(e), "NOP")) ++e;
+      k = finally_copy_end(h + 1, reraise0, e);
       if (k < 0 || k > h) fail("finally block without its normal-exit copy", E);
+      // `return <constant>` ending the body: the compiler marks its line with a NOP, runs the
+      // finally copy, then returns the constant (nothing else reaches that return)
+      const bool ret_const = k < h && (is(bc.at(k), "RETURN_CONST") ||
+                                       (k + 1 < h && is(bc.at(k), "LOAD_CONST") && is(bc.at(k + 1), "RETURN_VALUE")));
+      bool reached = false;
+      for (int j = 0; j < bc.size() && ret_const; ++j) reached = reached || (bc.at(j).target > E && bc.at(j).target <= k + 1);
+      if (e > E && ret_const && !reached) {
+        Stmt s;
+        s.kind = Stmt::Kind::Return;
+        s.e1 = const_ex(code.consts.at(bc.at(k).arg));
+        s.text = s.e1->kind == ExKind::Const && s.e1->cst && s.e1->cst->is_none ? "return None" : "return " + wrap(s.e1, kPrecTuple);
+        t.body.push_back(s);
+        k += is(bc.at(k), "RETURN_CONST") ? 1 : 2;  // what follows that return (if anything) comes after the try
+      }
     }
     if (t.body.size() == 1 && t.body[0].kind == Stmt::Kind::Try && !t.body[0].clauses.empty() &&
         t.body[0].clauses.back().header != "finally") {
@@ -184,7 +203,14 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
       return r2;
     }
     RegionCtx cctx = ctx;
-    return region(k, h, cctx, st, out) < 0 ? -1 : h;
+    const int saved_end = body_end_;
+    body_end_ = -1;
+    const int rk = region(k, h, cctx, st, out);
+    // what follows this try reached an enclosing try/finally body's normal-exit finally copy: the
+    // enclosing body ends there too (3.12 puts the code after both tries before their handlers)
+    if (rk >= 0 && body_end_ >= 0 && rk == body_end_) return -3 - rk;
+    body_end_ = saved_end;
+    return rk < 0 ? -1 : h;
   }
   // ---- try/except/else ----
   int join = -1;
@@ -203,7 +229,9 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     if (!is_uncond_jump(j) || covering_handler(j) == C) continue;
     int t = bc.at(j).target;
     // 3.12 places handlers after the code that follows the try: their ends jump back to it
-    if (t >= C + 3 || (t >= E && t < h && !loop_label(t))) note_join(t, j);
+    // (a jump to an enclosing loop's exit or header is a break or continue, not where the try ends:
+    // a break out of a for loop pops its iterator first, which the try's end never does)
+    if ((t >= C + 3 || (t >= E && t < h)) && !loop_label(t)) note_join(t, j);
   }
   // every clause raises or returns: where the body's normal exit jumps (right after the body, or
   // after an else block that ends before the handlers) is where the try statement continues
@@ -225,6 +253,8 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     if (join > E && join < end) end = join;
     int r = region(E, end, ectx, sb, t.body);
     if (r >= 0 && sb.size() != st.size()) fail("try body leaving a value on the stack", E);
+    // (3.12: that code returned, so it is not where the try goes on, as guessed above)
+    if (r < 0 && join == E) join = -1;
   } else if (E < h) {
     RegionCtx ectx = ctx;
     ectx.follow = join;
@@ -266,7 +296,10 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     cctx.follow = join;
     cctx.base = static_cast<int>(st.size()) + 1;
     std::vector<Stmt> cbody;
-    region(body_start, next, cctx, s, cbody);
+    const int rc = region(body_start, next, cctx, s, cbody);
+    // a clause that goes on after the try leaves the stack as the try found it (one that popped
+    // more, a loop's iterator, was a break: printing it as falling through would be wrong source)
+    if (rc >= 0 && s.size() < st.size()) fail("except clause that leaves the stack below the try's", body_start);
     if (sink->filled) header += " as " + sink->targets[0];
     t.clauses.push_back({header, cbody});
     if (next == C) break;
