@@ -748,6 +748,14 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     st.push_back(e);
     return true;
   }
+  if (op == "GET_AITER") {  // not an async for statement's (structurer.cpp): an async comprehension's iterator
+    ExP v = P();
+    auto it = make_marker(ExKind::Iter);
+    it->a = v;
+    it->name = "<aiter>";
+    st.push_back(it);
+    return true;
+  }
   if (op == "GET_ITER") {
     ExP v = P();
     if (v->kind == ExKind::Iter) { st.push_back(v); return true; }

@@ -222,8 +222,12 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
     }
     // compound statements that start at one instruction: for, async for, with, async with
     using Compound = int (Decompiler::*)(int, int, const RegionCtx&, Stack&, std::vector<Stmt>&);
+    const bool async_for = (!std::strcmp(n, "GET_AITER") && i + 1 < bc.size() && !std::strcmp(bc.at(i + 1).name, "GET_ANEXT")) ||
+                           (!std::strcmp(n, "GET_ANEXT") && !st.empty() &&
+                            ((st.back()->kind == ExKind::Iter && st.back()->name == "<aiter>") ||
+                             (st.back()->kind == ExKind::Name && st.back()->text == ".0")));
     Compound compound = !std::strcmp(n, "FOR_ITER")  ? &Decompiler::handle_for
-                        : !std::strcmp(n, "GET_AITER") ? &Decompiler::handle_async_for
+                        : async_for ? &Decompiler::handle_async_for
                         : (!std::strcmp(n, "BEFORE_WITH") || !std::strcmp(n, "BEFORE_ASYNC_WITH")) ? &Decompiler::handle_with
                                                                                                      : nullptr;
     if (compound) {
@@ -238,7 +242,9 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       if (i + 2 >= bc.size() || std::strcmp(bc.at(i + 1).name, "LOAD_CONST") || std::strcmp(bc.at(i + 2).name, "SEND"))
         fail("GET_AWAITABLE outside `await`", i);
       if (st.empty()) fail("await with an empty stack", i);
-      if (in.arg == 0) {
+      if (in.arg == 0 && st.back()->name == "<asynccomp>") {
+        // 3.11: an async comprehension's code is a coroutine its caller awaits; the source has no await
+      } else if (in.arg == 0) {
         ExP v = st.back();
         st.pop_back();
         auto e = make_ex("await " + wrap(v, kPrecAwait + 1), kPrecAwait);
@@ -341,8 +347,11 @@ int Decompiler::send_end(int j) const {
 int Decompiler::handle_async_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
   // GET_AITER; h: GET_ANEXT; LOAD_CONST None; SEND; ...; [END_SEND]; <store target>; body;
   // JUMP_BACKWARD h; [3.12: CLEANUP_THROW blocks]; H: END_ASYNC_FOR (the handler of GET_ANEXT's range)
+  // (or, in an async comprehension, h itself: GET_ANEXT over the iterator the comprehension was
+  // given, `.0` in 3.11, or the inlined GET_AITER's in 3.12)
   if (st.empty()) fail("async for with an empty stack", i);
-  const int h = i + 1;
+  const bool comp_iter = !std::strcmp(bc.at(i).name, "GET_ANEXT");
+  const int h = comp_iter ? i : i + 1;
   if (h + 2 >= bc.size() || std::strcmp(bc.at(h).name, "GET_ANEXT") || std::strcmp(bc.at(h + 2).name, "SEND"))
     fail("GET_AITER outside `async for`", i);
   const int H = covering_handler(h);
@@ -356,6 +365,7 @@ int Decompiler::handle_async_for(int i, int hi, const RegionCtx& ctx, Stack& st,
   bool moved = false;
   for (int j = L + 1; j < H; ++j) moved |= std::strcmp(bc.at(j).name, "CLEANUP_THROW") && !is_uncond_jump(j);
   ExP iterable = st.back();
+  if (comp_iter && iterable->kind == ExKind::Iter) iterable = iterable->a;
   st.pop_back();
   const int after = moved ? L + 1 : H + 1;
   LoopInfo info;
@@ -378,6 +388,29 @@ int Decompiler::handle_async_for(int i, int hi, const RegionCtx& ctx, Stack& st,
   f.target = sink->targets[0];
   f.e1 = iterable;
   f.text = "async for " + f.target + " in " + wrap(iterable, kPrecLambda + 1);
+  if (comp_iter) {
+    // the loop of an async comprehension: it appends to the list/set/dict just below its iterator
+    bool appends = false;
+    std::function<void(const std::vector<Stmt>&)> scan = [&](const std::vector<Stmt>& b) {
+      for (auto& s : b) {
+        if (s.kind == Stmt::Kind::Append && !s.is_yield && !st.empty() && s.e3 == st.back()) appends = true;
+        scan(s.body);
+        for (auto& c : s.clauses) scan(c.body);
+      }
+    };
+    scan(f.body);
+    if (appends) {
+      // a comprehension has no break; its loop ends at END_ASYNC_FOR (3.12 may place other
+      // comprehensions' cleanup code between the back edge and it)
+      const int end = H + 1;
+      st.back() = inline_comprehension(f, st.back(), i);
+      // (3.12 jumps from END_ASYNC_FOR over the comprehension's cleanup handler to the code after it)
+      if (end < bc.size() && !std::strcmp(bc.at(end).name, "JUMP_FORWARD") && bc.at(end).target > end && bc.at(end).target <= hi)
+        return bc.at(end).target;
+      return end;
+    }
+    // (else an async generator expression's loop, which yields: a statement its caller rebuilds)
+  }
   if (moved) {  // the else block after the moved END_ASYNC_FOR jumps back to `after`
     Stmt::Clause c{"else", {}};
     RegionCtx ectx = ctx;
@@ -992,6 +1025,11 @@ int Decompiler::handle_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::
   if (appends) {
     st.back() = inline_comprehension(f, st.back(), i);
     if (!same_label(X, after)) fail("comprehension with a break", i);
+    // (3.12, a comprehension that awaits: END_FOR jumps over the comprehension's cleanup handler,
+    // which ends in RERAISE, to the code after it)
+    if (after < bc.size() && !std::strcmp(bc.at(after).name, "JUMP_FORWARD") && bc.at(after).target > after &&
+        bc.at(after).target <= hi && !std::strcmp(bc.at(bc.at(after).target - 1).name, "RERAISE"))
+      return bc.at(after).target;
     return after;
   }
   const int next = loop_else(f, X, after, hi, ctx, st, i);
