@@ -897,3 +897,33 @@ def async_for_inside_comprehension(xs):
     except StopIteration as stop:
         return stop.value
     raise AssertionError("the coroutine awaited something that suspends")
+# Or-patterns of values (each alternative tests a copy of the subject), with a guard, and a
+# wildcard after a case that needs no copy of the subject (its line marked by a NOP).
+@case((1,), (2,), ("a",), ("b",), (3.5,), (None,))
+def match_or_patterns(v):
+    match v:
+        case 1 | 2 if v > 1:
+            x = "two"
+        case "a" | "b" | None:
+            x = "ab"
+        case y:
+            x = y
+    match v:
+        case 1 | 2:
+            z = "small"
+        case _:
+            z = "other"
+    w = 5
+    return x, z, w
+# Mapping patterns with constant keys whose values are captures, `_`, constants or None.
+@case(({"k": 1, "j": 2},), ({"z": 1},), ({"z": 2},), ({"a": 1, "b": None, 3: "y"},), ([1],), ({},))
+def match_mappings(v):
+    match v:
+        case {"k": x, "j": _}:
+            return x
+        case {"z": 1}:
+            return "z1"
+        case {"a": 1, "b": None, 3: y}:
+            return y
+        case _:
+            return None

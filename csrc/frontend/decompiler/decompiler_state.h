@@ -135,6 +135,7 @@ class Decompiler {
   // match.cpp: a match statement at a COPY 1 of a pending subject (-2: not one)
   int handle_match(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
   bool match_pattern(int& p, bool copied, MatchCase& mc);
+  bool or_pattern(int& p, MatchCase& mc);
   bool has_name(int index, const char* sub) const { return std::strstr(bc.at(index).name, sub) != nullptr; }
   int send_end(int send) const;
   // a for loop's else block (the code between its natural exit `after` and a break target X past
