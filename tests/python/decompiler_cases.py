@@ -927,3 +927,61 @@ def match_mappings(v):
             return y
         case _:
             return None
+# A try/finally inside a try/except (3.12 places the code after the outer try before the nested
+# handlers, whose cleanup re-raises into the outer handler: the outer body ends before them), a
+# tail 3.12 copies into an except clause after its POP_EXCEPT (it runs after the try, with no
+# exception being handled), and a try ending in a nested try that returns.
+@case((0,), (1,), (2,))
+def finally_inside_except(k):
+    log = []
+    def step():
+        if k == 1:
+            raise ValueError("v")
+        if k == 2:
+            raise KeyError("k")
+        return "ok"
+    try:
+        try:
+            step()
+        finally:
+            log.append("finally")
+    except ValueError:
+        log.append("value")
+    log.append("after")
+    try:
+        step()
+    except (ValueError, KeyError):
+        log.append("caught")
+    log.append(len(log))
+    try:
+        first = log[0]
+        try:
+            return first, step(), log
+        except KeyError:
+            log.append("inner")
+            raise
+    except Exception:
+        if log:
+            log.append("outer")
+        return log
+# Three tries nested (try/finally in try/except in try/except): 3.12's layout is not rebuilt yet.
+@case((0,), (1,), (2,))
+def three_nested_tries(k):
+    log = []
+    def step():
+        if k == 1:
+            raise ValueError("v")
+        if k == 2:
+            raise KeyError("k")
+    try:
+        try:
+            try:
+                step()
+            finally:
+                log.append("finally")
+        except ValueError:
+            log.append("value")
+        log.append("after")
+    except KeyError:
+        log.append("key")
+    return log

@@ -98,8 +98,8 @@ def _recorded():
 
 
 # 3.12 layouts not rebuilt yet (a with block ending the function, an async for nested in an inlined
-# comprehension's loop): each must be a clear error.
-KNOWN_312 = {"with_stmt", "async_for_inside_comprehension"}
+# comprehension's loop, three nested tries): each must be a clear error.
+KNOWN_312 = {"with_stmt", "async_for_inside_comprehension", "three_nested_tries"}
 
 
 def test_312_fixtures_decompile_compile_and_behave():
@@ -347,5 +347,6 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     assert len(decompiled) >= 0.96 * n
     assert same >= 0.9 * n
     # A try/finally inside a try/except: 3.12's layout was rebuilt with the code after the outer
-    # try moved inside it (wrong source); now refused.
-    assert res["asyncio/locks.py:Lock.acquire:92"]["status"] == "error", res["asyncio/locks.py:Lock.acquire:92"]
+    # try moved inside it (wrong source), then refused; now the outer body ends before the handlers
+    # of the tries nested in it, and it recompiles to the same bytecode.
+    assert res["asyncio/locks.py:Lock.acquire:92"].get("same"), res["asyncio/locks.py:Lock.acquire:92"]

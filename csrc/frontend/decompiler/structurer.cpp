@@ -693,6 +693,11 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
       break;
     }
     if (r < 0 || r >= hi || !is_cond_jump(r) || static_cast<int>(s2.size()) != base + 1 || !tmp.empty()) break;
+    // (an atom inside a try block that starts after the first test is that try's code, not part
+    // of the condition: `if a:` then `try: if not b: ...` is no `if a and b`)
+    bool same_try = true;
+    for (int j = p; j <= r && same_try; ++j) same_try = cover_[j] == cover_[i] || !std::strcmp(bc.at(j).name, "NOP");
+    if (!same_try) break;
     bool same_below = true;
     for (int k = 0; k < base; ++k) same_below &= s2[k] == st[k];
     if (!same_below) break;

@@ -36,11 +36,36 @@ int Decompiler::handler_depth(int handler) const {
 
 int Decompiler::span_end(int handler) const {
   int end = -1;
+  // 3.12 places handlers after the code: a nested try's handler code (its finally block, its
+  // cleanup) re-raises into this handler from there. Those ranges are not the body: the body's
+  // ranges start before the first handler placed after the body's start.
+  int body_start = -1, handlers_from = -1;
+  for (auto& e : exc)
+    if (bc.index_of_offset(e.target) == handler) {
+      const int first = bc.index_of_offset(e.start);
+      if (first >= 0 && (body_start < 0 || first < body_start)) body_start = first;
+    }
+  if (minor >= 12 && body_start >= 0)
+    for (auto& e : exc) {
+      const int t = bc.index_of_offset(e.target);
+      if (t > body_start && (handlers_from < 0 || t < handlers_from)) handlers_from = t;
+    }
   for (auto& e : exc) {
     // (3.12 puts an await's CLEANUP_THROW after the function's code, covered by the same handler)
     const int first = bc.index_of_offset(e.start);
     if (first >= 0 && first < bc.size() && is(bc.at(first), "CLEANUP_THROW")) continue;
-    if (bc.index_of_offset(e.target) == handler) end = std::max(end, e.end);
+    const int t = bc.index_of_offset(e.target);
+    if (handlers_from >= 0) {
+      // 3.12: the body is covered by this handler, or (before the handlers) by the handlers of tries
+      // nested in it (a nested try may end the body); a nested handler's cleanup (COPY 3;
+      // POP_EXCEPT; RERAISE 1), placed among the handlers, re-raises into this one but is no body
+      const bool cleanup = first >= handlers_from && first + 2 < bc.size() && is(bc.at(first), "COPY") && bc.at(first).arg == 3 &&
+                           is(bc.at(first + 1), "POP_EXCEPT") && is(bc.at(first + 2), "RERAISE") &&
+                           bc.index_of_offset(e.end) <= first + 3;
+      if ((t == handler && !cleanup) || (first < handlers_from && chain_contains(t, handler))) end = std::max(end, e.end);
+      continue;
+    }
+    if (t == handler) end = std::max(end, e.end);
   }
   if (end < 0) return -1;
   int idx = bc.index_of_offset(end);
@@ -101,6 +126,9 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
         (is(bc.at(j + 2), "DELETE_FAST") || is(bc.at(j + 2), "DELETE_DEREF") || is(bc.at(j + 2), "DELETE_NAME")) &&
         bc.at(j + 1).arg == bc.at(j + 2).arg)
       j += 3;
+    // 3.12 copies a small tail after the try (ending in return or raise) into the clause after its
+    // POP_EXCEPT: the clause ends here, and that code runs after the try, no exception handled
+    if (ctx.follow >= 0 && j < bc.size() && block_copy_length(j, resolve(ctx.follow)) > 0) return hi;
     return j;
   }
   // the outermost try handler around i that has not been structured yet
@@ -205,12 +233,15 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     RegionCtx cctx = ctx;
     const int saved_end = body_end_;
     body_end_ = -1;
-    const int rk = region(k, h, cctx, st, out);
+    // (up to the handler, or the end of the enclosing region: 3.12 places the code after an
+    // enclosing try, outside its body, before this try's handler)
+    const int stop = std::min(h, hi);
+    const int rk = k >= stop ? stop : region(k, stop, cctx, st, out);
     // what follows this try reached an enclosing try/finally body's normal-exit finally copy: the
     // enclosing body ends there too (3.12 puts the code after both tries before their handlers)
     if (rk >= 0 && body_end_ >= 0 && rk == body_end_) return -3 - rk;
     body_end_ = saved_end;
-    return rk < 0 ? -1 : h;
+    return rk < 0 ? -1 : stop;
   }
   // ---- try/except/else ----
   int join = -1;
@@ -255,7 +286,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     if (r >= 0 && sb.size() != st.size()) fail("try body leaving a value on the stack", E);
     // (3.12: that code returned, so it is not where the try goes on, as guessed above)
     if (r < 0 && join == E) join = -1;
-  } else if (E < h) {
+  } else if (E < h && rb >= 0) {  // (a body that never falls through has no else block)
     RegionCtx ectx = ctx;
     ectx.follow = join;
     Stack se = st;
