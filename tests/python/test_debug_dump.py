@@ -293,3 +293,32 @@ def test_graph_with_operator_overloads_prints_as_python(tmp_path):
     # graph_module.py carries the same user line for that op
     gm = (tmp_path / manifest[0]["folder"] / "graph_module.py").read_text()
     assert re.search(r"slice_tensor = .*# \S+test_debug_dump.py:\d+$", gm, re.M), gm
+
+
+@pytest.mark.skipif(not hasattr(__import__("sys"), "monitoring"), reason="sys.monitoring is new in 3.12")
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+def test_sys_monitoring_debugger_steps_through_the_dumped_graphs(tmp_path, backend):
+    """A debugger registered with sys.monitoring (3.12: IDEs such as VS Code's) sees the graphs'
+    Python form run from the dumped graph_module.py files, both graphs of the broken frame."""
+    import sys
+    mon = sys.monitoring
+    c = kiln.compile(_stepped, backend=backend, options={"debug_dir": str(tmp_path)})
+    x = torch.randn(3, 4)
+    c(x)
+    c(x)  # kiln: kernels are built and run from here on
+    started = []
+    mon.use_tool_id(mon.DEBUGGER_ID, "kiln-test")
+    try:
+        mon.register_callback(mon.DEBUGGER_ID, mon.events.PY_START, lambda code, offset: started.append(code.co_filename))
+        mon.set_events(mon.DEBUGGER_ID, mon.events.PY_START)
+        result = c(x)
+    finally:
+        mon.set_events(mon.DEBUGGER_ID, 0)
+        mon.register_callback(mon.DEBUGGER_ID, mon.events.PY_START, None)
+        mon.free_tool_id(mon.DEBUGGER_ID)
+    assert_same(result, _stepped(x))
+    dumped = sorted(str(p) for p in tmp_path.glob("*/graph_module.py"))
+    assert len(dumped) == 2
+    assert [f for f in started if f.endswith("graph_module.py")] == dumped, started
+    # With no debugger the compiled code runs as before.
+    assert_same(c(x), _stepped(x))
