@@ -985,3 +985,12 @@ def three_nested_tries(k):
     except KeyError:
         log.append("key")
     return log
+# `import a.b as c` binds the submodule (it was printed as `from a.b import b as c`: wrong source,
+# an ImportError), also several levels deep.
+@case(("x",), ("y",))
+def import_dotted_as(name):
+    import os.path as p
+    import json.decoder as jd
+    import email.mime.text as emt
+    from os import path as q, sep
+    return p.join(name, "z"), q is p, sep, jd.JSONDecoder.__name__, emt.__name__
