@@ -994,3 +994,13 @@ def import_dotted_as(name):
     import email.mime.text as emt
     from os import path as q, sep
     return p.join(name, "z"), q is p, sep, jd.JSONDecoder.__name__, emt.__name__
+# Or-patterns whose bodies return: 3.12 copies the small success path into every alternative.
+@case((1,), (2,), ("b",), ("z",), (None,))
+def match_or_patterns_returning(v):
+    match v:
+        case 1 | 2:
+            return "small"
+        case "a" | "b" | "c":
+            return "letter"
+        case _:
+            return "other"

@@ -181,11 +181,37 @@ bool Decompiler::match_pattern(int& p, bool copied, MatchCase& mc) {
 bool Decompiler::or_pattern(int& p, MatchCase& mc) {
   std::vector<std::string> alts;
   int S = -1, q = p;
+  std::vector<std::pair<int, int>> copies;  // 3.12: each alternative's own copy of a small success path
   for (int guard = 0; guard < 64; ++guard) {
     if (q + 1 >= bc.size() || !is(bc.at(q), "COPY") || bc.at(q).arg != 1) return false;
     MatchCase alt;
     int r = q + 1;
     if (!match_pattern(r, true, alt) || alt.fails.size() != 1 || alt.fails[0].second != 0) return false;
+    if (r < bc.size() && is(bc.at(r), "POP_TOP") && S < 0) {
+      // 3.12 copies a small success path (the pops, the body, its return or raise) into every
+      // alternative: identical straight-line copies; the last one is kept as the body
+      const int fail_to = bc.at(alt.fails[0].first).target;
+      if (fail_to <= r || (!copies.empty() && fail_to - r != copies[0].second - copies[0].first)) return false;
+      for (int j = r; j < fail_to; ++j)
+        if (bc.at(j).target >= 0 || is_cond_jump(j)) return false;
+      const char* last = bc.at(fail_to - 1).name;
+      if (std::strcmp(last, "RETURN_VALUE") && std::strcmp(last, "RETURN_CONST") && std::strcmp(last, "RAISE_VARARGS")) return false;
+      for (int j = 0; !copies.empty() && j < fail_to - r; ++j)
+        if (bc.at(copies[0].first + j).opcode != bc.at(r + j).opcode || bc.at(copies[0].first + j).arg != bc.at(r + j).arg) return false;
+      copies.push_back({r, fail_to});
+      alts.push_back(alt.pattern);
+      if (fail_to < bc.size() && is(bc.at(fail_to), "COPY") && bc.at(fail_to).arg == 1) {
+        q = fail_to;
+        continue;
+      }
+      // the last alternative: its failure pops the tested value (F: POP_TOP) and goes on
+      if (alts.size() < 2 || !is(bc.at(fail_to), "POP_TOP")) return false;
+      for (size_t k = 0; k < alts.size(); ++k) mc.pattern += (k ? " | " : "") + alts[k];
+      mc.fails.push_back({alt.fails[0].first, 1});
+      p = r + 1;  // after the kept copy's POP_TOP of the tested value
+      return true;
+    }
+    if (!copies.empty()) return false;
     if (r >= bc.size() || !is(bc.at(r), "JUMP_FORWARD")) return false;
     if (S < 0) S = bc.at(r).target;
     else if (S != bc.at(r).target) return false;
