@@ -1004,3 +1004,8 @@ def match_or_patterns_returning(v):
             return "letter"
         case _:
             return "other"
+# A '#' or a backslash in a replacement field's format spec is fine before 3.12 too (only the
+# expression part may hold neither): it was refused.
+@case((5, "ab"), (255, ""))
+def fstring_format_spec_hash_backslash(n, s):
+    return f"<{n:#x} {s!r:#>6} {n:\n>4}>"

@@ -728,6 +728,10 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     std::string inner = wrap(v, kPrecAtom);
     if (v->kind != ExKind::Name && v->kind != ExKind::Const && inner.size() && inner[0] != '(') inner = "(" + render(v) + ")";
     if (!inner.empty() && inner[0] == '{') inner = " " + inner;
+    // before 3.12 (PEP 701) a replacement field's expression may hold no backslash and no '#'
+    // (its format spec may)
+    if (minor < 12 && (inner.find('\\') != std::string::npos || inner.find('#') != std::string::npos))
+      fail("f-string replacement field with a backslash or '#' (not expressible before 3.12)", i);
     std::string field = "{" + inner;
     int conv = arg & 3;
     if (conv == 1) field += "!s";
