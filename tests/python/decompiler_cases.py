@@ -1009,3 +1009,26 @@ def match_or_patterns_returning(v):
 @case((5, "ab"), (255, ""))
 def fstring_format_spec_hash_backslash(n, s):
     return f"<{n:#x} {s!r:#>6} {n:\n>4}>"
+# An await inside a try/finally whose body returns a constant (3.12 places the await's
+# CLEANUP_THROW after the return; it is an exception path, not code after the try).
+@case((True,), (False,))
+def await_in_try_finally(ok):
+    log = []
+    async def value():
+        if not ok:
+            raise ValueError("no")
+        return 1
+    async def body():
+        try:
+            log.append(await value())
+            return True
+        finally:
+            log.append("finally")
+    co = body()
+    try:
+        co.send(None)
+    except StopIteration as stop:
+        return stop.value, log
+    except ValueError:
+        return "raised", log
+    raise AssertionError("the coroutine awaited something that suspends")

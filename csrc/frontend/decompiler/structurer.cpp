@@ -139,6 +139,12 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
     if (static_cast<int>(st.size()) <= ctx.base) stmt_start = i;
     const frontend::Instruction& in = bc.at(i);
     const char* n = in.name;
+    // 3.12: an await's CLEANUP_THROW (and its jump back to END_SEND) is reached only through the
+    // exception table; where it sits among the code that follows, it is no statement
+    if (!std::strcmp(n, "CLEANUP_THROW") && !ctx.pure) {
+      i += (i + 1 < hi && is_uncond_jump(i + 1) && has(bc.at(i + 1).name, "BACKWARD")) ? 2 : 1;
+      continue;
+    }
     if (!std::strcmp(n, "SWAP")) {
       int r = handle_chain(i, hi, ctx, st);
       if (r != -2) {

@@ -211,6 +211,8 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
         s.text = s.e1->kind == ExKind::Const && s.e1->cst && s.e1->cst->is_none ? "return None" : "return " + wrap(s.e1, kPrecTuple);
         t.body.push_back(s);
         k += is(bc.at(k), "RETURN_CONST") ? 1 : 2;  // what follows that return (if anything) comes after the try
+        // (3.12: an await's CLEANUP_THROW blocks placed there are exception paths, not code after the try)
+        while (k < h && is(bc.at(k), "CLEANUP_THROW")) k += k + 1 < h && is_uncond_jump(k + 1) ? 2 : 1;
       }
     }
     if (t.body.size() == 1 && t.body[0].kind == Stmt::Kind::Try && !t.body[0].clauses.empty() &&
