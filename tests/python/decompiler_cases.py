@@ -1032,3 +1032,15 @@ def await_in_try_finally(ok):
     except ValueError:
         return "raised", log
     raise AssertionError("the coroutine awaited something that suspends")
+# A conditional expression argument in a return inside a try (3.12 copies the call and return into
+# both branches and leaves the returns out of the try body's range: torch.nn.Module.to's convert).
+@case((1.5, None), (2, None), (1.5, 7), ("s", 7))
+def ternary_return_in_try(v, fmt):
+    def to(a, b, c, memory_format=None):
+        return (a, b, c, memory_format)
+    try:
+        if fmt is not None and v in (1.5, "s"):
+            return to(v, "float" if isinstance(v, float) or isinstance(v, complex) else None, 3, memory_format=fmt)
+        return to(v, "float" if isinstance(v, float) or isinstance(v, complex) else None, 3)
+    except NotImplementedError:
+        raise

@@ -622,8 +622,8 @@ int Decompiler::handle_value_boolop(int i, int hi, const RegionCtx& ctx, Stack& 
 // then the same straight-line tail: the conditional expression is rebuilt on the stack and the
 // structurer goes on at the else branch's copy of the tail. -1 when the branches are not that.
 int Decompiler::copied_tail_ternary(int B, int F, int hi, const RegionCtx& ctx, Stack& st, const ExP& E) {
-  int end = -1;  // the else branch's return
-  for (int j = F; j < hi && j < bc.size(); ++j) {
+  int end = -1;  // the else branch's return (3.12 leaves a try body's returns out of its range: hi itself)
+  for (int j = F; j <= hi && j < bc.size(); ++j) {
     const char* n = bc.at(j).name;
     if (!std::strcmp(n, "RETURN_VALUE") || !std::strcmp(n, "RETURN_CONST") || !std::strcmp(n, "RAISE_VARARGS")) { end = j + 1; break; }
   }
