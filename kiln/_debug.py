@@ -8,7 +8,11 @@ writes them. Layout, one folder per captured frame (resume functions are frames 
     <dir>/manifest.json                the same, machine-readable: function, entry, files, stages
     <dir>/<NNN>_<function>/
         frame.txt                      the frame's code: kiln's own (a resume function) or the user's, disassembled
-        frame.py                       the same code decompiled to Python (kiln.decompile), or why it could not be
+        frame.py                       the same code decompiled to Python (kiln.decompile), each line ending with
+                                       the user's file:line its bytecode came from; or why it could not be decompiled
+        transformed.py                 what kiln runs in place of that code when the entry's guards pass, as Python:
+                                       the graph's inputs fetched, the graph called, the result and side effects
+                                       built; at a graph break the instruction run eagerly and the resume function called
         graph.py                       the captured graph (torch.fx-style Python, user file:line per op)
         graph_module.py                the same graph as the code torch.fx runs: with a dump on, the graph's
                                        frames point at this file, so a debugger's breakpoints there are hit
@@ -16,7 +20,9 @@ writes them. Layout, one folder per captured frame (resume functions are frames 
         guards.txt                     the guards, as readable code
         reasons.md                     why this entry exists: recompile reason, graph break and its stack
         aten_graph[_k].txt             the ATen graph the code generator traced (per size specialisation k)
-        loop_ir[_k].txt                the loop IR after fusion, scheduling and memory planning
+        loop_ir_unfused[_k].txt        the loop IR before fusion: every ATen op's value its own kernel
+        loop_ir[_k].txt                the loop IR after fusion, scheduling and memory planning: kernels,
+                                       extern ATen calls and the order the wrapper (CompiledGraph) runs them in
                                        (forward and backward for training graphs)
         kernels[_k].cpp                the generated C++ kernels
         codegen[_k].json               build status and time per stage
@@ -111,13 +117,84 @@ def steppable(gm, folder: str):
 
 
 def _decompiled(code) -> str:
-    """The frame's code as Python source (kiln.decompile), or why it could not be decompiled."""
+    """The frame's code as Python source (kiln.decompile), or why it could not be decompiled; each
+    line that runs code ends with the user's file:line it came from (see annotate_lines)."""
     from ._decompile import decompile
-    head = f"# {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}), decompiled from its bytecode by kiln.decompile\n"
+    head = (f"# {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}), decompiled from its bytecode by kiln.decompile;\n"
+            f"# each line ends with the line of {os.path.basename(code.co_filename)} (file:line) its bytecode came from\n")
     try:
-        return head + decompile(code)
+        src = decompile(code)
     except Exception as e:  # noqa: BLE001 - a construct the decompiler does not rebuild: say so, never guess
         return head + f"# not decompiled: {type(e).__name__}: {e}\n# (frame.txt has the bytecode)\n"
+    return head + annotate_lines(code, src)
+
+
+def _instructions(code):
+    """(key, line) per instruction of `code`; the key ignores what compiling the same source at other
+    line numbers changes (caches, jump offsets), so two compilations of one function line up."""
+    out = []
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("CACHE", "EXTENDED_ARG", "NOP", "RESUME"):
+            continue
+        arg = ins.argval if ins.opcode not in dis.hasjrel and ins.opcode not in dis.hasjabs else None
+        if hasattr(arg, "co_name"):
+            arg = ("code", arg.co_name)
+        try:
+            hash(arg)
+        except TypeError:
+            arg = repr(arg)
+        out.append(((ins.opname, arg), ins.positions.lineno if ins.positions else None))
+    return out
+
+
+def _line_map(original, recompiled, found: dict) -> None:
+    """Adds recompiled line -> original line for the instructions the two codes share (nested code
+    objects paired by name, in order)."""
+    import difflib
+    a, b = _instructions(recompiled), _instructions(original)
+    matcher = difflib.SequenceMatcher(None, [k for k, _ in a], [k for k, _ in b], autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            ra, ob = a[block.a + k][1], b[block.b + k][1]
+            if ra is not None and (not found.get(ra)):  # 0: only code of kiln's own (no user line)
+                found[ra] = ob or 0
+    nested = {}
+    for c in original.co_consts:
+        if hasattr(c, "co_code"):
+            nested.setdefault(c.co_name, []).append(c)
+    for c in recompiled.co_consts:
+        if hasattr(c, "co_code") and nested.get(c.co_name):
+            _line_map(nested[c.co_name].pop(0), c, found)
+
+
+def annotate_lines(code, src: str) -> str:
+    """`src` (kiln.decompile(code)) with `  # file:line` after each line whose bytecode lines up with
+    an instruction of `code`: the decompiled source is compiled again and its instructions matched
+    with the original's. Lines that line up with nothing (else:, try:) stay as they are; on any
+    failure the source is returned unannotated."""
+    try:
+        import textwrap
+        lines = src.splitlines()
+        body, shift = src, 0
+        if code.co_freevars:  # a closure compiles inside a function that binds its free variables
+            body = "def __kiln_make(" + ", ".join(code.co_freevars) + "):\n" + textwrap.indent(src, "    ")
+            shift = 1
+        top = compile(body, "<decompiled>", "exec", dont_inherit=True)
+        if shift:
+            top = next(c for c in top.co_consts if hasattr(c, "co_code"))
+        recompiled = next(c for c in top.co_consts if hasattr(c, "co_code"))
+        found: dict[int, int] = {}
+        _line_map(code, recompiled, found)
+        if code.co_firstlineno:
+            found.setdefault(1 + shift, code.co_firstlineno)
+        name = os.path.basename(code.co_filename)  # the header names the whole path
+        for i in range(len(lines)):
+            user = found.get(i + 1 + shift)
+            if user is not None and lines[i].strip() and not lines[i].lstrip().startswith(("#", "@")):
+                lines[i] += f"  # {name}:{user}" if user else "  # kiln's own code (no user line)"
+        return "\n".join(lines) + "\n"
+    except Exception:  # noqa: BLE001 - annotations are a help; the source is right without them
+        return src
 
 
 def _disassemble(code) -> str:
@@ -137,19 +214,39 @@ def record_capture(debug_dir: str, facts: dict) -> str | None:
         return None
 
 
+def _claim_folder(debug_dir: str, slug: str):
+    """The next free entry number in `debug_dir` and its new folder. A folder used before (an earlier
+    run, another process such as a benchmark's warm run or a DDP rank) is never reused: numbering
+    goes on after the highest number there, and a folder another process made first is skipped."""
+    os.makedirs(debug_dir, exist_ok=True)
+    n = _counts.get(debug_dir)
+    if n is None:
+        n = 1 + max((int(f[:3]) for f in os.listdir(debug_dir) if f[:3].isdigit() and f[3:4] == "_"), default=-1)
+    while True:
+        taken = any(f.startswith(f"{n:03d}_") for f in os.listdir(debug_dir))
+        path = os.path.join(debug_dir, f"{n:03d}_{slug}")
+        if not taken:
+            try:
+                os.makedirs(path)
+                _counts[debug_dir] = n + 1
+                return n, path
+            except FileExistsError:
+                pass
+        n += 1
+
+
 def _record(debug_dir: str, facts: dict) -> str:
-    with _lock:
-        n = _counts.get(debug_dir, 0)
-        _counts[debug_dir] = n + 1
     code = facts["code"]
     function = facts["function"]
-    path = os.path.join(debug_dir, f"{n:03d}_{_slug(code.co_qualname)}")
-    os.makedirs(path, exist_ok=True)
+    with _lock:
+        n, path = _claim_folder(debug_dir, _slug(code.co_qualname))
     files = {}
     files["frame.txt"] = _write(path, "frame.txt", _disassemble(code))
     files["frame.py"] = _write(path, "frame.py", _decompiled(code))
     if facts.get("graph"):
         files["graph.py"] = _write(path, "graph.py", facts["graph"])
+    if facts.get("transformed"):
+        files["transformed.py"] = _write(path, "transformed.py", facts["transformed"])
     if facts.get("guards"):
         files["guards.txt"] = _write(path, "guards.txt", facts["guards"])
     reasons = [f"# {function}\n"]
@@ -166,7 +263,7 @@ def _record(debug_dir: str, facts: dict) -> str:
     if facts.get("runs_eagerly"):
         reasons.append("\nThis frame runs eagerly: nothing was compiled for it.\n")
     files["reasons.md"] = _write(path, "reasons.md", "".join(reasons))
-    entry = {"index": n, "function": function, "qualname": code.co_qualname, "file": code.co_filename,
+    entry = {"index": n, "pid": os.getpid(), "function": function, "qualname": code.co_qualname, "file": code.co_filename,
              "line": code.co_firstlineno, "folder": os.path.basename(path),
              "resume_function": "__resume_at_" in code.co_qualname,
              "graph_break": bool(facts.get("break_reason")), "recompile": bool(facts.get("recompile_reason")),
@@ -177,8 +274,8 @@ def _record(debug_dir: str, facts: dict) -> str:
     return path
 
 
-_STAGES = {"frame.txt": "bytecode", "frame.py": "decompiled source", "graph.py": "captured graph", "graph_module.py": "graph as torch.fx runs it", "guards.txt": "guards",
-           "reasons.md": "reasons", "aten_graph": "aten graph", "loop_ir": "loop ir", "kernels": "kernels", "codegen": "build"}
+_STAGES = {"frame.txt": "bytecode", "frame.py": "decompiled source", "transformed.py": "transformed code", "graph.py": "captured graph", "graph_module.py": "graph as torch.fx runs it", "guards.txt": "guards",
+           "reasons.md": "reasons", "aten_graph": "aten graph", "loop_ir_unfused": "loop ir before fusion", "loop_ir": "loop ir", "kernels": "kernels", "codegen": "build"}
 
 
 def record_codegen(path: str, g) -> None:
@@ -191,6 +288,9 @@ def record_codegen(path: str, g) -> None:
             if g.graph_text:
                 written.append((_write(path, f"aten_graph{suffix}.txt", g.graph_text), "aten graph"))
             if g.program_text:
+                unfused = g.unfused_program_text
+                if unfused:
+                    written.append((_write(path, f"loop_ir_unfused{suffix}.txt", unfused), "loop ir before fusion"))
                 written.append((_write(path, f"loop_ir{suffix}.txt", g.program_text), "loop ir"))
             if g.source:
                 written.append((_write(path, f"kernels{suffix}.cpp", g.source), "kernels"))
@@ -220,16 +320,32 @@ def note_file(path: str, name: str) -> None:
 
 
 def _write_index(debug_dir: str) -> None:
-    entries = _entries.get(debug_dir, [])
-    with open(os.path.join(debug_dir, "manifest.json"), "w") as f:
-        json.dump({"entries": entries}, f, indent=2)
-    lines = ["# kiln debug dump\n", "\nOne folder per captured frame, in capture order. "
-             "`manifest.json` lists the same files with their stages.\n\n",
-             "| # | function | kind | files |\n|---|---|---|---|\n"]
+    # Entries other processes wrote into the same folder (read back from the manifest there) stay
+    # listed beside this process's.
+    mine = _entries.get(debug_dir, [])
+    ours = {e["folder"] for e in mine}
+    try:
+        with open(os.path.join(debug_dir, "manifest.json")) as f:
+            theirs = [e for e in json.load(f).get("entries", []) if e.get("folder") not in ours]
+    except (OSError, ValueError):
+        theirs = []
+    entries = sorted(theirs + mine, key=lambda e: e.get("index", 0))
+    _replace(os.path.join(debug_dir, "manifest.json"), json.dumps({"entries": entries}, indent=2))
+    lines = ["# kiln debug dump\n", "\nOne folder per captured frame, in capture order (`process`: the process that "
+             "wrote it, when several wrote here). `manifest.json` lists the same files with their stages.\n\n",
+             "| # | function | process | kind | files |\n|---|---|---|---|---|\n"]
     for e in entries:
         kind = ", ".join(k for k, on in (("resume function", e["resume_function"]), ("graph break", e["graph_break"]),
                                          ("recompile", e["recompile"])) if on) or "first capture"
         links = " ".join(f"[{x['file']}]({e['folder']}/{x['file']})" for x in e["files"])
-        lines.append(f"| {e['index']} | `{e['function']}` | {kind} | {links} |\n")
-    with open(os.path.join(debug_dir, "index.md"), "w") as f:
-        f.writelines(lines)
+        lines.append(f"| {e['index']} | `{e['function']}` | {e.get('pid', '')} | {kind} | {links} |\n")
+    _replace(os.path.join(debug_dir, "index.md"), "".join(lines))
+
+
+def _replace(path: str, text: str) -> None:
+    """Writes `path` whole (a temporary file renamed over it): a process reading it while another
+    writes never sees half a file."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)

@@ -4,6 +4,7 @@ that failed, with the value it expected and the one it found, and the user's sta
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from . import _C
 
@@ -41,6 +42,14 @@ class ExplainOutput:
         return "\n".join(out)
 
 
+_KILN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_frames(stack: str) -> str:
+    """A recompile's call stack without kiln's own frames (explain's runner)."""
+    return "".join(ln for ln in stack.splitlines(keepends=True) if f" at {_KILN_DIR}" not in ln)
+
+
 def explain(fn, **compile_kwargs):
     from . import compile
 
@@ -51,6 +60,6 @@ def explain(fn, **compile_kwargs):
         after = _C.stats()
         n = len(before["recompile_reasons"])
         return ExplainOutput(after["graph_records"][len(before["graph_records"]):], after["breaks"][len(before["breaks"]):], result,
-                             after["recompile_reasons"][n:], after["recompile_stacks"][n:])
+                             after["recompile_reasons"][n:], [_user_frames(s) for s in after["recompile_stacks"][n:]])
 
     return run

@@ -224,7 +224,8 @@ def _timeline_svg(rows) -> str:
     for k in range(6):  # time axis
         x = label_w + plot_w * k / 5
         parts.append(f'<line x1="{x}" y1="20" x2="{x}" y2="{height}" stroke="#eee"/>'
-                     f'<text x="{x + 2}" y="14" fill="#666">{span * k / 5 * 1e3:.0f} ms</text>')
+                     + (f'<text x="{x + 2}" y="14" fill="#666">' if k < 5 else f'<text x="{x}" y="14" fill="#666" text-anchor="end">')
+                     + f'{span * k / 5 * 1e3:.0f} ms</text>')  # the last label ends at the axis' end, inside the picture
     for i, (label, segs) in enumerate(rows):
         y = 24 + i * row_h
         parts.append(f'<text x="4" y="{y + 12}">{_esc(label[:52])}</text>')

@@ -57,7 +57,15 @@ int Graph::add_call(Op op, const std::string& target, int target_handle, std::ve
   n.op = op;
   std::string hint = target;
   auto dot = hint.rfind('.');
-  if (dot != std::string::npos) hint = hint.substr(dot + 1);
+  if (hint.rfind("torch.ops.", 0) == 0 && dot != std::string::npos) {
+    // torch.ops.<ns>.<op>.<overload>: named <op>_<overload> (slice_tensor), as torch.fx names it
+    const auto prev = hint.rfind('.', dot - 1);
+    std::string overload = hint.substr(dot + 1);
+    for (char& c : overload) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+    hint = hint.substr(prev + 1, dot - prev - 1) + (overload == "default" ? "" : "_" + overload);
+  } else if (dot != std::string::npos) {
+    hint = hint.substr(dot + 1);
+  }
   n.name = unique_name(hint);
   n.target = target;
   n.target_handle = target_handle;

@@ -21,6 +21,7 @@
 
 #include "autograd/absent_tangents.h"
 #include "autograd/partition.h"
+#include "lowering/lowerer.h"
 #include "frontend/hook/frame_dispatch.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/output_views.h"
@@ -470,6 +471,22 @@ class CodegenGraph {
   std::string program_text() const {
     if (training_) return "# forward\n" + training_->fwd->program().to_string() + "# backward\n" + training_->bwd->program().to_string();
     return graph_ ? graph_->program().to_string() : "";
+  }
+  // The loop IR before fusion (the debug dump's loop_ir_unfused.txt): the traced graph lowered
+  // again with every value realized in its own kernel; program_text is the program that runs.
+  std::string unfused_program_text() const {
+    auto unfused = [](const bridge::TraceResult& tr) -> std::string {
+      try {
+        lowering::LoweringOptions lo;
+        lo.fuse = false;
+        for (const ir::AtenValue& v : tr.graph.values) lo.cuda = lo.cuda || !v.meta.cpu;
+        return lowering::Lowerer(tr.graph, lo).run().to_string();
+      } catch (const std::exception& e) {
+        return std::string("# not lowered: ") + e.what() + "\n";
+      }
+    };
+    if (training_) return "# forward\n" + unfused(training_->fwd->trace()) + "# backward\n" + unfused(training_->bwd->trace());
+    return graph_ && !opts_.extern_only ? unfused(graph_->trace()) : "";
   }
   std::string source() const { return source_; }
   py::dict timings() const { return timings_; }
@@ -1132,6 +1149,7 @@ void bind_codegen(py::module_& m) {
       .def_property_readonly("compiled", &CodegenGraph::compiled)
       .def_property_readonly("graph_text", &CodegenGraph::graph_text)
       .def_property_readonly("program_text", &CodegenGraph::program_text)
+      .def_property_readonly("unfused_program_text", &CodegenGraph::unfused_program_text)
       .def_property_readonly("source", &CodegenGraph::source)
       .def_property_readonly("timings", &CodegenGraph::timings)
       .def_property_readonly("num_kernels", &CodegenGraph::num_kernels)

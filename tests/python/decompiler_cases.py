@@ -751,3 +751,296 @@ def finally_with_branches(flag, d):
             else:
                 log.append("nf")
     return log
+# An if whose then-branch never falls through (raise, return, continue) has no jump over its else;
+# the inner if's end is threaded past the else block (3.11 and 3.12).
+@case(("a", None), ("a", 1), ("b", None), ("b", 1))
+def else_after_raising_then(mode, ac):
+    if mode in ("a", "c"):
+        if ac is not None:
+            raise ValueError("x")
+    else:
+        if ac is None:
+            ac = False
+    return mode, ac
+@case((1, 1), (1, 0), (0, 1), (0, 0))
+def else_after_returning_then(a, b):
+    r = 0
+    if a:
+        if b:
+            return "ab"
+    else:
+        r = 5
+    return r
+@case(([1, 2, 3, 0, 5],), ([],))
+def else_after_continue_then(xs):
+    out = []
+    for x in xs:
+        if x > 1:
+            if x == 3:
+                out.append("three")
+            continue
+        else:
+            out.append(x)
+        out.append(-x)
+    return out
+@case((None,), (1.0,), (float("inf"),))
+def assert_in_then_before_else(t):
+    if t is not None:
+        total = t
+        assert not math.isinf(total), "inf"
+    else:
+        total = 0
+    return total
+# `not a or b` as a value: 3.12 tests the negation with COPY 1; POP_JUMP_IF_TRUE.
+@case((0, 5), (1, 0), (1, 7), (0, 0))
+def not_or_value(a, b):
+    x = not a or b
+    return x, not a or not b and a, (not a) and b
+# 3.12 copies a conditional expression's tail (the call and the return or raise) into both branches.
+@case((1, 0, "x"), (1, 1, "y"), (2, 0, "z"))
+def ternary_in_copied_tails(given, kw, name):
+    if name == "z":
+        raise ValueError("%s %s" % (name, "was" if given == 1 and not kw else "were"))
+    return str.upper(name if given == 1 or kw else "other"), [given, kw if kw else None]
+# `if not (a < b < c): raise`: 3.12 gives the chain's cleanup its own copy of the raise.
+@case((0.5, 0.5), (0.5, 2), (2, 0.5), (0, 0))
+def chain_negated_raise(r, s):
+    if not (0 < r < 1):
+        return "first"
+    if not (0 < r < 1 and 0 < s < 1):
+        raise ValueError("both")
+    if 0 < s < 1 and r:
+        return "and"
+    return "end"
+# A try/finally body ending in `return <constant>`: a NOP marks the return's line before the
+# finally copy (it was refused as a finally block without its normal-exit copy).
+@case((True,), (False,))
+def try_finally_return_const(ok):
+    log = []
+    try:
+        if not ok:
+            log.append("not ok")
+        log.append(len(log))
+        return True
+    finally:
+        log.append("finally")
+# try/finally inside try/finally, the value returned after both (3.12 reads a local with
+# LOAD_FAST_CHECK in the handler's copy of the finally block and LOAD_FAST in the normal one;
+# the outer copy used to be printed inside the try body as well as in its finally).
+@case((1,), (0,))
+def nested_try_finally_return_after(d):
+    log = []
+    try:
+        save = d
+        try:
+            x = 10 // d
+        finally:
+            log.append("inner")
+        try:
+            y = x + 1
+        finally:
+            log.append("inner2")
+    finally:
+        log.append(save)
+    return (x, y, log)
+# A break out of a for loop inside an except clause pops the loop's iterator: it was printed as the
+# clause falling off the try (wrong source: the break disappeared).
+@case(([1, 2, 3],), ([0, 5],), ([],))
+def break_in_except_clause(xs):
+    out = []
+    for x in xs:
+        for k in range(3):
+            try:
+                out.append(10 // (x - k))
+                if x > 2:
+                    return out
+            except ZeroDivisionError:
+                if k:
+                    continue
+                break
+            except ValueError:
+                break
+    return out
+# Async comprehensions (3.11: a coroutine code object awaited by its caller, iterating the
+# GET_AITER its caller made; 3.12: inlined). Driven to completion without an event loop.
+@case(([1, 2, 3],), ([],), ([0, 4],))
+def async_comprehensions(xs):
+    async def agen():
+        for x in xs:
+            yield x
+    async def value(v):
+        return v * 10
+    async def body():
+        a = [x async for x in agen()]
+        b = {x: await value(x) async for x in agen() if x}
+        c = [await value(x) for x in xs]
+        d = {k async for k in (x * 2 async for x in agen())}
+        e = [x + y async for x in agen() for y in xs if x]
+        return a, b, c, sorted(d), e
+    co = body()
+    try:
+        co.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("the coroutine awaited something that suspends")
+# An async for nested in a comprehension's (sync) loop: 3.11 printed it as a plain `for` (wrong source).
+@case(([1, 2, 3],), ([],))
+def async_for_inside_comprehension(xs):
+    async def agen():
+        for x in xs:
+            yield x
+    async def body():
+        return [x - y for x in xs async for y in agen()]
+    co = body()
+    try:
+        co.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("the coroutine awaited something that suspends")
+# Or-patterns of values (each alternative tests a copy of the subject), with a guard, and a
+# wildcard after a case that needs no copy of the subject (its line marked by a NOP).
+@case((1,), (2,), ("a",), ("b",), (3.5,), (None,))
+def match_or_patterns(v):
+    match v:
+        case 1 | 2 if v > 1:
+            x = "two"
+        case "a" | "b" | None:
+            x = "ab"
+        case y:
+            x = y
+    match v:
+        case 1 | 2:
+            z = "small"
+        case _:
+            z = "other"
+    w = 5
+    return x, z, w
+# Mapping patterns with constant keys whose values are captures, `_`, constants or None.
+@case(({"k": 1, "j": 2},), ({"z": 1},), ({"z": 2},), ({"a": 1, "b": None, 3: "y"},), ([1],), ({},))
+def match_mappings(v):
+    match v:
+        case {"k": x, "j": _}:
+            return x
+        case {"z": 1}:
+            return "z1"
+        case {"a": 1, "b": None, 3: y}:
+            return y
+        case _:
+            return None
+# A try/finally inside a try/except (3.12 places the code after the outer try before the nested
+# handlers, whose cleanup re-raises into the outer handler: the outer body ends before them), a
+# tail 3.12 copies into an except clause after its POP_EXCEPT (it runs after the try, with no
+# exception being handled), and a try ending in a nested try that returns.
+@case((0,), (1,), (2,))
+def finally_inside_except(k):
+    log = []
+    def step():
+        if k == 1:
+            raise ValueError("v")
+        if k == 2:
+            raise KeyError("k")
+        return "ok"
+    try:
+        try:
+            step()
+        finally:
+            log.append("finally")
+    except ValueError:
+        log.append("value")
+    log.append("after")
+    try:
+        step()
+    except (ValueError, KeyError):
+        log.append("caught")
+    log.append(len(log))
+    try:
+        first = log[0]
+        try:
+            return first, step(), log
+        except KeyError:
+            log.append("inner")
+            raise
+    except Exception:
+        if log:
+            log.append("outer")
+        return log
+# Three tries nested (try/finally in try/except in try/except): 3.12's layout is not rebuilt yet.
+@case((0,), (1,), (2,))
+def three_nested_tries(k):
+    log = []
+    def step():
+        if k == 1:
+            raise ValueError("v")
+        if k == 2:
+            raise KeyError("k")
+    try:
+        try:
+            try:
+                step()
+            finally:
+                log.append("finally")
+        except ValueError:
+            log.append("value")
+        log.append("after")
+    except KeyError:
+        log.append("key")
+    return log
+# `import a.b as c` binds the submodule (it was printed as `from a.b import b as c`: wrong source,
+# an ImportError), also several levels deep.
+@case(("x",), ("y",))
+def import_dotted_as(name):
+    import os.path as p
+    import json.decoder as jd
+    import email.mime.text as emt
+    from os import path as q, sep
+    return p.join(name, "z"), q is p, sep, jd.JSONDecoder.__name__, emt.__name__
+# Or-patterns whose bodies return: 3.12 copies the small success path into every alternative.
+@case((1,), (2,), ("b",), ("z",), (None,))
+def match_or_patterns_returning(v):
+    match v:
+        case 1 | 2:
+            return "small"
+        case "a" | "b" | "c":
+            return "letter"
+        case _:
+            return "other"
+# A '#' or a backslash in a replacement field's format spec is fine before 3.12 too (only the
+# expression part may hold neither): it was refused.
+@case((5, "ab"), (255, ""))
+def fstring_format_spec_hash_backslash(n, s):
+    return f"<{n:#x} {s!r:#>6} {n:\n>4}>"
+# An await inside a try/finally whose body returns a constant (3.12 places the await's
+# CLEANUP_THROW after the return; it is an exception path, not code after the try).
+@case((True,), (False,))
+def await_in_try_finally(ok):
+    log = []
+    async def value():
+        if not ok:
+            raise ValueError("no")
+        return 1
+    async def body():
+        try:
+            log.append(await value())
+            return True
+        finally:
+            log.append("finally")
+    co = body()
+    try:
+        co.send(None)
+    except StopIteration as stop:
+        return stop.value, log
+    except ValueError:
+        return "raised", log
+    raise AssertionError("the coroutine awaited something that suspends")
+# A conditional expression argument in a return inside a try (3.12 copies the call and return into
+# both branches and leaves the returns out of the try body's range: torch.nn.Module.to's convert).
+@case((1.5, None), (2, None), (1.5, 7), ("s", 7))
+def ternary_return_in_try(v, fmt):
+    def to(a, b, c, memory_format=None):
+        return (a, b, c, memory_format)
+    try:
+        if fmt is not None and v in (1.5, "s"):
+            return to(v, "float" if isinstance(v, float) or isinstance(v, complex) else None, 3, memory_format=fmt)
+        return to(v, "float" if isinstance(v, float) or isinstance(v, complex) else None, 3)
+    except NotImplementedError:
+        raise

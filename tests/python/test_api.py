@@ -1,4 +1,6 @@
 """Public API: compile forms, modules, options validation, backends, explain, stats, reset."""
+import os
+
 import pytest
 import torch
 import torch.fx
@@ -245,6 +247,9 @@ def test_explain_shows_user_stack_of_breaks_and_recompile_guards(capsys):
     call_line = f.__code__.co_firstlineno + 3
     assert f"f at {__file__}:{call_line}" in stack[-2] and stack[-1].strip().startswith("_explain_helper at")
     assert "called from (outermost first)" in text
+    # only the user's frames: not kiln's own (explain's runner)
+    kiln_dir = os.path.dirname(os.path.abspath(kiln.__file__))
+    assert not any(kiln_dir in line for line in stack), stack
 
 
 def test_reduce_overhead_on_the_cpu_runs_the_compiled_graph():

@@ -43,6 +43,10 @@ def test_dump_has_every_stage_and_an_index(tmp_path, capsys):
     index = open(os.path.join(d, "index.md")).read()
     for link in re.findall(r"\]\(([^)]+)\)", index):
         assert os.path.isfile(os.path.join(d, link)), link
+    for e in manifest:  # every Python file of the dump parses
+        for f in e["files"]:
+            if f["file"].endswith(".py"):
+                ast.parse(open(os.path.join(d, e["folder"], f["file"])).read())
 
     first = os.path.join(d, manifest[0]["folder"])
     reasons = open(os.path.join(first, "reasons.md")).read()
@@ -63,6 +67,35 @@ def test_dump_has_every_stage_and_an_index(tmp_path, capsys):
             found += 1
     assert found >= 3
     assert "kernel" in open(os.path.join(first, "kernels.cpp")).read()
+    # The loop IR before fusion has one kernel per pointwise op; after fusion relu*2 is one kernel.
+    unfused = open(os.path.join(first, "loop_ir_unfused.txt")).read()
+    fused = open(os.path.join(first, "loop_ir.txt")).read()
+    assert unfused.count("kernel kernel") == 2 and fused.count("kernel kernel") == 1, (unfused, fused)
+    assert "loop ir before fusion" in {f["stage"] for f in manifest[0]["files"]}
+
+    # frame.py: the user's code decompiled, each statement ending with the user line it came from.
+    here = {line.strip(): i + 1 for i, line in enumerate(lines)}
+    for folder in (first, os.path.join(d, manifest[1]["folder"])):
+        frame = open(os.path.join(folder, "frame.py")).read()
+        ast.parse(frame)
+        annotated = re.findall(r"^    (.*?)  # (\S+):(\d+)$", frame, re.M)
+        assert len(annotated) >= 2, frame
+        for stmt, path, line in annotated:
+            if not stmt.startswith(("__kiln_stack", "del ")):
+                assert path == os.path.basename(THIS) and lines[int(line) - 1].strip() == stmt.replace("'", '"'), (stmt, path, line, frame)
+    print_line = here['print("a graph break")']
+    assert f"print('a graph break')  # {os.path.basename(THIS)}:{print_line}" in open(os.path.join(first, "frame.py")).read()
+
+    # transformed.py: what kiln runs instead of the frame, as Python: the graph, the break's call
+    # run eagerly, the resume function it continues in.
+    transformed = open(os.path.join(first, "transformed.py")).read()
+    ast.parse(transformed)
+    assert "__graph_out = __graph(x, w)" in transformed
+    assert re.search(r"__result = print\('a graph break'\)  # .*test_debug_dump.py:\d+: the graph break", transformed), transformed
+    resume = re.search(r"return (broken\.__resume_at_\d+)\(x, w, __graph_out\[0\], __result\)", transformed)
+    assert resume, transformed
+    assert manifest[1]["qualname"] == resume.group(1)
+    assert "return __graph_out[0]" in open(os.path.join(d, manifest[1]["folder"], "transformed.py")).read()
 
 
 def test_training_graph_dump_has_forward_and_backward(tmp_path):
@@ -74,6 +107,38 @@ def test_training_graph_dump_has_forward_and_backward(tmp_path):
     manifest = json.load(open(os.path.join(d, "manifest.json")))["entries"]
     loop_ir = open(os.path.join(d, manifest[0]["folder"], "loop_ir.txt")).read()
     assert "# forward" in loop_ir and "# backward" in loop_ir
+    unfused = open(os.path.join(d, manifest[0]["folder"], "loop_ir_unfused.txt")).read()
+    assert "# forward" in unfused and "# backward" in unfused
+    assert unfused.count("kernel kernel") > loop_ir.count("kernel kernel")
+
+
+class _Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.calls = 0
+
+    def forward(self, x, d):
+        self.calls = self.calls + 1
+        y = self.fc(x)
+        d["y"] = y.sum()
+        if y.sum() > 0:  # a branch on a tensor: a graph break
+            return y * 2
+        return y - 1
+
+
+def test_transformed_code_shows_side_effects_and_branch_breaks(tmp_path):
+    m = _Counter()
+    c = kiln.compile(m, options={"debug_dir": str(tmp_path)})
+    x, d = torch.randn(2, 4), {}
+    assert_same(c(x, d), _Counter.forward(m, x, {}))
+    manifest = json.loads((tmp_path / "manifest.json").read_text())["entries"]
+    text = (tmp_path / manifest[0]["folder"] / "transformed.py").read_text()
+    ast.parse(text)
+    assert "__graph(x, self.fc.weight, self.fc.bias)" in text, text
+    assert "self.calls = 1" in text and "d.clear(); d.update({'y': __graph_out[" in text, text
+    assert re.search(r"if (not )?__graph_out\[0\]:  # .*: the graph break, a branch", text), text
+    assert text.count("_Counter.forward.__resume_at_") == 2, text
 
 
 def test_no_dump_without_a_debug_dir(tmp_path, monkeypatch):
@@ -160,3 +225,100 @@ def test_breakpoints_in_dumped_graphs_are_hit_under_pdb(tmp_path, backend, capsy
     if backend == "kiln":
         from kiln import _codegen
         assert all(g.compiled for g in _codegen.GRAPHS)
+
+
+def test_dump_folder_shared_by_several_processes(tmp_path):
+    """A second process (a benchmark's warm run, a rerun, a DDP rank) dumping into the same folder
+    numbers its entries after the first's and both stay in the index and manifest."""
+    import subprocess
+    import sys
+    d = str(tmp_path / "shared")
+    prog = "import torch, kiln; kiln.compile(lambda x: x.sin() + 1)(torch.randn(3))"
+    env = dict(os.environ, KILN_DEBUG_DIR=d, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(THIS))))
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", prog], env=env, check=True, timeout=300)
+    entries = json.load(open(os.path.join(d, "manifest.json")))["entries"]
+    assert [e["index"] for e in entries] == [0, 1] and entries[0]["pid"] != entries[1]["pid"]
+    assert len({e["folder"] for e in entries}) == 2
+    for e in entries:  # each folder holds its own process's files only, every one listed
+        listed = {f["file"] for f in e["files"]}
+        assert listed == set(os.listdir(os.path.join(d, e["folder"]))), (listed, e["folder"])
+    index = open(os.path.join(d, "index.md")).read()
+    for link in re.findall(r"\]\(([^)]+)\)", index):
+        assert os.path.isfile(os.path.join(d, link)), link
+    assert index.count("| first capture |") == 2
+
+
+class _Holder:
+    pass
+
+
+_HELD = _Holder()
+
+
+def _star_args(x, *rest, k=1, **kw):
+    _HELD.v = 3
+    y = x * k
+    print("star args")
+    return y + len(rest)
+
+
+def test_transformed_code_is_python_for_any_signature_and_target(tmp_path):
+    c = kiln.compile(_star_args, options={"debug_dir": str(tmp_path)})
+    assert_same(c(torch.ones(2), 1, 2, k=2, z=1), _star_args(torch.ones(2), 1, 2, k=2, z=1))
+    manifest = json.loads((tmp_path / "manifest.json").read_text())["entries"]
+    text = (tmp_path / manifest[0]["folder"] / "transformed.py").read_text()
+    tree = ast.parse(text)
+    fn = tree.body[0]
+    assert [a.arg for a in fn.args.args] == ["x"] and fn.args.vararg.arg == "rest" and fn.args.kwarg.arg == "kw"
+    assert [a.arg for a in fn.args.kwonlyargs] == ["k"]
+    assert "__object('<" in text and ".v = 3" in text, text
+
+
+def _dyn_slice(x, n):
+    y = x.relu()
+    return y[:n] * 2
+
+
+def test_graph_with_operator_overloads_prints_as_python(tmp_path):
+    """A slice by a symbolic size is recorded as an ATen overload: graph.py spells it as Python
+    reaches it (torch.ops.aten.slice.Tensor), not as the overload's qualname (aten::slice.Tensor)."""
+    c = kiln.compile(_dyn_slice, dynamic=True, options={"debug_dir": str(tmp_path)})
+    x = torch.randn(6)
+    assert_same(c(x, 3), _dyn_slice(x, 3))
+    manifest = json.loads((tmp_path / "manifest.json").read_text())["entries"]
+    graph = (tmp_path / manifest[0]["folder"] / "graph.py").read_text()
+    ast.parse(graph)
+    assert "slice_tensor = torch.ops.aten.slice.Tensor(" in graph, graph
+    # graph_module.py carries the same user line for that op
+    gm = (tmp_path / manifest[0]["folder"] / "graph_module.py").read_text()
+    assert re.search(r"slice_tensor = .*# \S+test_debug_dump.py:\d+$", gm, re.M), gm
+
+
+@pytest.mark.skipif(not hasattr(__import__("sys"), "monitoring"), reason="sys.monitoring is new in 3.12")
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+def test_sys_monitoring_debugger_steps_through_the_dumped_graphs(tmp_path, backend):
+    """A debugger registered with sys.monitoring (3.12: IDEs such as VS Code's) sees the graphs'
+    Python form run from the dumped graph_module.py files, both graphs of the broken frame."""
+    import sys
+    mon = sys.monitoring
+    c = kiln.compile(_stepped, backend=backend, options={"debug_dir": str(tmp_path)})
+    x = torch.randn(3, 4)
+    c(x)
+    c(x)  # kiln: kernels are built and run from here on
+    started = []
+    mon.use_tool_id(mon.DEBUGGER_ID, "kiln-test")
+    try:
+        mon.register_callback(mon.DEBUGGER_ID, mon.events.PY_START, lambda code, offset: started.append(code.co_filename))
+        mon.set_events(mon.DEBUGGER_ID, mon.events.PY_START)
+        result = c(x)
+    finally:
+        mon.set_events(mon.DEBUGGER_ID, 0)
+        mon.register_callback(mon.DEBUGGER_ID, mon.events.PY_START, None)
+        mon.free_tool_id(mon.DEBUGGER_ID)
+    assert_same(result, _stepped(x))
+    dumped = sorted(str(p) for p in tmp_path.glob("*/graph_module.py"))
+    assert len(dumped) == 2
+    assert [f for f in started if f.endswith("graph_module.py")] == dumped, started
+    # With no debugger the compiled code runs as before.
+    assert_same(c(x), _stepped(x))

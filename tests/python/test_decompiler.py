@@ -71,9 +71,8 @@ def check_behaviour(fn, src, inputs):
 
 # ---- hand-written constructs (3.11, this interpreter) ----------------------------------------
 
-# Known gaps (clear DecompileErrors, never wrong source), to be closed: `continue` inside an
-# except clause of a try/finally inside a loop.
-KNOWN_311 = {"try_in_loop"}
+# Known gaps (clear DecompileErrors, never wrong source), to be closed: none at present.
+KNOWN_311 = set()
 
 
 @pytest.mark.parametrize("name", sorted(decompiler_cases.CASES))
@@ -98,9 +97,9 @@ def _recorded():
         return json.load(f)
 
 
-# 3.12 layouts not rebuilt yet (a with block ending the function, a conditional expression as a
-# call argument): each must be a clear error.
-KNOWN_312 = {"ternary_in_call", "with_stmt"}
+# 3.12 layouts not rebuilt yet (a with block ending the function, an async for nested in an inlined
+# comprehension's loop, three nested tries): each must be a clear error.
+KNOWN_312 = {"with_stmt", "async_for_inside_comprehension", "three_nested_tries"}
 
 
 def test_312_fixtures_decompile_compile_and_behave():
@@ -273,18 +272,16 @@ def test_corpus_pure_functions_behave():
 
 def test_decompile_error_is_clear():
     async def coro(it):
-        return [x async for x in it]  # async comprehensions are not rebuilt yet
-    with pytest.raises(kiln.DecompileError):
-        kiln.decompile(coro)
+        return [x async for x in it]  # rebuilt now (it was refused): no `await` before the comprehension
+    assert kiln.decompile(coro).splitlines()[1].strip() == "return [x async for x in it]"
 
-    def or_pattern(v):
+    def rest_pattern(v):
         match v:
-            case 1 | 2:  # or-patterns are not rebuilt yet
-                return "small"
-            case _:
-                return "other"
-    with pytest.raises(kiln.DecompileError, match="pattern"):
-        kiln.decompile(or_pattern)
+            case {"k": x, **rest}:  # a mapping pattern's **rest is not rebuilt yet
+                return rest
+        return None
+    with pytest.raises(kiln.DecompileError, match="MATCH_MAPPING"):
+        kiln.decompile(rest_pattern)
     with pytest.raises(TypeError):
         kiln.decompile(42)
 
@@ -303,8 +300,8 @@ def _corpus_tool():
 def test_corpus_recompiles_to_the_same_bytecode():
     """Every function of ~40 standard-library modules and ~20 torch.nn/torch.optim modules
     (tools/decompiler_corpus.py): the decompiled source must compile, and recompiling it must give
-    the original's bytecode (so it behaves the same) for nearly all. Measured on 3.11: 3739 of
-    3775 decompiled, 3662 the same bytecode, the rest clear DecompileErrors."""
+    the original's bytecode (so it behaves the same) for nearly all. Measured on 3.11: 3762 of
+    3775 decompiled, 3681 the same bytecode, the rest clear DecompileErrors."""
     tool = _corpus_tool()
     items = tool.corpus(os.path.dirname(torch.__file__))
     res = tool.decompile_all(items)
@@ -321,8 +318,8 @@ def test_corpus_recompiles_to_the_same_bytecode():
     assert n >= 3000
     assert not crashes, "\n".join(crashes[:20])
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.98 * n
-    assert same >= 0.96 * n
+    assert len(decompiled) >= 0.99 * n
+    assert same >= 0.97 * n
 
 
 PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
@@ -332,7 +329,7 @@ PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
 def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
     decompiles the descriptions here, and the 3.12 interpreter recompiles and compares. Measured:
-    3684 of 3786 decompiled, 3454 the same bytecode."""
+    3740 of 3786 decompiled, 3511 the same bytecode."""
     import subprocess
     tool_path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
     out = tmp_path / "c.json"
@@ -347,8 +344,9 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     print(r.stdout)
     assert n >= 3000
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.96 * n
-    assert same >= 0.9 * n
+    assert len(decompiled) >= 0.98 * n
+    assert same >= 0.92 * n
     # A try/finally inside a try/except: 3.12's layout was rebuilt with the code after the outer
-    # try moved inside it (wrong source); now refused.
-    assert res["asyncio/locks.py:Lock.acquire:92"]["status"] == "error", res["asyncio/locks.py:Lock.acquire:92"]
+    # try moved inside it (wrong source), then refused; now the outer body ends before the handlers
+    # of the tries nested in it, and it recompiles to the same bytecode.
+    assert res["asyncio/locks.py:Lock.acquire:92"].get("same"), res["asyncio/locks.py:Lock.acquire:92"]

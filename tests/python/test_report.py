@@ -122,6 +122,18 @@ def test_report_loads_in_headless_chromium(page, tmp_path):
         # The SVGs rendered: the timeline and graph pictures have a real size on the page.
         sizes = driver.execute_script("return [...document.querySelectorAll('svg')].map(s => s.getBoundingClientRect().width)")
         assert len(sizes) >= 2 and all(w > 50 for w in sizes)
+        # Every label of the timeline lies inside its picture (the last time tick was cut off).
+        outside = driver.execute_script("""
+            const bad = [];
+            for (const svg of document.querySelectorAll('svg.timeline')) {
+              const w = svg.width.baseVal.value;
+              for (const t of svg.querySelectorAll('text')) {
+                const b = t.getBBox();
+                if (b.x < 0 || b.x + b.width > w) bad.push(t.textContent);
+              }
+            }
+            return bad;""")
+        assert outside == []
         # Following a break's source link scrolls to and highlights the line.
         first = driver.execute_script("const a = document.querySelector('a.src'); a.click(); return a.getAttribute('href')")
         assert driver.execute_script("return location.hash") == first

@@ -53,36 +53,8 @@ std::vector<bool> Decompiler::reachable() const {
   return seen;
 }
 
-// The statements hold a try/finally (outside nested function bodies).
-static bool holds_try_finally(const std::vector<Stmt>& body) {
-  for (const Stmt& s : body) {
-    if (s.kind == Stmt::Kind::Def) continue;
-    for (const auto& c : s.clauses)
-      if ((s.kind == Stmt::Kind::Try && c.header == "finally") || holds_try_finally(c.body)) return true;
-    if (holds_try_finally(s.body)) return true;
-  }
-  return false;
-}
-
-// A try with except clauses whose body holds a try/finally: in 3.12's layout the structurer
-// places the code after the outer try inside it (asyncio.Lock.acquire), so such a function is
-// refused rather than printed wrong.
-static bool except_around_finally(const std::vector<Stmt>& body) {
-  for (const Stmt& s : body) {
-    if (s.kind == Stmt::Kind::Def) continue;
-    if (s.kind == Stmt::Kind::Try && holds_try_finally(s.body))
-      for (const auto& c : s.clauses)
-        if (c.header.rfind("except", 0) == 0) return true;
-    if (except_around_finally(s.body)) return true;
-    for (const auto& c : s.clauses)
-      if (except_around_finally(c.body)) return true;
-  }
-  return false;
-}
-
 std::vector<Stmt> Decompiler::body() {
   std::vector<Stmt> out = structured_body();
-  if (minor >= 12 && except_around_finally(out)) fail("a try/finally inside a try/except (3.12 layout)", 0);
   return out;
 }
 

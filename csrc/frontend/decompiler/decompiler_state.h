@@ -111,15 +111,22 @@ class Decompiler {
   // Follows unconditional jumps and NOPs.
   int resolve(int index) const;
   bool same_label(int a, int b) const {
-    return a == b || (a >= 0 && b >= 0 && (resolve(a) == resolve(b) || same_exit_block(resolve(a), resolve(b))));
+    return a == b || (a >= 0 && b >= 0 && (resolve(a) == resolve(b) || same_exit_block(resolve(a), resolve(b)) ||
+                                          block_copy_length(resolve(a), resolve(b)) > 0));
   }
   // Two copies of one small exit block (the compiler duplicates `return None` and the like).
   bool same_exit_block(int a, int b) const;
+  // The length of the block at `a` when it is an instruction-for-instruction copy of the one at `b`
+  // (straight-line, ending in return, raise or reraise), else 0.
+  int block_copy_length(int a, int b) const;
   bool is_cond_jump(int index) const;
   bool is_uncond_jump(int index) const;
+  // raise, return or a backward jump: the instruction never falls through to the next one
+  bool ends_flow(int index) const;
 
  private:
   int handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out, int stmt_start);
+  int copied_tail_ternary(int B, int F, int hi, const RegionCtx& ctx, Stack& st, const ExP& E);
   int handle_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
   int handle_while_true(int h, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
   int handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
@@ -128,6 +135,7 @@ class Decompiler {
   // match.cpp: a match statement at a COPY 1 of a pending subject (-2: not one)
   int handle_match(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
   bool match_pattern(int& p, bool copied, MatchCase& mc);
+  bool or_pattern(int& p, MatchCase& mc);
   bool has_name(int index, const char* sub) const { return std::strstr(bc.at(index).name, sub) != nullptr; }
   int send_end(int send) const;
   // a for loop's else block (the code between its natural exit `after` and a break target X past

@@ -80,8 +80,6 @@ std::string render_fstring(const Ex& e) {
     bool ok = true;
     for (const auto& [lit, t] : e.fpieces) {
       if (lit) continue;
-      if (e.level < 12 && (t.find('\\') != std::string::npos || t.find('#') != std::string::npos))
-        throw DecompileError("f-string replacement field with a backslash or '#' (not expressible before 3.12)", -1);
       if (t.find(q) != std::string::npos) ok = false;
     }
     if (!ok) continue;

@@ -224,7 +224,8 @@ void walk(const std::vector<Stmt>& body, CompParts& parts, const Decompiler& d, 
   switch (s.kind) {
     case Stmt::Kind::For:
       if (!s.clauses.empty()) d.fail("comprehension loop with an else", at);
-      parts.clauses.push_back("for " + s.target + " in " + wrap(s.e1, kPrecOr));
+      parts.clauses.push_back(std::string(s.text.compare(0, 10, "async for ") == 0 ? "async for " : "for ") + s.target + " in " +
+                              wrap(s.e1, kPrecOr));
       walk(s.body, parts, d, at);
       return;
     case Stmt::Kind::If:
@@ -240,7 +241,8 @@ void walk(const std::vector<Stmt>& body, CompParts& parts, const Decompiler& d, 
 ExP build_comprehension(const Stmt& loop, const std::string& iterable, char kind, const Decompiler& d, int at) {
   CompParts parts;
   if (!loop.clauses.empty()) d.fail("comprehension loop with an else", at);
-  parts.clauses.push_back("for " + loop.target + " in " + iterable);
+  const bool async = loop.text.compare(0, 10, "async for ") == 0;
+  parts.clauses.push_back(std::string(async ? "async for " : "for ") + loop.target + " in " + iterable);
   walk(loop.body, parts, d, at);
   if (!parts.element) d.fail("comprehension without an element", at);
   const Stmt& el = *parts.element;
@@ -288,7 +290,10 @@ ExP Decompiler::comprehension(const FunctionInfo& fn, const ExP& iterable, int a
   size_t pos = t.find(" in .0");
   if (pos == std::string::npos) fail("comprehension not iterating its argument", at);
   t.replace(pos, 6, " in " + it);
-  return make_ex(t);
+  auto e = make_ex(t);
+  // an async comprehension (`async for`, or `await` in it) is a coroutine the caller awaits
+  if (fn.code->flags & kCoCoroutine) e->name = "<asynccomp>";
+  return e;
 }
 
 }  // namespace kiln::decompiler

@@ -4,7 +4,9 @@
 // the captures are stored, the guard tested, the subject popped, and the body runs. The patterns
 // rebuilt: values (`case 0`, `case Color.RED`), None/True/False, captures and `_`, class patterns
 // (`case P(a, x=b)`) and fixed-length sequences (`case [a, _]`) whose parts are captures or `_`.
-// Anything else (or-patterns, mappings, stars, nested patterns, `as`) raises DecompileError.
+// Or-patterns of value patterns (`case 1 | 2`), mapping patterns with constant keys whose values
+// are captures, `_`, constants or None (`case {"k": x, "n": 1}`), and a wildcard after a case that
+// consumed the subject. Anything else (`**rest`, stars, nested patterns, `as`) raises DecompileError.
 #include <cstring>
 
 #include "frontend/decompiler/decompiler_state.h"
@@ -76,6 +78,51 @@ bool Decompiler::match_pattern(int& p, bool copied, MatchCase& mc) {
     mc.pattern = "[" + items + "]";
     return true;
   }
+  if (is(in, "MATCH_MAPPING")) {
+    // MATCH_MAPPING; POP_JUMP_IF_FALSE f; GET_LEN; LOAD_CONST n; COMPARE_OP >=; POP_JUMP_IF_FALSE f;
+    // LOAD_CONST keys; MATCH_KEYS; COPY 1; POP_JUMP_IF_NONE f; UNPACK_SEQUENCE n; <value parts>;
+    // POP_TOP (the keys); POP_TOP (the mapping). Value parts: captures, `_`, constants, None.
+    if (p + 10 >= bc.size() || !cond_false(p + 1) || !is(bc.at(p + 2), "GET_LEN") || !is(bc.at(p + 3), "LOAD_CONST") ||
+        !is(bc.at(p + 4), "COMPARE_OP") || !cond_false(p + 5) || !is(bc.at(p + 6), "LOAD_CONST") ||
+        !is(bc.at(p + 7), "MATCH_KEYS") || !is(bc.at(p + 8), "COPY") || bc.at(p + 8).arg != 1 || !is_cond_jump(p + 9) ||
+        !has_name(p + 9, "_NONE") || has_name(p + 9, "NOT_NONE") || !is(bc.at(p + 10), "UNPACK_SEQUENCE"))
+      return false;
+    const int n = bc.at(p + 10).arg;
+    const ConstDesc& keys = code.consts.at(bc.at(p + 6).arg);
+    if (n < 1 || keys.kind != ConstDesc::Kind::Tuple || static_cast<int>(keys.items.size()) != n ||
+        code.consts.at(bc.at(p + 3).arg).source != std::to_string(n) || (minor >= 12 ? bc.at(p + 4).arg >> 4 : bc.at(p + 4).arg) != 5)
+      return false;
+    mc.fails.push_back({p + 1, 1});
+    mc.fails.push_back({p + 5, 1});
+    mc.fails.push_back({p + 9, 3});  // the mapping, the keys, MATCH_KEYS's None
+    p += 11;
+    std::string items;
+    for (int k = 0; k < n; ++k) {
+      const ConstDesc& key = keys.items[k];
+      if (key.source.empty() || key.kind == ConstDesc::Kind::Tuple) return false;
+      std::string t;
+      const int depth = n - 1 - k + 2;  // the values not matched yet, the keys, the mapping
+      if (is_cond_jump(p) && has_name(p, "NOT_NONE")) {
+        t = "None";
+        mc.fails.push_back({p, depth});
+        ++p;
+      } else if (p + 2 < bc.size() && is(bc.at(p), "LOAD_CONST") && is(bc.at(p + 1), "COMPARE_OP") &&
+                 (minor >= 12 ? bc.at(p + 1).arg >> 4 : bc.at(p + 1).arg) == 2 && cond_false(p + 2)) {
+        const ConstDesc& v = code.consts.at(bc.at(p).arg);
+        if (v.source.empty() || v.kind == ConstDesc::Kind::Tuple) return false;
+        t = v.source;
+        mc.fails.push_back({p + 2, depth});
+        p += 3;
+      } else if (!part(*this, p, t)) {
+        return false;
+      }
+      items += (k ? ", " : "") + key.source + ": " + t;
+    }
+    if (p + 1 >= bc.size() || !is(bc.at(p), "POP_TOP") || !is(bc.at(p + 1), "POP_TOP")) return false;
+    p += 2;
+    mc.pattern = "{" + items + "}";
+    return true;
+  }
   if (is_store(in) && !copied) {  // an irrefutable capture (the last case)
     return part(*this, p, mc.pattern);
   }
@@ -127,6 +174,65 @@ bool Decompiler::match_pattern(int& p, bool copied, MatchCase& mc) {
   return false;
 }
 
+// An or-pattern of value patterns (`case 1 | 2 | None`), at p: each alternative is COPY 1 and a
+// value test on the copy whose failure goes to the next alternative, then JUMP_FORWARD S; the last
+// alternative's failure goes to F: POP_TOP; JUMP_FORWARD <the next case>; S: POP_TOP (the value
+// the or-pattern tested). On success p is after S's POP_TOP.
+bool Decompiler::or_pattern(int& p, MatchCase& mc) {
+  std::vector<std::string> alts;
+  int S = -1, q = p;
+  std::vector<std::pair<int, int>> copies;  // 3.12: each alternative's own copy of a small success path
+  for (int guard = 0; guard < 64; ++guard) {
+    if (q + 1 >= bc.size() || !is(bc.at(q), "COPY") || bc.at(q).arg != 1) return false;
+    MatchCase alt;
+    int r = q + 1;
+    if (!match_pattern(r, true, alt) || alt.fails.size() != 1 || alt.fails[0].second != 0) return false;
+    if (r < bc.size() && is(bc.at(r), "POP_TOP") && S < 0) {
+      // 3.12 copies a small success path (the pops, the body, its return or raise) into every
+      // alternative: identical straight-line copies; the last one is kept as the body
+      const int fail_to = bc.at(alt.fails[0].first).target;
+      if (fail_to <= r || (!copies.empty() && fail_to - r != copies[0].second - copies[0].first)) return false;
+      for (int j = r; j < fail_to; ++j)
+        if (bc.at(j).target >= 0 || is_cond_jump(j)) return false;
+      const char* last = bc.at(fail_to - 1).name;
+      if (std::strcmp(last, "RETURN_VALUE") && std::strcmp(last, "RETURN_CONST") && std::strcmp(last, "RAISE_VARARGS")) return false;
+      for (int j = 0; !copies.empty() && j < fail_to - r; ++j)
+        if (bc.at(copies[0].first + j).opcode != bc.at(r + j).opcode || bc.at(copies[0].first + j).arg != bc.at(r + j).arg) return false;
+      copies.push_back({r, fail_to});
+      alts.push_back(alt.pattern);
+      if (fail_to < bc.size() && is(bc.at(fail_to), "COPY") && bc.at(fail_to).arg == 1) {
+        q = fail_to;
+        continue;
+      }
+      // the last alternative: its failure pops the tested value (F: POP_TOP) and goes on
+      if (alts.size() < 2 || !is(bc.at(fail_to), "POP_TOP")) return false;
+      for (size_t k = 0; k < alts.size(); ++k) mc.pattern += (k ? " | " : "") + alts[k];
+      mc.fails.push_back({alt.fails[0].first, 1});
+      p = r + 1;  // after the kept copy's POP_TOP of the tested value
+      return true;
+    }
+    if (!copies.empty()) return false;
+    if (r >= bc.size() || !is(bc.at(r), "JUMP_FORWARD")) return false;
+    if (S < 0) S = bc.at(r).target;
+    else if (S != bc.at(r).target) return false;
+    alts.push_back(alt.pattern);
+    const int fail_to = bc.at(alt.fails[0].first).target;
+    if (fail_to != r + 1) return false;
+    if (r + 1 < bc.size() && is(bc.at(r + 1), "COPY") && bc.at(r + 1).arg == 1) {
+      q = r + 1;
+      continue;
+    }
+    if (alts.size() < 2 || r + 3 >= bc.size() || !is(bc.at(r + 1), "POP_TOP") || !is(bc.at(r + 2), "JUMP_FORWARD") ||
+        S != r + 3 || !is(bc.at(S), "POP_TOP"))
+      return false;
+    for (size_t k = 0; k < alts.size(); ++k) mc.pattern += (k ? " | " : "") + alts[k];
+    mc.fails.push_back({r + 2, 0});  // the whole pattern's failure: on to the next case
+    p = S + 1;
+    return true;
+  }
+  return false;
+}
+
 int Decompiler::handle_match(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
   // triggered at COPY 1 with the subject pending at the statement level
   if (ctx.pure || !is(bc.at(i), "COPY") || bc.at(i).arg != 1 || static_cast<int>(st.size()) != ctx.base + 1 ||
@@ -143,14 +249,29 @@ int Decompiler::handle_match(int i, int hi, const RegionCtx& ctx, Stack& st, std
   bool last_irrefutable = false;
   for (int guard = 0; guard < 256; ++guard) {
     MatchCase mc;
-    const bool copied = is(bc.at(p), "COPY") && bc.at(p).arg == 1;
-    if (copied) ++p;
+    bool copied = is(bc.at(p), "COPY") && bc.at(p).arg == 1;
     int q = p;
-    mc.copied = copied;
-    if (!match_pattern(q, copied, mc)) {
-      if (cases.empty()) return -2;
-      fail("match statement with a pattern not rebuilt", p);
+    // an or-pattern on the subject itself (its alternatives' copies: the case needs no copy of its
+    // own, the cases after it do not use the subject), else one after the case's copy
+    MatchCase alt;
+    int q0 = p;
+    if (or_pattern(q0, alt)) {
+      copied = false;
+      mc = alt;
+      q = q0;
+    } else {
+      if (copied) ++p;
+      q = p;
+      q0 = p;
+      if (copied && or_pattern(q0, alt)) {
+        mc = alt;
+        q = q0;
+      } else if (!match_pattern(q, copied, mc)) {
+        if (cases.empty()) return -2;
+        fail("match statement with a pattern not rebuilt", p);
+      }
     }
+    mc.copied = copied;
     // a guard (only on a copied subject): conditions each jumping to the failure when false
     std::vector<ExP> conds;
     while (copied && !is(bc.at(q), "POP_TOP")) {
@@ -195,7 +316,28 @@ int Decompiler::handle_match(int i, int hi, const RegionCtx& ctx, Stack& st, std
       last_irrefutable = true;
       break;
     }
-    if (!copied) break;  // the last case consumed the subject
+    if (!copied) {  // the last case consumed the subject
+      // `case _` after it needs no subject: the compiler marks its line with a NOP where the failure
+      // goes. It is that case (not the code after the statement) when no case's body goes on there:
+      // each ends in a jump past it, a return or a raise.
+      const int n = mc.next;
+      bool wildcard = n >= 0 && n + 1 < hi && is(bc.at(n), "NOP");
+      for (const auto& c : cases) {
+        if (!wildcard) break;
+        const int e = c.cleanup >= 0 ? c.cleanup - 1 : -1;
+        const bool past = e >= 0 && is_uncond_jump(e) && bc.at(e).target > n;
+        const bool ends = e >= 0 && (is(bc.at(e), "RETURN_VALUE") || is(bc.at(e), "RETURN_CONST") || is(bc.at(e), "RAISE_VARARGS"));
+        wildcard = past || ends;
+      }
+      if (wildcard) {
+        MatchCase w;
+        w.pattern = "_";
+        w.body = n + 1;
+        cases.push_back(w);
+        last_irrefutable = true;
+      }
+      break;
+    }
     p = mc.next;
   }
   // after the last refutable case the subject is popped (when that case copied it) and the code

@@ -170,6 +170,14 @@ static void store(Decompiler& d, int i, const std::string& target, bool is_name,
     }
     case ExKind::ImportAttr: {
       const ExP& m = value->a;
+      if (m->fromlist && m->fromlist->cst && m->fromlist->cst->is_none) {
+        // `import a.b.c as x` (no from-list): the walk must be the module's own path below `a`
+        const size_t dot = m->name.find('.');
+        if (m->level != 0 || dot == std::string::npos || m->name.substr(dot + 1) != value->name)
+          d.fail("import of an attribute of a module imported without a from-list", i);
+        out.push_back(line("import " + m->name + " as " + target));
+        return;
+      }
       std::string src = std::string(m->level, '.') + m->name;
       std::string item = value->name + (target == value->name ? "" : " as " + target);
       // `from m import a, b`: the names of one IMPORT_NAME join one statement
@@ -420,6 +428,9 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     switch (e->kind) {
       case ExKind::Null: case ExKind::Iter: case ExKind::Dummy: case ExKind::Saved: case ExKind::Module:
         return true;
+      case ExKind::ImportAttr:  // the walk of `import a.b.c as x`, done once x is stored
+        if (!e->name.empty() && e->name[0] == '.') return true;
+        break;
       case ExKind::Sink:
         if (e->text == "<exc>" || e->text == "<with>") return true;
         fail("discarded assignment target", i);
@@ -717,6 +728,10 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     std::string inner = wrap(v, kPrecAtom);
     if (v->kind != ExKind::Name && v->kind != ExKind::Const && inner.size() && inner[0] != '(') inner = "(" + render(v) + ")";
     if (!inner.empty() && inner[0] == '{') inner = " " + inner;
+    // before 3.12 (PEP 701) a replacement field's expression may hold no backslash and no '#'
+    // (its format spec may)
+    if (minor < 12 && (inner.find('\\') != std::string::npos || inner.find('#') != std::string::npos))
+      fail("f-string replacement field with a backslash or '#' (not expressible before 3.12)", i);
     std::string field = "{" + inner;
     int conv = arg & 3;
     if (conv == 1) field += "!s";
@@ -746,6 +761,14 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
       else fail("BUILD_STRING of a non-string piece", i);
     }
     st.push_back(e);
+    return true;
+  }
+  if (op == "GET_AITER") {  // not an async for statement's (structurer.cpp): an async comprehension's iterator
+    ExP v = P();
+    auto it = make_marker(ExKind::Iter);
+    it->a = v;
+    it->name = "<aiter>";
+    st.push_back(it);
     return true;
   }
   if (op == "GET_ITER") {
@@ -811,10 +834,22 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
   }
   if (op == "IMPORT_FROM") {
     ExP m = st.empty() ? nullptr : st.back();
-    if (!m || m->kind != ExKind::Module) fail("IMPORT_FROM without a module", i);
+    // `import a.b.c as x`: IMPORT_NAME a.b.c (no from-list) walks down with IMPORT_FROM b; SWAP 2;
+    // POP_TOP; IMPORT_FROM c: the walk so far replaces the module (its path in `name`)
+    const bool walk = m && m->kind == ExKind::ImportAttr && m->a && m->a->kind == ExKind::Module && m->a->fromlist &&
+                      m->a->fromlist->cst && m->a->fromlist->cst->is_none && !m->name.empty() && m->name[0] == '.';
+    if (!m || (m->kind != ExKind::Module && !walk)) fail("IMPORT_FROM without a module", i);
     auto e = make_marker(ExKind::ImportAttr);
-    e->a = m;
-    e->name = name(arg);
+    e->a = walk ? m->a : m;
+    e->name = walk ? m->name.substr(1) + "." + name(arg) : name(arg);
+    const bool no_fromlist = e->a->fromlist && e->a->fromlist->cst && e->a->fromlist->cst->is_none && e->a->level == 0;
+    if (no_fromlist && i + 2 < bc.size() && !std::strcmp(bc.at(i + 1).name, "SWAP") && bc.at(i + 1).arg == 2 &&
+        !std::strcmp(bc.at(i + 2).name, "POP_TOP")) {
+      e->name = "." + e->name;  // a step of the walk (the leading dot marks it unfinished)
+      st.back() = e;
+      swap_skip_to = i + 3;
+      return true;
+    }
     st.push_back(e);
     return true;
   }

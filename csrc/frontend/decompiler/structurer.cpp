@@ -46,6 +46,12 @@ bool Decompiler::is_cond_jump(int index) const {
   return has(n, "POP_JUMP") && has(n, "_IF_");
 }
 
+bool Decompiler::ends_flow(int index) const {
+  const char* n = bc.at(index).name;
+  return !std::strcmp(n, "RAISE_VARARGS") || !std::strcmp(n, "RETURN_VALUE") || !std::strcmp(n, "RETURN_CONST") ||
+         !std::strcmp(n, "JUMP_BACKWARD");
+}
+
 bool Decompiler::is_uncond_jump(int index) const {
   const char* n = bc.at(index).name;
   return !std::strcmp(n, "JUMP_FORWARD") || !std::strcmp(n, "JUMP_BACKWARD") || !std::strcmp(n, "JUMP_BACKWARD_NO_INTERRUPT");
@@ -60,6 +66,18 @@ bool Decompiler::same_exit_block(int a, int b) const {
     if (std::strncmp(x.name, "LOAD_", 5) && std::strcmp(x.name, "NOP")) return false;
   }
   return false;
+}
+
+int Decompiler::block_copy_length(int a, int b) const {
+  if (a < 0 || b < 0 || a == b) return 0;
+  for (int q = 0; q < 64 && a + q < bc.size() && b + q < bc.size(); ++q) {
+    const auto &x = bc.at(a + q), &y = bc.at(b + q);
+    if (x.opcode != y.opcode || x.arg != y.arg || x.target >= 0 || y.target >= 0) return 0;
+    if (!std::strcmp(x.name, "RETURN_VALUE") || !std::strcmp(x.name, "RETURN_CONST") || !std::strcmp(x.name, "RAISE_VARARGS") ||
+        !std::strcmp(x.name, "RERAISE"))
+      return q + 1;
+  }
+  return 0;
 }
 
 int Decompiler::resolve(int index) const {
@@ -121,6 +139,12 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
     if (static_cast<int>(st.size()) <= ctx.base) stmt_start = i;
     const frontend::Instruction& in = bc.at(i);
     const char* n = in.name;
+    // 3.12: an await's CLEANUP_THROW (and its jump back to END_SEND) is reached only through the
+    // exception table; where it sits among the code that follows, it is no statement
+    if (!std::strcmp(n, "CLEANUP_THROW") && !ctx.pure) {
+      i += (i + 1 < hi && is_uncond_jump(i + 1) && has(bc.at(i + 1).name, "BACKWARD")) ? 2 : 1;
+      continue;
+    }
     if (!std::strcmp(n, "SWAP")) {
       int r = handle_chain(i, hi, ctx, st);
       if (r != -2) {
@@ -204,8 +228,12 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
     }
     // compound statements that start at one instruction: for, async for, with, async with
     using Compound = int (Decompiler::*)(int, int, const RegionCtx&, Stack&, std::vector<Stmt>&);
+    const bool async_for = (!std::strcmp(n, "GET_AITER") && i + 1 < bc.size() && !std::strcmp(bc.at(i + 1).name, "GET_ANEXT")) ||
+                           (!std::strcmp(n, "GET_ANEXT") && !st.empty() &&
+                            ((st.back()->kind == ExKind::Iter && st.back()->name == "<aiter>") ||
+                             (st.back()->kind == ExKind::Name && st.back()->text == ".0")));
     Compound compound = !std::strcmp(n, "FOR_ITER")  ? &Decompiler::handle_for
-                        : !std::strcmp(n, "GET_AITER") ? &Decompiler::handle_async_for
+                        : async_for ? &Decompiler::handle_async_for
                         : (!std::strcmp(n, "BEFORE_WITH") || !std::strcmp(n, "BEFORE_ASYNC_WITH")) ? &Decompiler::handle_with
                                                                                                      : nullptr;
     if (compound) {
@@ -220,7 +248,9 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       if (i + 2 >= bc.size() || std::strcmp(bc.at(i + 1).name, "LOAD_CONST") || std::strcmp(bc.at(i + 2).name, "SEND"))
         fail("GET_AWAITABLE outside `await`", i);
       if (st.empty()) fail("await with an empty stack", i);
-      if (in.arg == 0) {
+      if (in.arg == 0 && st.back()->name == "<asynccomp>") {
+        // 3.11: an async comprehension's code is a coroutine its caller awaits; the source has no await
+      } else if (in.arg == 0) {
         ExP v = st.back();
         st.pop_back();
         auto e = make_ex("await " + wrap(v, kPrecAwait + 1), kPrecAwait);
@@ -323,8 +353,11 @@ int Decompiler::send_end(int j) const {
 int Decompiler::handle_async_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
   // GET_AITER; h: GET_ANEXT; LOAD_CONST None; SEND; ...; [END_SEND]; <store target>; body;
   // JUMP_BACKWARD h; [3.12: CLEANUP_THROW blocks]; H: END_ASYNC_FOR (the handler of GET_ANEXT's range)
+  // (or, in an async comprehension, h itself: GET_ANEXT over the iterator the comprehension was
+  // given, `.0` in 3.11, or the inlined GET_AITER's in 3.12)
   if (st.empty()) fail("async for with an empty stack", i);
-  const int h = i + 1;
+  const bool comp_iter = !std::strcmp(bc.at(i).name, "GET_ANEXT");
+  const int h = comp_iter ? i : i + 1;
   if (h + 2 >= bc.size() || std::strcmp(bc.at(h).name, "GET_ANEXT") || std::strcmp(bc.at(h + 2).name, "SEND"))
     fail("GET_AITER outside `async for`", i);
   const int H = covering_handler(h);
@@ -338,6 +371,7 @@ int Decompiler::handle_async_for(int i, int hi, const RegionCtx& ctx, Stack& st,
   bool moved = false;
   for (int j = L + 1; j < H; ++j) moved |= std::strcmp(bc.at(j).name, "CLEANUP_THROW") && !is_uncond_jump(j);
   ExP iterable = st.back();
+  if (comp_iter && iterable->kind == ExKind::Iter) iterable = iterable->a;
   st.pop_back();
   const int after = moved ? L + 1 : H + 1;
   LoopInfo info;
@@ -360,6 +394,29 @@ int Decompiler::handle_async_for(int i, int hi, const RegionCtx& ctx, Stack& st,
   f.target = sink->targets[0];
   f.e1 = iterable;
   f.text = "async for " + f.target + " in " + wrap(iterable, kPrecLambda + 1);
+  if (comp_iter) {
+    // the loop of an async comprehension: it appends to the list/set/dict just below its iterator
+    bool appends = false;
+    std::function<void(const std::vector<Stmt>&)> scan = [&](const std::vector<Stmt>& b) {
+      for (auto& s : b) {
+        if (s.kind == Stmt::Kind::Append && !s.is_yield && !st.empty() && s.e3 == st.back()) appends = true;
+        scan(s.body);
+        for (auto& c : s.clauses) scan(c.body);
+      }
+    };
+    scan(f.body);
+    if (appends) {
+      // a comprehension has no break; its loop ends at END_ASYNC_FOR (3.12 may place other
+      // comprehensions' cleanup code between the back edge and it)
+      const int end = H + 1;
+      st.back() = inline_comprehension(f, st.back(), i);
+      // (3.12 jumps from END_ASYNC_FOR over the comprehension's cleanup handler to the code after it)
+      if (end < bc.size() && !std::strcmp(bc.at(end).name, "JUMP_FORWARD") && bc.at(end).target > end && bc.at(end).target <= hi)
+        return bc.at(end).target;
+      return end;
+    }
+    // (else an async generator expression's loop, which yields: a statement its caller rebuilds)
+  }
   if (moved) {  // the else block after the moved END_ASYNC_FOR jumps back to `after`
     Stmt::Clause c{"else", {}};
     RegionCtx ectx = ctx;
@@ -498,7 +555,16 @@ int Decompiler::handle_chain(int i, int hi, const RegionCtx& ctx, Stack& st) {
     int FT = p + 1;
     if (p + 1 < bc.size() && is_uncond_jump(p + 1) && C == p + 2 && bc.at(p + 1).target > C) FT = bc.at(p + 1).target;
     int false_outcome = jump_if_true ? FT : bc.at(p).target;
-    if (!same_label(D, false_outcome)) fail("comparison chain whose failing middle test goes elsewhere", C);
+    int copy_len = 0;
+    if (!same_label(D, false_outcome)) {
+      // 3.12 gives the cleanup its own copy of a small block that ends the false outcome (a raise,
+      // a return): the same instructions, reached from the cleanup alone, skipped like the cleanup
+      copy_len = D == C + 1 ? block_copy_length(D, false_outcome) : 0;
+      for (int j = 0; j < bc.size() && copy_len > 0; ++j)
+        if (bc.at(j).target > C && bc.at(j).target < D + copy_len) copy_len = 0;
+      if (copy_len <= 0) fail("comparison chain whose failing middle test goes elsewhere", C);
+      for (int j = D; j < D + copy_len; ++j) skip_[j] = true;
+    }
     chains_checked_.insert(i);
   }
   skip_[C] = true;
@@ -551,6 +617,55 @@ int Decompiler::handle_value_boolop(int i, int hi, const RegionCtx& ctx, Stack& 
   return t;
 }
 
+// 3.12 copies a short tail that ends in a return or raise into both branches of a conditional expression:
+// `return g(x if c else y)` is `c? x; CALL; RETURN : y; CALL; RETURN`. Both branches are a value
+// then the same straight-line tail: the conditional expression is rebuilt on the stack and the
+// structurer goes on at the else branch's copy of the tail. -1 when the branches are not that.
+int Decompiler::copied_tail_ternary(int B, int F, int hi, const RegionCtx& ctx, Stack& st, const ExP& E) {
+  int end = -1;  // the else branch's return (3.12 leaves a try body's returns out of its range: hi itself)
+  for (int j = F; j <= hi && j < bc.size(); ++j) {
+    const char* n = bc.at(j).name;
+    if (!std::strcmp(n, "RETURN_VALUE") || !std::strcmp(n, "RETURN_CONST") || !std::strcmp(n, "RAISE_VARARGS")) { end = j + 1; break; }
+  }
+  if (end < 0 || F - 1 < B) return -1;
+  const char* last = bc.at(F - 1).name;
+  if (std::strcmp(last, "RETURN_VALUE") && std::strcmp(last, "RETURN_CONST") && std::strcmp(last, "RAISE_VARARGS")) return -1;
+  int common = 0;  // the longest common straight-line suffix of [B, F) and [F, end)
+  while (F - 1 - common > B && end - 1 - common > F) {
+    const auto &x = bc.at(F - 1 - common), &y = bc.at(end - 1 - common);
+    if (x.opcode != y.opcode || x.arg != y.arg || x.target >= 0 || y.target >= 0 || skip_[F - 1 - common] ||
+        skip_[end - 1 - common])
+      break;
+    ++common;
+  }
+  for (int t = common; t >= 1; --t) {  // the longest tail after which each branch is one value
+    auto value = [&](int lo, int vhi) -> ExP {
+      Stack sv = st;
+      RegionCtx c = ctx;
+      c.pure = true;
+      c.stop_at_cond = false;
+      c.follow = -1;
+      c.base = static_cast<int>(st.size());
+      std::vector<Stmt> tmp;
+      try {
+        if (region(lo, vhi, c, sv, tmp) != vhi || !tmp.empty() || sv.size() != st.size() + 1) return nullptr;
+      } catch (const NotPure&) {
+        return nullptr;
+      } catch (const DecompileError&) {
+        return nullptr;
+      }
+      for (size_t k = 0; k < st.size(); ++k)
+        if (sv[k] != st[k]) return nullptr;
+      return sv.back();
+    };
+    ExP a = value(B, F - t), b = value(F, end - t);
+    if (!a || !b) continue;
+    st.push_back(make_ex(wrap(a, kPrecTernary + 1) + " if " + wrap(E, kPrecTernary + 1) + " else " + wrap(b, kPrecTernary), kPrecTernary));
+    return end - t;
+  }
+  return -1;
+}
+
 int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out, int stmt_start) {
   auto sense = [&](int j, ExP c, Atom& a) {
     const char* n = bc.at(j).name;
@@ -584,6 +699,11 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
       break;
     }
     if (r < 0 || r >= hi || !is_cond_jump(r) || static_cast<int>(s2.size()) != base + 1 || !tmp.empty()) break;
+    // (an atom inside a try block that starts after the first test is that try's code, not part
+    // of the condition: `if a:` then `try: if not b: ...` is no `if a and b`)
+    bool same_try = true;
+    for (int j = p; j <= r && same_try; ++j) same_try = cover_[j] == cover_[i] || !std::strcmp(bc.at(j).name, "NOP");
+    if (!same_try) break;
     bool same_below = true;
     for (int k = 0; k < base; ++k) same_below &= s2[k] == st[k];
     if (!same_below) break;
@@ -601,7 +721,7 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     bool ok = true;
     for (int m = 0; m <= k && ok; ++m) {
       int t = atoms[m].target;
-      bool internal = t == B;
+      bool internal = t == B || (skip_[B] && resolve(t) == resolve(B));  // (B: a skipped chain cleanup jumping on)
       for (int x = m + 1; x <= k; ++x) internal |= t == atoms[x].start;
       if (internal) continue;
       if (F < 0) F = t;
@@ -733,6 +853,11 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
       Stack s1 = st;
       int r = region(B, hi, sub, s1, s.body);
       if (r >= 0 && s1.size() != st.size()) fail("stack mismatch in if", i);
+      if (s.body.size() == 1 && s.body[0].kind == Stmt::Kind::Raise && s.body[0].e1 && s.body[0].e1->kind == ExKind::AssertError) {
+        ExP msg = s.body[0].e1->a;  // `assert E2` whose failing jump is threaded to the end of an enclosing block
+        out.push_back(line("assert " + wrap(negate(E), kPrecLambda + 1) + (msg ? ", " + wrap(msg, kPrecLambda + 1) : "")));
+        return hi;
+      }
       out.push_back(s);
       return hi;
     }
@@ -768,6 +893,33 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     int J = to_finally_end ? ctx.finally_end : bc.at(last).target;
     if (J > F && (J < hi || (J == hi && ctx.follow >= 0 && same_label(J, ctx.follow)))) { then_end = last; else_lo = F; else_end = J; join = J; }
     else if (J > hi && ctx.follow >= 0 && same_label(J, ctx.follow)) { then_end = last; else_lo = F; else_end = hi; join = hi; }
+  }
+  if (else_lo < 0 && last >= B && ends_flow(last)) {
+    // A then-branch that never falls through (it ends in raise, return or a loop's back edge) has
+    // no jump over an else block: CPython drops the unreachable one. An else is still there when
+    // jumps inside the branch go past F to one label J (an inner if's end, threaded through the
+    // dropped jump): [F, J) is then reached only from the condition, the else block.
+    int J = -1;
+    bool ok = true;
+    for (int j = B; j <= last && ok; ++j) {
+      if (skip_[j] || !(is_cond_jump(j) || is_uncond_jump(j))) continue;
+      const int t = bc.at(j).target;
+      if (t == F) ok = false;  // the branch reaches F: F is where the if ends, not an else
+      if (t <= F) continue;
+      bool loop_label = false;
+      if (ctx.loop) {
+        loop_label = ctx.loop->break_label >= 0 && same_label(t, ctx.loop->break_label);
+        for (int c : ctx.loop->continue_labels) loop_label = loop_label || same_label(t, c);
+      }
+      if (loop_label) continue;  // a break or continue of the enclosing loop
+      if (J < 0) J = t;
+      else if (!same_label(J, t)) ok = false;
+    }
+    // (not when F and J are copies of one exit block: 3.11 duplicates `return None` per path)
+    if (ok && J > F && !same_label(F, J) && !same_exit_block(F, J)) {
+      if (J < hi || (J == hi && ctx.follow >= 0 && same_label(J, ctx.follow))) { else_lo = F; else_end = J; join = J; }
+      else if (J > hi && ctx.follow >= 0 && same_label(J, ctx.follow)) { else_lo = F; else_end = hi; join = hi; }
+    }
   }
   sub.follow = join;
   sub.base = static_cast<int>(st.size());
@@ -806,6 +958,7 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   // 3.12 value and/or: COPY 1; POP_JUMP_IF_x end; POP_TOP; <b>; end:
   if (else_lo < 0 && r1 >= 0 && s1.size() == n0 && n0 > 0 && s1.back() != st.back() && body1.empty() &&
       (E == st.back() || (E->kind == ExKind::Not && E->a == st.back()) ||
+       (st.back()->kind == ExKind::Not && st.back()->a == E) ||  // `not x or y`: the test negated back to x
        (E->kind == ExKind::Compare && E->b && E->b == st.back()))) {  // (a negated `in`/`is` compare)
     bool is_and = E == st.back();
     st.back() = and_or(st.back(), s1.back(), is_and);
@@ -813,7 +966,11 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   }
   if (ctx.pure) throw NotPure{};
   if ((r1 >= 0 && s1.size() != n0) || (r2 >= 0 && s2.size() != n0)) fail("branches leave different stacks", i);
-  if (static_cast<int>(n0) != ctx.base) fail("a conditional inside an expression", i);
+  if (static_cast<int>(n0) != ctx.base) {
+    int r = copied_tail_ternary(B, F, hi, ctx, st, E);
+    if (r >= 0) return r;
+    fail("a conditional inside an expression", i);
+  }
   Stmt s;
   s.kind = Stmt::Kind::If;
   s.e1 = E;
@@ -879,6 +1036,11 @@ int Decompiler::handle_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::
   if (appends) {
     st.back() = inline_comprehension(f, st.back(), i);
     if (!same_label(X, after)) fail("comprehension with a break", i);
+    // (3.12, a comprehension that awaits: END_FOR jumps over the comprehension's cleanup handler,
+    // which ends in RERAISE, to the code after it)
+    if (after < bc.size() && !std::strcmp(bc.at(after).name, "JUMP_FORWARD") && bc.at(after).target > after &&
+        bc.at(after).target <= hi && !std::strcmp(bc.at(bc.at(after).target - 1).name, "RERAISE"))
+      return bc.at(after).target;
     return after;
   }
   const int next = loop_else(f, X, after, hi, ctx, st, i);

@@ -36,11 +36,36 @@ int Decompiler::handler_depth(int handler) const {
 
 int Decompiler::span_end(int handler) const {
   int end = -1;
+  // 3.12 places handlers after the code: a nested try's handler code (its finally block, its
+  // cleanup) re-raises into this handler from there. Those ranges are not the body: the body's
+  // ranges start before the first handler placed after the body's start.
+  int body_start = -1, handlers_from = -1;
+  for (auto& e : exc)
+    if (bc.index_of_offset(e.target) == handler) {
+      const int first = bc.index_of_offset(e.start);
+      if (first >= 0 && (body_start < 0 || first < body_start)) body_start = first;
+    }
+  if (minor >= 12 && body_start >= 0)
+    for (auto& e : exc) {
+      const int t = bc.index_of_offset(e.target);
+      if (t > body_start && (handlers_from < 0 || t < handlers_from)) handlers_from = t;
+    }
   for (auto& e : exc) {
     // (3.12 puts an await's CLEANUP_THROW after the function's code, covered by the same handler)
     const int first = bc.index_of_offset(e.start);
     if (first >= 0 && first < bc.size() && is(bc.at(first), "CLEANUP_THROW")) continue;
-    if (bc.index_of_offset(e.target) == handler) end = std::max(end, e.end);
+    const int t = bc.index_of_offset(e.target);
+    if (handlers_from >= 0) {
+      // 3.12: the body is covered by this handler, or (before the handlers) by the handlers of tries
+      // nested in it (a nested try may end the body); a nested handler's cleanup (COPY 3;
+      // POP_EXCEPT; RERAISE 1), placed among the handlers, re-raises into this one but is no body
+      const bool cleanup = first >= handlers_from && first + 2 < bc.size() && is(bc.at(first), "COPY") && bc.at(first).arg == 3 &&
+                           is(bc.at(first + 1), "POP_EXCEPT") && is(bc.at(first + 2), "RERAISE") &&
+                           bc.index_of_offset(e.end) <= first + 3;
+      if ((t == handler && !cleanup) || (first < handlers_from && chain_contains(t, handler))) end = std::max(end, e.end);
+      continue;
+    }
+    if (t == handler) end = std::max(end, e.end);
   }
   if (end < 0) return -1;
   int idx = bc.index_of_offset(end);
@@ -55,7 +80,10 @@ int Decompiler::finally_copy_end(int lo, int hi, int pos) const {
     if (b >= bc.size() || (b != pos && b == lo - 1)) return -1;
     const auto &x = bc.at(a), &y = bc.at(b);
     const bool reraise = is(x, "RERAISE") && x.arg == 0;
-    if (x.opcode == y.opcode && (x.target >= 0 || x.arg == y.arg)) ++a, ++b;
+    // (3.12 reads a local in the handler's copy with LOAD_FAST_CHECK where it may be unbound, and
+    // with LOAD_FAST in the normal exit's copy, where it is not)
+    const bool same_op = x.opcode == y.opcode || (is(x, "LOAD_FAST_CHECK") && is(y, "LOAD_FAST"));
+    if (same_op && (x.target >= 0 || x.arg == y.arg)) ++a, ++b;
     else if (reraise && is_uncond_jump(b)) ++a, ++b;
     else if (reraise && is(y, "RETURN_CONST") && code.consts.at(y.arg).is_none) ++a, ++b;
     else if (reraise && is(y, "LOAD_CONST") && code.consts.at(y.arg).is_none && b + 1 < bc.size() &&
@@ -98,6 +126,9 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
         (is(bc.at(j + 2), "DELETE_FAST") || is(bc.at(j + 2), "DELETE_DEREF") || is(bc.at(j + 2), "DELETE_NAME")) &&
         bc.at(j + 1).arg == bc.at(j + 2).arg)
       j += 3;
+    // 3.12 copies a small tail after the try (ending in return or raise) into the clause after its
+    // POP_EXCEPT: the clause ends here, and that code runs after the try, no exception handled
+    if (ctx.follow >= 0 && j < bc.size() && block_copy_length(j, resolve(ctx.follow)) > 0) return hi;
     return j;
   }
   // the outermost try handler around i that has not been structured yet
@@ -163,8 +194,26 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
       if (r >= 0) fail("try body leaving a value on the stack", E);
       k = h;
     } else if (E < h) {
-      k = finally_copy_end(h + 1, reraise0, E);
+      int e = E;  // (the body's last line's NOP: 3.11 keeps one where the body ends in `return const`)
+      while (e < h && is(bc.at(e), "NOP")) ++e;
+      k = finally_copy_end(h + 1, reraise0, e);
       if (k < 0 || k > h) fail("finally block without its normal-exit copy", E);
+      // `return <constant>` ending the body: the compiler marks its line with a NOP, runs the
+      // finally copy, then returns the constant (nothing else reaches that return)
+      const bool ret_const = k < h && (is(bc.at(k), "RETURN_CONST") ||
+                                       (k + 1 < h && is(bc.at(k), "LOAD_CONST") && is(bc.at(k + 1), "RETURN_VALUE")));
+      bool reached = false;
+      for (int j = 0; j < bc.size() && ret_const; ++j) reached = reached || (bc.at(j).target > E && bc.at(j).target <= k + 1);
+      if (e > E && ret_const && !reached) {
+        Stmt s;
+        s.kind = Stmt::Kind::Return;
+        s.e1 = const_ex(code.consts.at(bc.at(k).arg));
+        s.text = s.e1->kind == ExKind::Const && s.e1->cst && s.e1->cst->is_none ? "return None" : "return " + wrap(s.e1, kPrecTuple);
+        t.body.push_back(s);
+        k += is(bc.at(k), "RETURN_CONST") ? 1 : 2;  // what follows that return (if anything) comes after the try
+        // (3.12: an await's CLEANUP_THROW blocks placed there are exception paths, not code after the try)
+        while (k < h && is(bc.at(k), "CLEANUP_THROW")) k += k + 1 < h && is_uncond_jump(k + 1) ? 2 : 1;
+      }
     }
     if (t.body.size() == 1 && t.body[0].kind == Stmt::Kind::Try && !t.body[0].clauses.empty() &&
         t.body[0].clauses.back().header != "finally") {
@@ -184,7 +233,17 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
       return r2;
     }
     RegionCtx cctx = ctx;
-    return region(k, h, cctx, st, out) < 0 ? -1 : h;
+    const int saved_end = body_end_;
+    body_end_ = -1;
+    // (up to the handler, or the end of the enclosing region: 3.12 places the code after an
+    // enclosing try, outside its body, before this try's handler)
+    const int stop = std::min(h, hi);
+    const int rk = k >= stop ? stop : region(k, stop, cctx, st, out);
+    // what follows this try reached an enclosing try/finally body's normal-exit finally copy: the
+    // enclosing body ends there too (3.12 puts the code after both tries before their handlers)
+    if (rk >= 0 && body_end_ >= 0 && rk == body_end_) return -3 - rk;
+    body_end_ = saved_end;
+    return rk < 0 ? -1 : stop;
   }
   // ---- try/except/else ----
   int join = -1;
@@ -203,7 +262,9 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     if (!is_uncond_jump(j) || covering_handler(j) == C) continue;
     int t = bc.at(j).target;
     // 3.12 places handlers after the code that follows the try: their ends jump back to it
-    if (t >= C + 3 || (t >= E && t < h && !loop_label(t))) note_join(t, j);
+    // (a jump to an enclosing loop's exit or header is a break or continue, not where the try ends:
+    // a break out of a for loop pops its iterator first, which the try's end never does)
+    if ((t >= C + 3 || (t >= E && t < h)) && !loop_label(t)) note_join(t, j);
   }
   // every clause raises or returns: where the body's normal exit jumps (right after the body, or
   // after an else block that ends before the handlers) is where the try statement continues
@@ -225,7 +286,9 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     if (join > E && join < end) end = join;
     int r = region(E, end, ectx, sb, t.body);
     if (r >= 0 && sb.size() != st.size()) fail("try body leaving a value on the stack", E);
-  } else if (E < h) {
+    // (3.12: that code returned, so it is not where the try goes on, as guessed above)
+    if (r < 0 && join == E) join = -1;
+  } else if (E < h && rb >= 0) {  // (a body that never falls through has no else block)
     RegionCtx ectx = ctx;
     ectx.follow = join;
     Stack se = st;
@@ -266,7 +329,10 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     cctx.follow = join;
     cctx.base = static_cast<int>(st.size()) + 1;
     std::vector<Stmt> cbody;
-    region(body_start, next, cctx, s, cbody);
+    const int rc = region(body_start, next, cctx, s, cbody);
+    // a clause that goes on after the try leaves the stack as the try found it (one that popped
+    // more, a loop's iterator, was a break: printing it as falling through would be wrong source)
+    if (rc >= 0 && s.size() < st.size()) fail("except clause that leaves the stack below the try's", body_start);
     if (sink->filled) header += " as " + sink->targets[0];
     t.clauses.push_back({header, cbody});
     if (next == C) break;

@@ -12,6 +12,7 @@
 
 #include "frontend/hook/code_state.h"
 #include "frontend/hook/eager_graph.h"
+#include "frontend/hook/entry_source.h"
 #include "frontend/hook/eval_frame.h"
 #include "frontend/interpreter/graph_break.h"
 #include "frontend/interpreter/interpreter.h"
@@ -275,6 +276,7 @@ static PyRef dump_capture(CompiledFunction* ctx, const kiln_frame* frame, const 
     put("where", str(cap->where));
     put("graph", str(cap->graph->to_python()));
     put("guards", str(cap->guards->to_string()));
+    put("transformed", str(entry_python(*cap, frame->code)));
     PyObject* changes = PyList_New(0);
     for (const auto& c : cap->dynamic_changes) {
       PyObject* s = str(c);
@@ -392,12 +394,12 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   entry->inference_run = cap.inference_run;
   entry->pop_inference_after = cap.pop_inference_after;
   entry->grad_at_start = interp->initial_grad();
+  PyRef dump_folder = dump_capture(ctx, frame, label, recompile_reason, break_reason, break_where, break_stack, &cap, false);
   if (cap.brk) {
     entry->brk = std::move(cap.brk);
     entry->code = frame->code;
     entry->globals = PyRef::borrow(frame->globals);
   }
-  PyRef dump_folder = dump_capture(ctx, frame, label, recompile_reason, break_reason, break_where, break_stack, &cap, false);
   PyObject* compiled = nullptr;
   if (ctx->backend == Py_None || cap.graph->num_calls() == 0) {  // nothing to compile: run it as it is
     compiled = make_eager_graph(cap);
