@@ -275,6 +275,23 @@ def test_transformed_code_is_python_for_any_signature_and_target(tmp_path):
     assert "__object('<" in text and ".v = 3" in text, text
 
 
+def _numpy_results(x):
+    a = (x * 2).numpy()
+    return a + 1, a.sum()
+
+
+def test_transformed_code_spells_numpy_results(tmp_path):
+    # Arrays and numpy scalars handed back from a graph (numpy interop) were printed as "?".
+    c = kiln.compile(_numpy_results, options={"debug_dir": str(tmp_path)})
+    x = torch.randn(3)
+    got, want = c(x), _numpy_results(x)
+    assert (got[0] == want[0]).all() and got[1] == want[1]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())["entries"]
+    text = (tmp_path / manifest[0]["folder"] / "transformed.py").read_text()
+    ast.parse(text)
+    assert "__graph_out[0].numpy()" in text and "__graph_out[1].numpy()[()]" in text, text
+
+
 def _dyn_slice(x, n):
     y = x.relu()
     return y[:n] * 2

@@ -128,6 +128,10 @@ std::string template_python(const OutputTemplate& t) {
                "=" + template_python(t.items[i]);
       return out + ")";
     }
+    case OutputTemplate::kNumpy: {
+      const std::string arr = (t.items.empty() ? std::string("?") : template_python(t.items[0])) + ".numpy()";
+      return t.obj.get() == Py_True ? arr + "[()]" : arr;
+    }
   }
   return "?";
 }
