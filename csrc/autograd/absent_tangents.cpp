@@ -23,6 +23,7 @@ enum class ZeroRule {
   kAnyArg,      // a product of its tensor arguments: zero when any of them is
   kAllArgs,     // a sum or a selection of its tensor arguments: zero when all of them are
   kGradArg,     // a `*_backward` operator: zero when its gradient argument is
+  kFirstArgFillZero,  // masked_fill: zero when its input is and the value it fills in is 0
 };
 
 ZeroRule rule_of(const std::string& op) {
@@ -44,6 +45,9 @@ ZeroRule rule_of(const std::string& op) {
   const std::string overload = op.find('.') == std::string::npos ? "" : op.substr(op.find('.') + 1);
   if (base == "aten::mul") return overload == "Scalar" ? ZeroRule::kFirstArg : ZeroRule::kAnyArg;
   if (base == "aten::div" || base == "aten::true_divide") return ZeroRule::kFirstArg;  // the numerator
+  // masked_fill(x, mask, 0) is zero where x is (std's and norm's backward guard a division by zero
+  // this way; a zero materialised before it went on into a product with inf: NaN).
+  if (op == "aten::masked_fill.Scalar") return ZeroRule::kFirstArgFillZero;
   if (first_arg.count(base)) return ZeroRule::kFirstArg;
   if (any_arg.count(base)) return ZeroRule::kAnyArg;
   if (all_args.count(op)) return ZeroRule::kAllArgs;
@@ -85,6 +89,12 @@ bool output_is_zero(const AtenNode& n, const std::vector<bool>& zero) {
     case ZeroRule::kAnyArg: return any;
     case ZeroRule::kAllArgs: return any && all;
     case ZeroRule::kGradArg: return grad_zero;
+    case ZeroRule::kFirstArgFillZero: {
+      const AtenArg* value = n.arg("value");
+      const bool fills_zero = value && ((value->kind == AtenArg::kDouble && value->d == 0.0) || (value->kind == AtenArg::kInt && value->i == 0) ||
+                                        (value->kind == AtenArg::kBool && value->i == 0));
+      return first_zero && fills_zero;
+    }
     case ZeroRule::kNone: break;
   }
   return false;

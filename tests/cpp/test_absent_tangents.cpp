@@ -80,3 +80,25 @@ return %1
   EXPECT_EQ(p.origin, (std::vector<int>{-1, 0}));
   EXPECT_EQ(p.zero_output, (std::vector<bool>{false}));
 }
+
+// std's backward over one element: masked_fill(grad * ..., std == 0, 0) then a product with
+// 1 / (N - 1) = inf. With the tangent absent the masked fill of zero is zero (it was materialised
+// before the fill, and zeros * inf is NaN: the used output's gradient became NaN).
+TEST(AbsentTangents, MaskedFillOfZeroWithZeroStaysZero) {
+  ir::AtenGraph g = ir::AtenGraph::parse(R"(%0 = input 0 : f32[3]{1}
+%1 = input 1 : f32[3]{1}
+%2 = input 2 : f32[3]{1}
+%3 = aten::eq.Scalar(%0, other=0) : b8[3]{1}
+%4 = aten::div.Tensor(%2, other=%0) : f32[3]{1}
+%5 = aten::masked_fill.Scalar(%4, mask=%3, value=0) : f32[3]{1}
+%6 = aten::mul.Scalar(%5, other=inf) : f32[3]{1}
+%7 = aten::add.Tensor(%6, other=%1, alpha=1) : f32[3]{1}
+return %7
+)");
+  g.num_inputs = 3;
+  autograd::PrunedBackward p = autograd::prune_absent_tangents(g, /*first_tangent=*/1, {true, false});
+  const std::string text = p.graph.to_string();
+  EXPECT_EQ(text.find("aten::div"), std::string::npos) << text;
+  EXPECT_EQ(text.find("aten::mul.Scalar"), std::string::npos) << text;  // the zero meets no inf
+  EXPECT_NE(text.find("%3 = aten::zeros([3]"), std::string::npos) << text;  // materialised at the add
+}

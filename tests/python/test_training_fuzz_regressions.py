@@ -326,3 +326,26 @@ def test_an_unused_embedding_of_an_index_out_of_range_raises_in_training():
         else:
             cf(idx, p).backward()
             torch.testing.assert_close(p.grad, 2 * p.detach())
+
+
+def test_an_unused_std_over_one_element_leaves_the_used_gradient_finite():
+    # std over a dimension of size 1 is NaN; its backward guards 0 / std with masked_fill(.., 0)
+    # and then multiplies by 1 / (N - 1) = inf. With that output unused, the absent tangent's zero
+    # was materialised before the masked fill and went on into the product with inf: the loss's
+    # gradient became NaN on every compiled call (fuzz seed 2772, under break-parity ops).
+    def f(p):
+        t = p.std(0).squeeze() * False
+        u = t - t.mean() * -1.5
+        loss = (p * 2).sigmoid().sum()
+        return loss, t, u
+
+    cf = kiln.compile(f)
+    for step in range(3):
+        pe, pc = _leaf(step, 1, 3), _leaf(step, 1, 3)
+        with pytest.warns(UserWarning):
+            le = f(pe)[0]
+        lc = cf(pc)[0]
+        le.backward()
+        lc.backward()
+        torch.testing.assert_close(lc, le)
+        torch.testing.assert_close(pc.grad, pe.grad)
