@@ -242,16 +242,12 @@ static void group_outputs(TrainingStages& st) {
     if (!st.grad_tangents[p].empty()) st.component_grads[group[st.grad_tangents[p][0]]].push_back(static_cast<int>(p));
 }
 
-// Whether a graph output is a view (through view ops) of the new contents of an input the graph
-// writes in place. Eager returns a view of the input itself there (`a.div_(2); return a[0]`), and
-// code after a graph break may write through it; generated code returns a fresh tensor.
-static bool output_views_a_mutated_input(const ir::AtenGraph& g) {
-  std::set<int> mutated;
-  for (const auto& [input, value] : g.input_mutations) mutated.insert(value);
-  if (mutated.empty()) return false;
-  for (int v : g.outputs) {
+// Whether one of `outputs` is a view (through view ops) of one of `targets`.
+static bool views_one_of(const ir::AtenGraph& g, const std::vector<int>& outputs, const std::set<int>& targets) {
+  if (targets.empty()) return false;
+  for (int v : outputs) {
     for (int hops = 0; v >= 0 && hops < 64; ++hops) {
-      if (mutated.count(v)) return true;
+      if (targets.count(v)) return true;
       const ir::AtenValue& val = g.values.at(v);
       if (val.kind != ir::AtenValue::kNodeOutput) break;
       const ir::AtenNode& n = g.nodes.at(val.index);
@@ -260,6 +256,14 @@ static bool output_views_a_mutated_input(const ir::AtenGraph& g) {
     }
   }
   return false;
+}
+// Whether a graph output is a view (through view ops) of the new contents of an input the graph
+// writes in place. Eager returns a view of the input itself there (`a.div_(2); return a[0]`), and
+// code after a graph break may write through it; generated code returns a fresh tensor.
+static bool output_views_a_mutated_input(const ir::AtenGraph& g) {
+  std::set<int> mutated;
+  for (const auto& [input, value] : g.input_mutations) mutated.insert(value);
+  return views_one_of(g, g.outputs, mutated);
 }
 
 static bridge::TraceResult split_trace(const ir::AtenGraph& g, const std::vector<int>& nodes, const std::vector<int>& constants,
@@ -918,6 +922,13 @@ class CodegenGraph {
         py::gil_scoped_release nogil;
         block();
       });
+      {  // the same refusal as for inference graphs (output_views_a_mutated_input): the new contents
+         // of written inputs are the forward's last outputs here
+        const int own = jt.num_fwd_outputs - static_cast<int>(jt.mutated_inputs.size());
+        const auto& outs = jt.trace.graph.outputs;
+        if (views_one_of(jt.trace.graph, std::vector<int>(outs.begin(), outs.begin() + own), std::set<int>(outs.begin() + own, outs.begin() + jt.num_fwd_outputs)))
+          throw std::runtime_error("an output is a view of an input the graph writes in place (eager returns the input's view)");
+      }
       autograd::JointSplit split = autograd::partition_joint(jt.trace.graph, jt.num_primals, jt.num_fwd_outputs,
                                                              min_cut_ ? autograd::Partitioner::kMinCut : autograd::Partitioner::kSaveAll);
       auto st = std::make_shared<TrainingStages>();

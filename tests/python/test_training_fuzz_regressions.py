@@ -349,3 +349,30 @@ def test_an_unused_std_over_one_element_leaves_the_used_gradient_finite():
         lc.backward()
         torch.testing.assert_close(lc, le)
         torch.testing.assert_close(pc.grad, pe.grad)
+
+
+def test_a_view_of_an_input_written_in_place_stays_tied_to_it_across_a_break():
+    # a[0] is a view of an input the training graph divides in place; at the break it is handed
+    # to the rest of the function, which clamps it in place. The compiled pair returned a fresh
+    # tensor there, so the clamp never reached `a` (fuzz seed 2232). Such a graph now runs
+    # eagerly, as inference graphs already did.
+    def f(p, a):
+        p.tanh()
+        a[..., :1].div_(2)
+        t = a.detach() * 2
+        t = t.view_as(t)
+        v = a[0]
+        print(end="")
+        v.clamp_(-1, 1)
+        return (p * 2).sum()
+
+    cf = kiln.compile(f)
+    for step in range(5):
+        pe, pc = _leaf(step, 2, 2), _leaf(step, 2, 2)
+        ae = torch.randn(2, 3, generator=torch.Generator().manual_seed(step)) * 4
+        ac = ae.clone()
+        le, lc = f(pe, ae), cf(pc, ac)
+        le.backward()
+        lc.backward()
+        torch.testing.assert_close(ac, ae)
+        torch.testing.assert_close(pc.grad, pe.grad)
