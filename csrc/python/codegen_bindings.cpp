@@ -471,7 +471,10 @@ class CodegenGraph {
   }
 
   std::string status() const { return status_; }
-  std::string graph_text() const { return graph_ ? graph_->trace().graph.to_string() : trace_text_; }
+  std::string graph_text() const {
+    if (training_) return "# forward\n" + training_->fwd->trace().graph.to_string() + "# backward\n" + training_->bwd->trace().graph.to_string();
+    return graph_ ? graph_->trace().graph.to_string() : trace_text_;
+  }
   std::string program_text() const {
     if (training_) return "# forward\n" + training_->fwd->program().to_string() + "# backward\n" + training_->bwd->program().to_string();
     return graph_ ? graph_->program().to_string() : "";
@@ -942,6 +945,7 @@ class CodegenGraph {
       if (!b.graph) throw std::runtime_error("backward: " + b.error);
       st->fwd = f.graph;
       st->bwd = b.graph;
+      source_ = "// ==== forward ====\n" + f.source + "// ==== backward ====\n" + b.source;
       st->num_inputs = jt.num_primals;
       st->num_outputs = jt.num_fwd_outputs - static_cast<int>(jt.mutated_inputs.size());
       st->mutated_inputs = jt.mutated_inputs;

@@ -110,6 +110,11 @@ def test_training_graph_dump_has_forward_and_backward(tmp_path):
     unfused = open(os.path.join(d, manifest[0]["folder"], "loop_ir_unfused.txt")).read()
     assert "# forward" in unfused and "# backward" in unfused
     assert unfused.count("kernel kernel") > loop_ir.count("kernel kernel")
+    # the ATen graphs and the generated kernels of both halves (they were missing for training)
+    aten = open(os.path.join(d, manifest[0]["folder"], "aten_graph.txt")).read()
+    assert "# forward" in aten and "# backward" in aten and "aten::gelu_backward" in aten, aten
+    kernels = open(os.path.join(d, manifest[0]["folder"], "kernels.cpp")).read()
+    assert "// ==== forward ====" in kernels and "// ==== backward ====" in kernels and "gelu_grad" in kernels
 
 
 class _Counter(nn.Module):
