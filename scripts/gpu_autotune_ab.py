@@ -5,38 +5,16 @@ register row cache).
 
     python3 scripts/gpu_autotune_ab.py [case ...]    (default: pointwise_ln softmax nanogpt)"""
 import collections
-import os
 import sys
 import time
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for p in (os.path.join(ROOT, "..", "shared", "bench"), os.path.join(ROOT, "shared", "bench")):
-    if os.path.isdir(p):
-        sys.path.insert(0, p)
-sys.path.insert(0, ROOT)
+import gpu_common  # noqa: E402  (kiln and the bench suite on sys.path)
 
 import kiln  # noqa: E402
 from kiln import _codegen  # noqa: E402
 from suite import CASES  # noqa: E402
-
-
-def per_call_ms(fn, args):
-    for _ in range(3):
-        fn(*args)
-    torch.cuda.synchronize()
-    walls = []
-    for _ in range(5):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(20):
-            fn(*args)
-        e.record()
-        torch.cuda.synchronize()
-        walls.append(s.elapsed_time(e) / 20)
-    return sorted(walls)[2]
 
 
 def main():
@@ -55,7 +33,7 @@ def main():
                 torch.cuda.synchronize()
                 first = time.perf_counter() - t
                 err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
-                ms = per_call_ms(cm, args)
+                ms = gpu_common.cuda_ms_per_call(cm, args)
                 print(f"{case} | {mode} | {ms:.4f} ms | first {first:.2f} s | relerr {err:.1e}")
                 if mode != "default":
                     for g in _codegen.GRAPHS:

@@ -4,19 +4,13 @@ move (each input read once, each output written once) over its kernels' device t
 256 MB device-to-device copy, bytes read plus written). kiln beside torch.compile.
 
     python3 scripts/gpu_bandwidth.py [case ...]   (default: pointwise_ln softmax)"""
-import os
 import statistics
 import sys
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for p in (os.path.join(ROOT, "..", "shared", "bench"), os.path.join(ROOT, "shared", "bench")):
-    if os.path.isdir(p):
-        sys.path.insert(0, p)
-sys.path.insert(0, ROOT)
+import gpu_common  # noqa: E402,F401  (kiln and the bench suite on sys.path)
 
 import kiln  # noqa: E402
 from suite import CASES  # noqa: E402

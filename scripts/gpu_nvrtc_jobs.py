@@ -3,14 +3,13 @@ concurrently), each in a fresh cache directory, alternating, after one warm-up c
 
     python3 scripts/gpu_nvrtc_jobs.py [--jobs 1,4,16] [--rounds 2] [--autotune]"""
 import argparse
-import os
 import sys
 import tempfile
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import gpu_common  # noqa: E402,F401  (kiln on sys.path)
 from kiln import _C  # noqa: E402
 
 

@@ -5,13 +5,12 @@ best of 3 rounds of N calls, then one sync. Also the same with a sync after ever
 
     python3 scripts/gpu_overhead.py [--n 5000] [--compilers kiln,inductor]"""
 import argparse
-import os
 import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import gpu_common  # noqa: E402,F401  (kiln on sys.path)
 import kiln  # noqa: E402
 
 

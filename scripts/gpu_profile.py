@@ -7,19 +7,13 @@ Each compiler's wall time per call (events around 20 calls, after warm-up) is pr
 
 Reads the bench suite from ../shared/bench or shared/bench (copy it there for a lent machine)."""
 import argparse
-import os
 import re
 import sys
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for p in (os.path.join(ROOT, "..", "shared", "bench"), os.path.join(ROOT, "shared", "bench")):
-    if os.path.isdir(p):
-        sys.path.insert(0, p)
-sys.path.insert(0, ROOT)
+import gpu_common  # noqa: E402  (kiln and the bench suite on sys.path)
 
 import kiln  # noqa: E402
 from kiln import _codegen  # noqa: E402
@@ -28,19 +22,7 @@ from suite import CASES  # noqa: E402
 
 def top_kernels(fn, args, iters, top):
     with torch.no_grad():
-        for _ in range(3):
-            fn(*args)
-        torch.cuda.synchronize()
-        walls = []
-        for _ in range(5):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(20):
-                fn(*args)
-            e.record()
-            torch.cuda.synchronize()
-            walls.append(s.elapsed_time(e) / 20)
-        print(f"  wall per call: {sorted(walls)[2]:.3f} ms (median of 5 x 20 calls)")
+        print(f"  wall per call: {gpu_common.cuda_ms_per_call(fn, args):.3f} ms (median of 5 x 20 calls)")
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(iters):
                 fn(*args)

@@ -3,19 +3,13 @@ eager beside torch.compile and kiln, each with mode="default" and mode="reduce-o
 graphs). Prints median ms per call and the error of a later call against eager.
 
     python3 scripts/gpu_reduce_overhead.py"""
-import os
 import statistics
 import sys
 import time
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for p in (os.path.join(ROOT, "..", "shared", "bench"), os.path.join(ROOT, "shared", "bench")):
-    if os.path.isdir(p):
-        sys.path.insert(0, p)
-sys.path.insert(0, ROOT)
+import gpu_common  # noqa: E402,F401  (kiln and the bench suite on sys.path)
 
 import kiln  # noqa: E402
 from suite import NanoGPT  # noqa: E402

@@ -4,7 +4,6 @@ runner replayed or fell back, and the top Python functions of 50 calls under cPr
 
     python3 scripts/gpu_ro_breakdown.py"""
 import cProfile
-import os
 import pstats
 import statistics
 import sys
@@ -12,12 +11,7 @@ import time
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for p in (os.path.join(ROOT, "..", "shared", "bench"), os.path.join(ROOT, "shared", "bench")):
-    if os.path.isdir(p):
-        sys.path.insert(0, p)
-sys.path.insert(0, ROOT)
+import gpu_common  # noqa: E402,F401  (kiln and the bench suite on sys.path)
 
 import kiln  # noqa: E402
 from kiln import _cudagraphs  # noqa: E402

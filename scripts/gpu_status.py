@@ -3,7 +3,6 @@ eagerly), kernels and extern calls, training status; ms per call beside eager an
 kernels of a kiln call by device time.
 
     python3 scripts/gpu_status.py CASE [CASE ...]"""
-import os
 import statistics
 import sys
 import time
@@ -11,12 +10,7 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for p in (os.path.join(ROOT, "..", "shared", "bench"), os.path.join(ROOT, "shared", "bench")):
-    if os.path.isdir(p):
-        sys.path.insert(0, p)
-sys.path.insert(0, ROOT)
+import gpu_common  # noqa: E402,F401  (kiln and the bench suite on sys.path)
 
 import kiln  # noqa: E402
 from kiln import _codegen  # noqa: E402
