@@ -130,6 +130,17 @@ bool is_view_operator(const std::string& op) {
   return views.count(op.substr(0, op.find('.'))) > 0;
 }
 
+std::vector<int> view_chain(const AtenGraph& g, int v) {
+  std::vector<int> chain = {v};
+  while (v >= 0 && chain.size() <= 64 && g.values.at(v).kind == AtenValue::kNodeOutput) {
+    const AtenNode& n = g.nodes.at(g.values[v].index);
+    if (!is_view_operator(n.op) || n.args.empty() || n.args[0].kind != AtenArg::kTensor) break;
+    v = n.args[0].value;
+    chain.push_back(v);
+  }
+  return chain;
+}
+
 bool raises_on_values(const AtenGraph& g, const AtenNode& n) {
   const std::string base = n.op.substr(0, n.op.find('.'));
   static const char* const indexing[] = {"aten::embedding", "aten::index_select", "aten::gather", "aten::index", "aten::take",

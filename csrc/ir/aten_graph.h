@@ -78,5 +78,8 @@ bool raises_on_values(const AtenGraph& g, const AtenNode& n);
 
 // Whether the operator (any overload) returns a view of its first argument in eager.
 bool is_view_operator(const std::string& op);
+// `v`, then the tensor each view operator on the way read: [v, its base, ..., the first value not
+// made by a view operator] (at most 65 values).
+std::vector<int> view_chain(const AtenGraph& g, int v);
 
 }  // namespace kiln::ir

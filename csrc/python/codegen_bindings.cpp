@@ -244,17 +244,9 @@ static void group_outputs(TrainingStages& st) {
 
 // Whether one of `outputs` is a view (through view ops) of one of `targets`.
 static bool views_one_of(const ir::AtenGraph& g, const std::vector<int>& outputs, const std::set<int>& targets) {
-  if (targets.empty()) return false;
-  for (int v : outputs) {
-    for (int hops = 0; v >= 0 && hops < 64; ++hops) {
-      if (targets.count(v)) return true;
-      const ir::AtenValue& val = g.values.at(v);
-      if (val.kind != ir::AtenValue::kNodeOutput) break;
-      const ir::AtenNode& n = g.nodes.at(val.index);
-      if (!ir::is_view_operator(n.op) || n.args.empty() || n.args[0].kind != ir::AtenArg::kTensor) break;
-      v = n.args[0].value;
-    }
-  }
+  for (int v : outputs)
+    for (int w : ir::view_chain(g, v))
+      if (targets.count(w)) return true;
   return false;
 }
 // Whether a graph output is a view (through view ops) of the new contents of an input the graph
