@@ -16,6 +16,18 @@ namespace {
 
 bool has(const char* s, const char* sub) { return std::strstr(s, sub) != nullptr; }
 
+// Whether a loop body (nested blocks included) appends to `target`: a comprehension's loop
+// builds the list/set/dict just below its iterator on the stack.
+bool appends_to(const std::vector<Stmt>& body, const ExP& target) {
+  for (const Stmt& s : body) {
+    if (s.kind == Stmt::Kind::Append && !s.is_yield && s.e3 == target) return true;
+    if (appends_to(s.body, target)) return true;
+    for (const auto& c : s.clauses)
+      if (appends_to(c.body, target)) return true;
+  }
+  return false;
+}
+
 ExP and_or(const ExP& x, const ExP& y, bool is_and) {
   if (is_and && x->kind == ExKind::Compare && y->kind == ExKind::Compare && !x->operands.empty() &&
       !y->operands.empty() && x->operands.back() == y->operands.front() && !y->b) {
@@ -396,15 +408,7 @@ int Decompiler::handle_async_for(int i, int hi, const RegionCtx& ctx, Stack& st,
   f.text = "async for " + f.target + " in " + wrap(iterable, kPrecLambda + 1);
   if (comp_iter) {
     // the loop of an async comprehension: it appends to the list/set/dict just below its iterator
-    bool appends = false;
-    std::function<void(const std::vector<Stmt>&)> scan = [&](const std::vector<Stmt>& b) {
-      for (auto& s : b) {
-        if (s.kind == Stmt::Kind::Append && !s.is_yield && !st.empty() && s.e3 == st.back()) appends = true;
-        scan(s.body);
-        for (auto& c : s.clauses) scan(c.body);
-      }
-    };
-    scan(f.body);
+    const bool appends = !st.empty() && appends_to(f.body, st.back());
     if (appends) {
       // a comprehension has no break; its loop ends at END_ASYNC_FOR (3.12 may place other
       // comprehensions' cleanup code between the back edge and it)
@@ -1024,15 +1028,7 @@ int Decompiler::handle_for(int i, int hi, const RegionCtx& ctx, Stack& st, std::
   f.text = "for " + f.target + " in " + wrap(it->a, kPrecLambda + 1);
   st.pop_back();
   // 3.12 inlined comprehension: the loop appends to the list/set/dict just below its iterator
-  bool appends = false;
-  std::function<void(const std::vector<Stmt>&)> scan = [&](const std::vector<Stmt>& b) {
-    for (auto& s : b) {
-      if (s.kind == Stmt::Kind::Append && !s.is_yield && !st.empty() && s.e3 == st.back()) appends = true;
-      scan(s.body);
-      for (auto& c : s.clauses) scan(c.body);
-    }
-  };
-  scan(f.body);
+  const bool appends = !st.empty() && appends_to(f.body, st.back());
   if (appends) {
     st.back() = inline_comprehension(f, st.back(), i);
     if (!same_label(X, after)) fail("comprehension with a break", i);
