@@ -19,6 +19,15 @@ _STAGE_COLORS = {"capture": "#4e79a7", "backend": "#9c755f", "trace": "#f28e2b",
                  "compile": "#59a14f", "load": "#edc948", "training_build": "#b07aa1"}
 _CODEGEN_STAGES = ("trace", "lower", "codegen", "compile", "load", "training_build")
 _WHERE = re.compile(r"^(.*):(\d+)$")
+# What a browser runs on a loaded report to list the links without a target on the page (the
+# report links only within itself): the browser test and tools/report_screenshot.py check it.
+UNRESOLVED_LINKS_JS = """
+const bad = [];
+for (const a of document.querySelectorAll('a[href]')) {
+  const h = a.getAttribute('href');
+  if (!h.startsWith('#') || !document.getElementById(h.slice(1))) bad.push(h);
+}
+return bad;"""
 
 
 def _esc(s) -> str:

@@ -28,6 +28,7 @@ def main():
 
     import torch
     import kiln
+    from kiln import _report
     sys.path.insert(0, BENCH)
     from suite import CASES
     torch.manual_seed(0)
@@ -52,13 +53,7 @@ def main():
     try:
         driver.get("file://" + os.path.abspath(html))
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
-        unresolved = driver.execute_script("""
-            const bad = [];
-            for (const a of document.querySelectorAll('a[href]')) {
-              const h = a.getAttribute('href');
-              if (!h.startsWith('#') || !document.getElementById(h.slice(1))) bad.push(h);
-            }
-            return bad;""")
+        unresolved = driver.execute_script(_report.UNRESOLVED_LINKS_JS)
         driver.execute_script("window.scrollTo(0, 0)")
         driver.save_screenshot(a.out)
     finally:

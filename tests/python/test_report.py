@@ -109,13 +109,7 @@ def test_report_loads_in_headless_chromium(page, tmp_path):
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
         assert not errors, errors
         # Every in-page link has its target; no link leaves the page.
-        unresolved = driver.execute_script("""
-            const bad = [];
-            for (const a of document.querySelectorAll('a[href]')) {
-              const h = a.getAttribute('href');
-              if (!h.startsWith('#') || !document.getElementById(h.slice(1))) bad.push(h);
-            }
-            return bad;""")
+        unresolved = driver.execute_script(_report.UNRESOLVED_LINKS_JS)
         assert unresolved == []
         n_links = driver.execute_script("return document.querySelectorAll('a.src').length")
         assert n_links >= 2
