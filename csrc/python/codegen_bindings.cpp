@@ -463,12 +463,17 @@ class CodegenGraph {
   }
 
   std::string status() const { return status_; }
+  // A text of both halves of a training graph, headed "# forward" and "# backward".
+  template <class TextOf>
+  std::string training_text(TextOf text_of) const {
+    return "# forward\n" + text_of(*training_->fwd) + "# backward\n" + text_of(*training_->bwd);
+  }
   std::string graph_text() const {
-    if (training_) return "# forward\n" + training_->fwd->trace().graph.to_string() + "# backward\n" + training_->bwd->trace().graph.to_string();
+    if (training_) return training_text([](const runtime::CompiledGraph& g) { return g.trace().graph.to_string(); });
     return graph_ ? graph_->trace().graph.to_string() : trace_text_;
   }
   std::string program_text() const {
-    if (training_) return "# forward\n" + training_->fwd->program().to_string() + "# backward\n" + training_->bwd->program().to_string();
+    if (training_) return training_text([](const runtime::CompiledGraph& g) { return g.program().to_string(); });
     return graph_ ? graph_->program().to_string() : "";
   }
   // The loop IR before fusion (the debug dump's loop_ir_unfused.txt): the traced graph lowered
@@ -484,7 +489,7 @@ class CodegenGraph {
         return std::string("# not lowered: ") + e.what() + "\n";
       }
     };
-    if (training_) return "# forward\n" + unfused(training_->fwd->trace()) + "# backward\n" + unfused(training_->bwd->trace());
+    if (training_) return training_text([&](const runtime::CompiledGraph& g) { return unfused(g.trace()); });
     return graph_ && !opts_.extern_only ? unfused(graph_->trace()) : "";
   }
   std::string source() const { return source_; }
