@@ -78,6 +78,7 @@ class CompiledGraph {
   ir::Program program_;
   void* handle_ = nullptr;
   std::vector<void (*)(void**)> kernels_;
+  std::vector<std::string> kernel_names_;  // as torch.profiler shows them (name_kernels)
   std::shared_ptr<CudaKernels> cuda_;                     // set: the kernels run on this CUDA device
   c10::Device device_ = c10::Device(c10::kCPU);
   std::vector<std::optional<c10::OperatorHandle>> ops_;  // per ATen node (externs only)
@@ -89,6 +90,7 @@ class CompiledGraph {
   // made directly as an alias of their input's storage with the traced sizes and strides (no
   // dispatcher call: a NanoGPT layer has about ten of them around its matmuls).
   void plan_fast_views();
+  void name_kernels();
   struct FastView {
     int in = -1, out = -1;  // buffers
     std::vector<int64_t> sizes, strides;

@@ -245,6 +245,23 @@ def test_argmax_nan_wins():
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("where", [0, 1, 15, 16, 63, 64, 100, 130])
+def test_max_min_softmax_propagate_nan_from_any_position(where):
+    # A NaN anywhere in a row wins max/min and fills its softmax row: first in a lane, in the
+    # vector body, in the tail, and in a lane that already holds a larger value.
+    def fn(x):
+        return x.amax(1), x.amin(1), torch.softmax(x, 1), torch.maximum(x, x * 0.5), torch.minimum(x * 0.5, x)
+    g = _C.CodegenGraph(fn, "", None, True)
+    g(torch.randn(3, 131))
+    x = torch.randn(3, 131)
+    x[0, where] = float("nan")
+    x[2, :] = 100.0
+    x[2, where] = float("nan")
+    for a, b in zip(g(x), fn(x)):
+        torch.testing.assert_close(a, b, equal_nan=True)
+    _no_externs(g)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("shape,groups", [((2, 6, 5, 5), 3), ((3, 8, 7), 2), ((1, 4, 2, 1), 2), ((2, 6), 3)])
 def test_group_norm(dtype, shape, groups):

@@ -317,3 +317,24 @@ def test_capture_check_of_reduce_overhead():
     assert not check((w, b, x))                        # the same parameter given new storage
     with pytest.raises(TypeError):
         _C.CaptureCheck((w, "not a tensor"), nn.Parameter)
+
+
+def test_generated_kernels_show_in_torch_profiler():
+    # Each kernel is recorded under "kiln::kernelN (its ATen operators)", beside the extern
+    # calls the dispatcher records; with the profiler off nothing is recorded.
+    from torch.profiler import profile
+
+    def fn(x, w):
+        return torch.softmax(torch.relu(x @ w) + 1, -1)
+
+    f = kiln.compile(fn)
+    x, w = torch.randn(8, 16), torch.randn(16, 16)
+    f(x, w)
+    f(x, w)
+    with profile() as p:
+        torch.testing.assert_close(f(x, w), fn(x, w))
+    names = [e.key for e in p.key_averages()]
+    kernels = [n for n in names if n.startswith("kiln::kernel")]
+    assert kernels, names
+    assert any("_softmax" in n and "relu" in n for n in kernels), kernels
+    assert "aten::mm" in names

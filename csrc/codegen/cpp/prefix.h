@@ -125,8 +125,11 @@ static inline double exp(double x) { return m::exp(x); }
 // This one (kiln's float exp before the one above: Cody-Waite reduction, Cephes polynomial) rounds
 // like it on about 99% of inputs, so kiln's sigmoid keeps matching ATen's.
 static inline float exp_vec(float x) {
-  // NaN is reduced as 0 (the result is x itself): converting it to an int is undefined.
-  float c = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : (x != x ? 0.0f : x));
+  // Clamped to [-104, 89] by one max and one min; NaN fails `x > -104` and is reduced as -104 (the
+  // result is x itself): converting NaN to an int is undefined. Bit for bit the same results as
+  // the select chain this replaced (checked over all 2^32 floats), in 2 instructions instead of 7.
+  float c = x > -104.0f ? x : -104.0f;
+  c = c < 89.0f ? c : 89.0f;
   float n = m::floor(madd(c, 1.44269504088896341f, 0.5f));
   float r = madd(n, -0.693359375f, c);
   r = madd(n, 2.12194440e-4f, r);
@@ -189,8 +192,10 @@ template <class T> static inline T gelu_tanh_grad(T x) {
 // An integer converts to +0.0, never -0.0; written as a select because GCC, with
 // -fno-trapping-math, folds float -> integer -> float into trunc(), which keeps -0.5's sign.
 template <class F, class I> static inline F int_to_float(I v) { F f = static_cast<F>(v); return f == F(0) ? F(0) : f; }
-template <class T> static inline T maxnan(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
-template <class T> static inline T minnan(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+// NaN-propagating max/min: `a > b ? a : b` already yields b when b is NaN (one vmaxps), so only a
+// NaN in a needs a test (one compare and a masked move, where testing both cost four and a blend).
+template <class T> static inline T maxnan(T a, T b) { return a != a ? a : (a > b ? a : b); }
+template <class T> static inline T minnan(T a, T b) { return a != a ? a : (a < b ? a : b); }
 template <class T> static inline T fmaxv(T a, T b) { return a != a ? b : (b != b ? a : (a > b ? a : b)); }
 template <class T> static inline T fminv(T a, T b) { return a != a ? b : (b != b ? a : (a < b ? a : b)); }
 template <class T> static inline T relu(T x) { return x < T(0) ? T(0) : x; }
