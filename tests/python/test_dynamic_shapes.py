@@ -43,6 +43,25 @@ def test_automatic_dynamic_recompiles_once_for_a_new_length(backend):
     assert "s0" in s["graph_records"][1]["guards"]
 
 
+def test_a_loop_counter_at_a_break_is_dynamic_from_two():
+    # The counter handed to the loop's resume function goes 0, 1, 2, ...: 0 and 1 specialise,
+    # and it is symbolic from 2 on (its first value past them), whatever the loop's length.
+    def halve_until_small(x):
+        steps = 0
+        while x.norm() > 1.0:
+            x = x * 0.5
+            steps = steps + 1
+        return x, steps
+
+    compiled = kiln.compile(halve_until_small)
+    for scale in (40.0, 100.0):
+        x = torch.ones(4) * scale
+        assert_same(compiled(x), halve_until_small(x))
+    s = kiln.stats()
+    reasons = s["recompile_reasons"]
+    assert len(reasons) == 2 and "L['steps'] == 0" in reasons[0] and "L['steps'] == 1" in reasons[1], reasons
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_dynamic_true_is_symbolic_from_the_first_call(backend):
     w = torch.randn(16, 16)

@@ -54,16 +54,18 @@ uint64_t choose_dynamic_dims(PyObject* t, const std::string& source, const std::
 
 bool choose_dynamic_int(const std::string& source, int64_t value, DynamicPolicy policy, SizeHistory* history,
                         std::vector<std::string>* changes) {
-  if (value < 2 || policy == DynamicPolicy::kStatic) return false;
-  if (policy == DynamicPolicy::kAll) return true;
+  if (policy == DynamicPolicy::kStatic) return false;
+  if (policy == DynamicPolicy::kAll) return value >= 2;
   if (!history) return false;
+  // 0 and 1 are recorded too: a counter that goes 0, 1, 2 (a loop variable handed to a resume
+  // function) is dynamic from 2 on, its first value past the specialised ones, not from 3.
   auto& e = history->by_source[source];
   if (e.sizes.size() == 1 && e.sizes[0] != value && !(e.dynamic & 1)) {
     e.dynamic = 1;
     if (changes) changes->push_back(source + " (an int): " + std::to_string(e.sizes[0]) + " -> " + std::to_string(value));
   }
   e.sizes = {value};
-  return e.dynamic & 1;
+  return value >= 2 && (e.dynamic & 1);
 }
 
 }  // namespace kiln::frontend
