@@ -39,12 +39,20 @@ bool probe_read(PyObject* o, TensorFacts* f) {
   return true;
 }
 
-// Dynamic dimensions: sizes bind symbols (>= 2: sizes 0 and 1 are specialised), then strides
-// must equal their expressions under the binding.
-static bool matches_dynamic(const at::Tensor& t, const TensorFacts& f, SymbolBinding* b) {
+// Sizes and strides against the facts. Dynamic dimensions: sizes bind symbols (>= 2: sizes 0
+// and 1 are specialised), then strides must equal their expressions under the binding.
+bool probe_layout_matches(const int64_t* sz, const int64_t* st, size_t ndim, const TensorFacts& f, SymbolBinding* b) {
+  if (ndim != f.sizes.size()) return false;
+  if (f.size_symbol.empty()) {
+    for (size_t i = 0; i < ndim; ++i)
+      if (sz[i] != f.sizes[i]) return false;
+    if (!f.strides.empty())
+      for (size_t i = 0; i < ndim; ++i)
+        if (st[i] != f.strides[i]) return false;
+    return true;
+  }
   if (!b) return false;
-  auto sz = t.sizes();
-  for (size_t i = 0; i < sz.size(); ++i) {
+  for (size_t i = 0; i < ndim; ++i) {
     int s = f.size_symbol[i];
     if (s < 0) {
       if (sz[i] != f.sizes[i]) return false;
@@ -60,9 +68,8 @@ static bool matches_dynamic(const at::Tensor& t, const TensorFacts& f, SymbolBin
     }
   }
   if (f.strides.empty()) return true;
-  auto st = t.strides();
   try {
-    for (size_t i = 0; i < st.size(); ++i)
+    for (size_t i = 0; i < ndim; ++i)
       if (st[i] != f.stride_expr[i].eval(b->values)) return false;
   } catch (const std::exception&) {  // an int64 overflow: not this layout
     return false;
@@ -87,17 +94,7 @@ bool probe_matches(PyObject* o, const TensorFacts& f, SymbolBinding* binding) {
       static_cast<int>(t.device().type()) != f.device_type || t.device().index() != f.device_index ||
       t.requires_grad() != f.requires_grad)
     return false;
-  auto sz = t.sizes();
-  if (sz.size() != f.sizes.size()) return false;
-  if (!f.size_symbol.empty()) return matches_dynamic(t, f, binding);
-  for (size_t i = 0; i < sz.size(); ++i)
-    if (sz[i] != f.sizes[i]) return false;
-  if (!f.strides.empty()) {
-    auto st = t.strides();
-    for (size_t i = 0; i < st.size(); ++i)
-      if (st[i] != f.strides[i]) return false;
-  }
-  return true;
+  return probe_layout_matches(t.sizes().data(), t.strides().data(), t.dim(), f, binding);
 }
 
 static std::string dtype_short(int dt) {

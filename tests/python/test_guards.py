@@ -147,7 +147,8 @@ def test_closure_cell_guard():
 
 
 def test_recompile_limit_warns_once_then_runs_eagerly():
-    c = kiln.compile(f, options={"recompile_limit": 3})
+    # dynamic=False: every new n is a new specialisation (automatic dynamic would make n symbolic).
+    c = kiln.compile(f, dynamic=False, options={"recompile_limit": 3})
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         for n in range(6):

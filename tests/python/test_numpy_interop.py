@@ -195,3 +195,76 @@ def test_out_argument_after_numpy_view_is_a_break():
     x, y = torch.randn(3), torch.randn(3)
     e = f(x.clone(), y)
     torch.testing.assert_close(kiln.compile(f, backend="eager")(x.clone(), y), e)
+
+
+# numpy arrays handed to the function are graph inputs (torch.from_numpy of each call's array).
+
+def _standardize(a, b):
+    return (a - a.mean(axis=0)) / (a.std(axis=0) + 1.0) + np.sin(b).sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_numpy_arrays_as_inputs_are_captured_without_recompiles(backend, dtype):
+    c = kiln.compile(_standardize, backend=backend)
+    for _ in range(4):
+        a, b = np.random.randn(5, 3).astype(dtype), np.random.randn(5, 7).astype(dtype)
+        same(c(a, b), _standardize(a, b))
+    s = kiln.stats()
+    assert (s["graphs"], s["recompiles"], s["graph_breaks"]) == (1, 0, 0), s
+    assert "check_ndarray(L['a']" in s["graph_records"][0]["guards"]
+
+
+def test_numpy_array_inputs_follow_automatic_dynamic_shapes():
+    def f(a):
+        return (a * 2).sum(axis=1), a.max()
+    c = kiln.compile(f)
+    for n in (4, 5, 9, 2, 13):
+        a = np.random.randn(n, 6)
+        same(c(a), f(a))
+    s = kiln.stats()
+    assert (s["graphs"], s["recompiles"], s["graph_breaks"]) == (2, 1, 0), s
+    assert "actual shape (5, 6)" in s["recompile_reasons"][0]
+
+
+def test_numpy_array_input_layout_and_format_are_guarded():
+    def f(a):
+        return a * 3
+    c = kiln.compile(f, dynamic=False)
+    base = np.arange(24.0).reshape(4, 6)
+    for a in (base, base[:, ::2].copy(), base[:, ::2], base.T, base.astype(np.float32), base.astype(np.int64)):
+        same(c(a), f(a))
+    assert kiln.stats()["recompiles"] == 5
+
+
+def test_numpy_arrays_kiln_cannot_share_stay_python_objects():
+    def f(a):
+        return a * 2
+    ro = np.ones(3)
+    ro.setflags(write=False)
+    c = kiln.compile(f)
+    same(c(ro), f(ro))
+    swapped = np.ones(3, dtype=">f8")
+    same(c(swapped), f(swapped))
+
+
+def test_numpy_array_input_returned_is_the_same_object_and_writes_reach_it():
+    def f(a, t):
+        torch.from_numpy(a).mul_(2)
+        return a, t + torch.from_numpy(a)
+    c = kiln.compile(f)
+    for _ in range(2):
+        a, t = np.ones(3, dtype=np.float32), torch.randn(3)
+        r = c(a, t)
+        assert r[0] is a
+        np.testing.assert_array_equal(a, np.full(3, 2.0, np.float32))
+        torch.testing.assert_close(r[1], t + 2)
+
+
+def test_function_of_numpy_arrays_only_is_compiled():
+    def f(a):
+        return np.exp(a) - 1
+    c = kiln.compile(f)
+    a = np.random.randn(8)
+    same(c(a), f(a))
+    assert kiln.stats()["graphs"] == 1 and kiln.stats()["skipped_frames"] == 0

@@ -14,6 +14,55 @@ struct GuardTree::Node {
 GuardTree::GuardTree() : root_(std::make_unique<Node>()) {}
 GuardTree::~GuardTree() = default;
 
+bool NdarrayFacts::read(PyObject* o, NdarrayFacts* out, std::vector<int64_t>* shape, std::vector<int64_t>* strides) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(o, &view, PyBUF_RECORDS) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  bool ok = view.itemsize > 0;
+  out->format = view.format ? view.format : "B";
+  out->itemsize = view.itemsize;
+  shape->assign(view.shape, view.shape + view.ndim);
+  strides->resize(view.ndim);
+  for (int i = 0; ok && i < view.ndim; ++i) {
+    ok = view.strides[i] % view.itemsize == 0;
+    (*strides)[i] = view.strides[i] / (ok ? view.itemsize : 1);
+  }
+  PyBuffer_Release(&view);
+  return ok;
+}
+
+// A numpy array against its guard: type, format, then its layout as the tensor facts'.
+static bool ndarray_matches(PyObject* v, const GuardLeaf& l, SymbolBinding* binding, std::string* why) {
+  if (reinterpret_cast<PyObject*>(Py_TYPE(v)) != l.obj.get()) {
+    if (why) *why = std::string("expected a numpy.ndarray, actual ") + Py_TYPE(v)->tp_name;
+    return false;
+  }
+  NdarrayFacts now;
+  std::vector<int64_t> shape, strides;
+  if (!NdarrayFacts::read(v, &now, &shape, &strides)) {
+    if (why) *why = "expected a writable array";
+    return false;
+  }
+  if (now.format != l.array.format || now.itemsize != l.array.itemsize) {
+    if (why) *why = "expected element format '" + l.array.format + "', actual '" + now.format + "'";
+    return false;
+  }
+  SymbolBinding local;
+  if (probe_layout_matches(shape.data(), strides.data(), shape.size(), l.tensor, binding ? binding : &local)) return true;
+  if (why) {
+    support::StrBuilder b;
+    b << "expected " << probe_describe(l.tensor) << ", actual shape (";
+    for (size_t i = 0; i < shape.size(); ++i) b << (i ? ", " : "") << shape[i];
+    b << ") strides (";
+    for (size_t i = 0; i < strides.size(); ++i) b << (i ? ", " : "") << strides[i];
+    b << ")";
+    *why = b.str();
+  }
+  return false;
+}
+
 PyObject* GuardLeaf::referent() const {
   if (!weak) return obj.get();
   PyObject* o = PyWeakref_GET_OBJECT(obj.get());
@@ -32,6 +81,7 @@ bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
       return r == 1;
     }
     case kTensor: return probe_matches(v, tensor, binding);
+    case kNdarray: return ndarray_matches(v, *this, binding, nullptr);
     case kSymInt: {
       if (!binding || !PyLong_CheckExact(v)) return false;
       int overflow = 0;
@@ -87,6 +137,7 @@ std::string GuardLeaf::describe(const std::string& e) const {
     case kLacksKey: return py_repr(obj.get()) + " not in " + e;
     case kHasKey: return py_repr(obj.get()) + " in " + e;
     case kSymInt: return "s" + std::to_string(length) + " = " + e + "  # an int >= 2";
+    case kNdarray: return "check_ndarray(" + e + ", '" + array.format + "', " + probe_describe(tensor) + ")  # taken as torch.from_numpy(" + e + ")";
   }
   return "?";
 }
@@ -106,6 +157,11 @@ std::string GuardLeaf::why_failed(PyObject* v) const {
     case kDictKeys: return "expected keys " + py_repr(obj.get());
     case kLacksKey: return py_repr(obj.get()) + " was added";
     case kHasKey: return py_repr(obj.get()) + " is missing";
+    case kNdarray: {
+      std::string why;
+      ndarray_matches(v, *this, nullptr, &why);
+      return why;
+    }
     case kSymInt: return PyLong_CheckExact(v) ? "expected an int >= 2, actual " + py_repr(v) + " (0 and 1 are specialised)"
                                               : std::string("expected an int, actual ") + Py_TYPE(v)->tp_name;
   }

@@ -14,11 +14,22 @@
 
 namespace kiln::frontend {
 
+// A numpy array handed to the frame (the graph takes it as a tensor sharing its memory,
+// torch.from_numpy): its buffer's element format, and its shape and strides in elements.
+struct NdarrayFacts {
+  std::string format;  // the buffer's struct format: "f", "d", "q", "?"...
+  Py_ssize_t itemsize = 0;
+  // Reads `o`'s buffer (writable and strided, strides whole elements); false, no exception set,
+  // when it exports no such buffer.
+  static bool read(PyObject* o, NdarrayFacts* out, std::vector<int64_t>* shape, std::vector<int64_t>* strides);
+};
+
 struct GuardLeaf {
-  enum Kind { kType, kId, kEquals, kTensor, kLen, kDictKeys, kLacksKey, kHasKey, kSymInt } kind;
+  enum Kind { kType, kId, kEquals, kTensor, kLen, kDictKeys, kLacksKey, kHasKey, kSymInt, kNdarray } kind;
   PyRef obj;            // kType: the type; kId: the object; kEquals: the constant; kDictKeys: tuple
                         // of keys; kLacksKey / kHasKey: the key a dict must not / must contain
   TensorFacts tensor;   // kTensor
+  NdarrayFacts array;   // kNdarray: the format; `tensor` holds its layout (obj: numpy.ndarray)
   Py_ssize_t length = 0;  // kLen; kSymInt: the symbol an int binds (it must be an int >= 2)
   bool weak = false;    // kId: obj is a weak reference to the object (the guard does not keep it
                         // alive; once it dies the guard fails)

@@ -22,6 +22,7 @@ struct CacheEntry {
   std::vector<int> fetch_parent;
   std::vector<int> input_slots;
   std::vector<SourcePtr> made;  // objects made anew before every run (Source::kMade), by index
+  std::vector<int> numpy_inputs;  // positions in `inputs` of numpy arrays: passed as torch.from_numpy(array)
   int shared_objects = 0;       // OutputTemplate::shared slots of a run's rebuilt objects
   PyRef compiled;          // callable(*inputs) -> sequence of outputs; null: run the frame eagerly
   OutputTemplate output;

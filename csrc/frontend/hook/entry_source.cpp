@@ -184,7 +184,10 @@ std::string entry_python(const Capture& cap, PyCodeObject* code) {
   for (const auto& m : cap.made)
     out += "    __made" + std::to_string(m->index) + " = " + name_of(m->obj.get()) + "()  # made anew before every run\n";
   std::string args;
-  for (size_t i = 0; i < cap.inputs.size(); ++i) args += (i ? ", " : "") + source_python(cap.inputs[i]);
+  for (size_t i = 0; i < cap.inputs.size(); ++i) {
+    const bool from_numpy = std::find(cap.numpy_inputs.begin(), cap.numpy_inputs.end(), cap.inputs[i]) != cap.numpy_inputs.end();
+    args += (i ? ", " : "") + (from_numpy ? "torch.from_numpy(" + source_python(cap.inputs[i]) + ")" : source_python(cap.inputs[i]));
+  }
   // The user lines the graph's ops came from (of this file; inlined callees' lines are in graph.py).
   const std::string file = py_str(code->co_filename);
   int lo = 0, hi = 0;

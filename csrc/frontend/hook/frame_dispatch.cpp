@@ -174,7 +174,7 @@ static bool worth_capturing(const kiln_frame* f) {
   int nargs = code->co_argcount + code->co_kwonlyargcount + ((code->co_flags & CO_VARARGS) ? 1 : 0) +
               ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);
   auto interesting = [](PyObject* o) {
-    return probe_is_tensor(o) || PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(g_torch.module_type));
+    return probe_is_tensor(o) || PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(g_torch.module_type)) || is_numpy_array(o);
   };
   for (int i = 0; i < nargs && i < f->nlocalsplus; ++i) {
     PyObject* o = f->localsplus[i];
@@ -385,6 +385,9 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   entry->guards = cap.guards;
   entry->inputs = cap.inputs;
   entry->made = cap.made;
+  for (size_t i = 0; i < cap.inputs.size(); ++i)
+    for (const SourcePtr& a : cap.numpy_inputs)
+      if (a == cap.inputs[i]) entry->numpy_inputs.push_back(static_cast<int>(i));
   entry->shared_objects = cap.shared_objects;
   plan_input_fetches(*entry);
   entry->output = cap.output;
@@ -477,6 +480,15 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
     if (!argv[i]) {
       PyErr_Format(PyExc_RuntimeError, "kiln: input %s vanished after guards passed", e.inputs[i]->repr().c_str());
       return nullptr;
+    }
+  }
+  // numpy arrays enter the graph as tensors sharing their memory (their guards checked the buffer).
+  std::vector<PyRef> from_numpy;
+  if (!e.numpy_inputs.empty()) {
+    for (int i : e.numpy_inputs) {
+      from_numpy.push_back(PyRef::steal(PyObject_CallOneArg(g_torch.from_numpy, argv[i])));
+      if (!from_numpy.back()) return nullptr;
+      argv[i] = from_numpy.back().get();
     }
   }
   // A graph that writes its inputs: if it raises, the frame may rerun eagerly only when no input

@@ -114,6 +114,7 @@ struct Capture {
   std::vector<SourcePtr> inputs;         // one per placeholder, in order
   std::vector<PyRef> example_inputs;
   std::vector<SourcePtr> made;           // Source::kMade, by index: made before every run
+  std::vector<SourcePtr> numpy_inputs;   // inputs that are numpy arrays: the graph takes torch.from_numpy of each
   int shared_objects = 0;                // OutputTemplate::shared numbers handed out
   OutputTemplate output;
   std::vector<SideEffect> side_effects;  // applied in order after the graph ran
@@ -203,7 +204,7 @@ class Interpreter {
   // The object a kObject holds, for a use that depends on which object it is (folding a call on
   // it, `is`, passing it to an operator): a type-guarded one gets its identity guard now.
   PyObject* identity(const VarPtr& v);
-  VarPtr tensor_input(PyObject* t, const SourcePtr& src);
+  VarPtr tensor_input(PyObject* t, const SourcePtr& src, TensorFacts* facts = nullptr);
   // A graph placeholder for `src` (`example` its value now, `meta` its description); the node.
   int add_input(const SourcePtr& src, PyObject* example, const std::string& meta);
   bool int_input_is_dynamic(PyObject* o, const SourcePtr& src);
@@ -282,6 +283,7 @@ class Interpreter {
   VarPtr as_ndarray(const VarPtr& t, bool scalar);
   VarPtr ndarray_tensor(const VarPtr& nd);
   VarPtr tensor_to_ndarray(const VarPtr& t);
+  VarPtr ndarray_input(PyObject* o, const SourcePtr& src);
   PyRef numpy_standin(const VarPtr& v);
   NumpyResult numpy_oracle(PyObject* fn, const std::vector<PyRef>& standins, PyObject* kwargs);
   VarPtr cast_to(const VarPtr& t, PyObject* torch_dtype);

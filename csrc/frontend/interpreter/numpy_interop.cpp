@@ -16,6 +16,10 @@
 // memory, a capture that has made an array records no in-place tensor operation after it.
 // Arrays reach eager code (a break, the frame's result) as `tensor.numpy()` of the graph's
 // output (and `[()]` of it for a numpy scalar).
+//
+// Arrays handed to the frame (arguments, attributes, globals) are graph inputs as Dynamo takes
+// them: each call passes `torch.from_numpy(array)` (no copy) to the graph, under a guard on the
+// array's buffer (element format, shape, byte strides, writable; ndarray_input).
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -282,8 +286,10 @@ VarPtr Interpreter::numpy_reduction(const std::string& name, const VarPtr& a, st
   PyRef fn = PyRef::steal(PyObject_GetAttrString(numpy_module(), name.c_str()));
   NumpyResult want = numpy_oracle(fn.get(), {numpy_standin(a)}, kw.get());
   PyRef numel = PyRef::steal(PyObject_CallMethod(a->fake.get(), "numel", nullptr));
-  if (!numel || !PyLong_CheckExact(numel.get())) { PyErr_Clear(); unsupported("numpy " + name + " of an array of symbolic size"); }
-  if ((name == "max" || name == "min") && PyLong_AsLong(numel.get()) == 0) unsupported("numpy " + name + " of an empty array (ValueError)");
+  if (!numel) unsupported("numel(): " + take_python_error());
+  // A symbolic element count is a product of sizes >= 2 (0 and 1 specialise): never empty.
+  if ((name == "max" || name == "min") && PyLong_CheckExact(numel.get()) && PyLong_AsLong(numel.get()) == 0)
+    unsupported("numpy " + name + " of an empty array (ValueError)");
   VarPtr t = ndarray_tensor(a);
   if (name != "max" && name != "min") t = cast_to(t, want.dtype);
   PyRef ndim = PyRef::steal(PyObject_CallMethod(a->fake.get(), "dim", nullptr));
@@ -482,6 +488,26 @@ VarPtr Interpreter::ndarray_method(const VarPtr& nd, const std::string& name, st
 }
 
 // torch.from_numpy / as_tensor / asarray / tensor of an array.
+// A numpy array the frame was given, as an input of kind kNdarray; null (nothing recorded) for
+// arrays torch.from_numpy refuses or that export no writable buffer (read-only, byte-swapped,
+// dtypes torch lacks): those stay Python objects, guarded by identity.
+VarPtr Interpreter::ndarray_input(PyObject* o, const SourcePtr& src) {
+  if (src->kind == Source::kConstant || !is_numpy_array(o)) return nullptr;
+  GuardLeaf leaf{GuardLeaf::kNdarray};
+  leaf.obj = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o)));
+  std::vector<int64_t> shape, strides;
+  PyRef dt = PyRef::steal(PyObject_GetAttrString(o, "dtype"));
+  if (!dt || numpy_dtype_name(dt.get()).empty() || !NdarrayFacts::read(o, &leaf.array, &shape, &strides)) { PyErr_Clear(); return nullptr; }
+  PyRef t = PyRef::steal(PyObject_CallOneArg(g_torch.from_numpy, o));
+  if (!t) { PyErr_Clear(); return nullptr; }
+  // Its sizes and strides follow the tensor's (automatic dynamic included): the guard checks the
+  // array's buffer against the same facts.
+  VarPtr v = tensor_input(t.get(), src, &leaf.tensor);
+  cap_.numpy_inputs.push_back(src);
+  cap_.guards->add(src, std::move(leaf));
+  return as_ndarray(v, false);
+}
+
 VarPtr Interpreter::tensor_from_ndarray(PyObject* f, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
   bool any = false;
   for (const auto& a : args) any |= a->kind == VarKind::kNdarray;

@@ -81,10 +81,10 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
 static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::vector<graph::Arg>& outs,
                                        std::unordered_map<int, int>& out_index, const std::function<void(const std::string&)>& fail) {
   OutputTemplate t;
-  // The frame's own tensors, lists and dicts are handed back as themselves (mutated in place by
+  // The frame's own tensors, numpy arrays, lists and dicts are handed back as themselves (mutated in place by
   // the graph or by replayed side effects), as eager would; containers made for this call (its
   // *args/**kwargs) are rebuilt from their symbolic contents.
-  if (v->source && !v->fresh && (v->kind == VarKind::kTensor || v->kind == VarKind::kList || v->kind == VarKind::kDict || v->type_guarded)) {
+  if (v->source && !v->fresh && (v->kind == VarKind::kTensor || v->kind == VarKind::kNdarray || v->kind == VarKind::kList || v->kind == VarKind::kDict || v->type_guarded)) {
     t.kind = OutputTemplate::kFetch;
     t.source = v->source;
     return t;

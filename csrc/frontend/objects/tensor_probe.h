@@ -54,6 +54,8 @@ bool probe_is_tensor(PyObject* o);
 bool probe_read(PyObject* o, TensorFacts* facts);
 // The hot-path check: allocation-free. Facts with dynamic dimensions need a binding.
 bool probe_matches(PyObject* o, const TensorFacts& facts, SymbolBinding* binding = nullptr);
+// The same check on sizes and strides alone (elements; a numpy array's guard).
+bool probe_layout_matches(const int64_t* sizes, const int64_t* strides, size_t ndim, const TensorFacts& facts, SymbolBinding* binding);
 // Why `o` does not match (e.g. "size mismatch at index 0: expected 3, actual 4"), or "".
 std::string probe_mismatch(PyObject* o, const TensorFacts& facts);
 // "f32[4, 8]" style summary, with the device if not CPU.

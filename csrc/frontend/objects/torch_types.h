@@ -17,6 +17,7 @@ struct TorchObjects {
   PyObject* set_grad_enabled_fn = nullptr;  // torch._C._set_grad_enabled
   PyObject* meta_device = nullptr;          // torch.device("meta")
   PyObject* get_default_device = nullptr;   // torch.get_default_device
+  PyObject* from_numpy = nullptr;           // torch.from_numpy
   PyObject* global_hook_dicts = nullptr;    // tuple of nn.Module's global hook dicts
   PyObject* operator_mod = nullptr, *builtins_mod = nullptr;
 };

@@ -103,7 +103,10 @@ VarPtr Interpreter::symint_input(PyObject* o, const SourcePtr& src) {
   return v;
 }
 
-VarPtr Interpreter::tensor_input(PyObject* t, const SourcePtr& src) {
+// A tensor the frame was given, as a graph input (symbolic where its dimensions are dynamic),
+// guarded by its facts; with `facts` given, they are handed out instead for the caller's guard
+// (a numpy array taken as torch.from_numpy of it).
+VarPtr Interpreter::tensor_input(PyObject* t, const SourcePtr& src, TensorFacts* facts) {
   auto v = std::make_shared<Var>(VarKind::kTensor);
   v->source = src;
   GuardLeaf leaf{GuardLeaf::kTensor};
@@ -127,7 +130,8 @@ VarPtr Interpreter::tensor_input(PyObject* t, const SourcePtr& src) {
     v->inference = true;
     inference_nodes_.insert(v->node);
   }
-  if (src->kind != Source::kConstant) cap_.guards->add(src, std::move(leaf));
+  if (facts) *facts = std::move(leaf.tensor);
+  else if (src->kind != Source::kConstant) cap_.guards->add(src, std::move(leaf));
   return v;
 }
 
@@ -186,6 +190,7 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
   VarPtr v;
   if (probe_is_tensor(o)) {
     v = tensor_input(o, src);
+  } else if ((v = ndarray_input(o, src))) {
   } else if (src->kind == Source::kLocal && PyLong_CheckExact(o) && int_input_is_dynamic(o, src)) {
     v = symint_input(o, src);
   } else if (is_constant_like(o)) {

@@ -36,6 +36,7 @@ bool init_torch_objects() {
   t.set_grad_enabled = attr(t.torch, "set_grad_enabled");
   t.set_grad_enabled_fn = attr(C, "_set_grad_enabled");
   t.get_default_device = attr(t.torch, "get_default_device");
+  t.from_numpy = attr(t.torch, "from_numpy");
   t.meta_device = t.device_type ? PyObject_CallFunction(t.device_type, "s", "meta") : nullptr;
   if (mod_mod) {
     const char* names[] = {"_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
@@ -70,6 +71,19 @@ bool is_numpy_scalar(PyObject* o) {
     if (!number || !boolean) { PyErr_Clear(); number = boolean = nullptr; return false; }
   }
   return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(number)) || PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(boolean));
+}
+
+bool is_numpy_array(PyObject* o) {
+  if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") != 0) return false;
+  static PyObject* ndarray = nullptr;
+  if (!ndarray) {
+    PyRef name = PyRef::steal(PyUnicode_FromString("numpy"));
+    PyRef mod = PyRef::steal(PyImport_GetModule(name.get()));
+    if (!mod) { PyErr_Clear(); return false; }
+    ndarray = PyObject_GetAttrString(mod.get(), "ndarray");  // kept for the process
+    if (!ndarray) { PyErr_Clear(); return false; }
+  }
+  return reinterpret_cast<PyObject*>(Py_TYPE(o)) == ndarray;
 }
 
 bool is_constant_like(PyObject* o) {

@@ -104,6 +104,7 @@ VarPtr make_container_method(VarPtr self, std::string name);  // self.<name>, in
 // True for immutable values kiln specialises on and bakes into graphs.
 bool is_constant_like(PyObject* o);
 bool is_numpy_scalar(PyObject* o);  // numpy.number / numpy.bool_ (numpy already imported)
+bool is_numpy_array(PyObject* o);   // exactly numpy.ndarray (numpy already imported)
 const char* kind_name(VarKind k);
 
 }  // namespace kiln::frontend
