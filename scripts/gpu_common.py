@@ -1,6 +1,6 @@
 """What the GPU scripts share: importing it puts kiln (this checkout) and the bench suite
 (../shared/bench, or shared/bench where the device copy has it) on sys.path; cuda_ms_per_call times
-a call with CUDA events."""
+a call with CUDA events, host_us the CPU time of a call while the GPU is kept busy."""
 import os
 import sys
 
@@ -27,3 +27,22 @@ def cuda_ms_per_call(fn, args):
         torch.cuda.synchronize()
         walls.append(s.elapsed_time(e) / 20)
     return sorted(walls)[2]
+
+
+def host_us(fn, n=50, rounds=5):
+    """Host time per call while the GPU is busy (a long torch.cuda._sleep queued first), so no call
+    waits for the device: the CPU work a call costs, in microseconds (median of `rounds` rounds of
+    n calls; keep n calls' launches under the launch queue's depth, about a thousand)."""
+    import statistics
+    import time
+    import torch
+    ts = []
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(200_000_000)  # cycles: ~0.1 s of GPU time ahead of the calls
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        ts.append((time.perf_counter() - t) / n * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(ts)
