@@ -1,6 +1,7 @@
 """What the GPU scripts share: importing it puts kiln (this checkout) and the bench suite
 (../shared/bench, or shared/bench where the device copy has it) on sys.path; cuda_ms_per_call times
-a call with CUDA events, host_us the CPU time of a call while the GPU is kept busy."""
+a call with CUDA events, sync_ms a call synchronized on both sides, host_us the CPU time of a call
+while the GPU is kept busy; training_step is the bench's training step."""
 import os
 import sys
 
@@ -46,3 +47,35 @@ def host_us(fn, n=50, rounds=5):
         ts.append((time.perf_counter() - t) / n * 1e6)
         torch.cuda.synchronize()
     return statistics.median(ts)
+
+
+def sync_ms(fn, n=50, warmup=0):
+    """Median wall time of one call in ms, the device synchronized before and after each."""
+    import statistics
+    import time
+    import torch
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(ts)
+
+
+def training_step(fn, model):
+    """The bench's training step on fn (model or its compiled form): gradients cleared, forward,
+    a float mean-square loss, backward. Call it with the model's arguments."""
+    import torch
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step(*args):
+        for p in params:
+            p.grad = None
+        out = fn(*args)
+        out = out if isinstance(out, torch.Tensor) else out[0]
+        out.float().pow(2).mean().backward()
+    return step

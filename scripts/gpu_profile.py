@@ -24,19 +24,6 @@ from kiln import _codegen  # noqa: E402
 from suite import CASES  # noqa: E402
 
 
-def training_step(fn, model):
-    """The bench's training step: gradients cleared, forward, a float mean-square loss, backward."""
-    params = [p for p in model.parameters() if p.requires_grad]
-
-    def step(*args):
-        for p in params:
-            p.grad = None
-        out = fn(*args)
-        out = out if isinstance(out, torch.Tensor) else out[0]
-        out.float().pow(2).mean().backward()
-    return step
-
-
 def top_kernels(fn, args, iters, top, training=False, trace=None):
     with torch.enable_grad() if training else torch.no_grad():
         print(f"  wall per call: {gpu_common.cuda_ms_per_call(fn, args):.3f} ms (median of 5 x 20 calls)")
@@ -85,7 +72,7 @@ def main():
     else:
         model, args, training = CASES[a.case]("cuda")
     args = args if isinstance(args, tuple) else tuple(args)[0]
-    wrap = (lambda fn: training_step(fn, model)) if training else (lambda fn: fn)
+    wrap = (lambda fn: gpu_common.training_step(fn, model)) if training else (lambda fn: fn)
     print(f"== {a.case}: eager")
     top_kernels(wrap(model), args, a.iters, a.top, training, a.trace and a.trace + "_eager.json")
     compiled = kiln.compile(model)

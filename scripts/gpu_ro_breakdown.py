@@ -5,9 +5,7 @@ runner replayed or fell back, and the top Python functions of 50 calls under cPr
     python3 scripts/gpu_ro_breakdown.py"""
 import cProfile
 import pstats
-import statistics
 import sys
-import time
 
 import torch
 
@@ -18,17 +16,6 @@ from kiln import _cudagraphs  # noqa: E402
 from suite import NanoGPT  # noqa: E402
 
 
-def timed(fn, n=50):
-    ts = []
-    for _ in range(n):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        ts.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(ts)
-
-
 def main():
     torch.manual_seed(0)
     m = NanoGPT(12, 768, 12).to("cuda", torch.bfloat16).eval()
@@ -37,14 +24,14 @@ def main():
     with torch.no_grad():
         for _ in range(4):
             f(ids)
-        print(f"whole call: {timed(lambda: f(ids)):.3f} ms")
+        print(f"whole call: {gpu_common.sync_ms(lambda: f(ids)):.3f} ms")
         for r in _cudagraphs.RUNNERS:
             print(f"runner: disabled={r.disabled!r} replays={r.replays} captures={len(r.captures)}")
             for cap in r.captures.values():
                 args = list(cap.static)
                 print(f"  inputs {len(args)}, copied {len(cap.copied)}, flag {cap.flag is not None}")
-                print(f"  replay alone: {timed(lambda: cap.replay(args)):.3f} ms; graph replay only: {timed(cap.cuda_graph.replay):.3f} ms")
-                print(f"  signature: {timed(lambda: _cudagraphs._signature(args)):.3f} ms")
+                print(f"  replay alone: {gpu_common.sync_ms(lambda: cap.replay(args)):.3f} ms; graph replay only: {gpu_common.sync_ms(cap.cuda_graph.replay):.3f} ms")
+                print(f"  signature: {gpu_common.sync_ms(lambda: _cudagraphs._signature(args)):.3f} ms")
         ind = torch.compile(m, mode="reduce-overhead")
         for _ in range(4):
             ind(ids)

@@ -11,8 +11,6 @@ step's wall time (synchronized per step, median) says whether the step is bound 
 import argparse
 import cProfile
 import pstats
-import statistics
-import time
 
 import torch
 
@@ -21,31 +19,6 @@ import gpu_common  # noqa: E402  (kiln and the bench suite on sys.path)
 import kiln  # noqa: E402
 from kiln import _autograd  # noqa: E402
 from suite import CASES  # noqa: E402
-
-
-def wall_ms(fn, n=30):
-    ts = []
-    for _ in range(3):
-        fn()
-    for _ in range(n):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        ts.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(ts)
-
-
-def make_step(fn, model, x):
-    params = [p for p in model.parameters() if p.requires_grad]
-
-    def step():
-        for p in params:
-            p.grad = None
-        out = fn(*x)
-        out = out if isinstance(out, torch.Tensor) else out[0]
-        out.float().pow(2).mean().backward()
-    return step
 
 
 def main():
@@ -69,11 +42,13 @@ def main():
         seen["fw"] = self
     _autograd.run, _autograd._Forward.__init__ = spy_run, spy_forward
     cm = kiln.compile(model)
-    steps = {"eager": make_step(model, model, x), "kiln": make_step(cm, model, x)}
+    steps = {"eager": gpu_common.training_step(model, model), "kiln": gpu_common.training_step(cm, model)}
     if a.inductor:
-        steps["inductor"] = make_step(torch.compile(model), model, x)
+        steps["inductor"] = gpu_common.training_step(torch.compile(model), model)
     for name, step in steps.items():
-        print(f"{name}: step wall {wall_ms(step):.3f} ms (synchronized, median), host {gpu_common.host_us(step, a.n):.1f} us/step (GPU busy)")
+        call = (lambda step: lambda: step(*x))(step)
+        print(f"{name}: step wall {gpu_common.sync_ms(call, 30, 3):.3f} ms (synchronized, median), "
+              f"host {gpu_common.host_us(call, a.n):.1f} us/step (GPU busy)")
     _autograd.run, _autograd._Forward.__init__ = real_run, real_forward
     st, inputs, fw = seen["stages"], seen["inputs"], seen["fw"]
     n_fwd = len(fw.outputs)
@@ -91,7 +66,7 @@ def main():
     pr = cProfile.Profile()
     pr.enable()
     for _ in range(50):
-        steps["kiln"]()
+        steps["kiln"](*x)
     torch.cuda.synchronize()
     pr.disable()
     pstats.Stats(pr).sort_stats("tottime").print_stats(20)
