@@ -45,7 +45,8 @@ _opt("compile_background", bool, False, "build each graph on a background thread
 _opt("compile_jobs", int, 0, "C++ compiler processes at once, also the most translation units per graph (0: one per CPU)", env="KILN_COMPILE_JOBS")
 _opt("fusion", bool, True, "fuse elementwise work into consumers and reductions (off: every computed value gets its own buffer and kernel)", env="KILN_FUSION")
 _opt("size_specializations", int, 8, "per graph with symbolic sizes: how many size signatures get kernels generated "
-     "for them where kernels cannot take the sizes at run time; calls of other sizes run the graph op by op",
+     "for them where kernels cannot take the sizes at run time (CUDA graphs: four times this many); calls of other "
+     "sizes run the graph op by op",
      env="KILN_SIZE_SPECIALIZATIONS")
 _opt("runtime_sizes", bool, True, "CPU inference graphs called at several sizes: one kernel set that takes the sizes at run "
      "time, fitted once three sizes are seen (off: one specialisation per size signature)", env="KILN_RUNTIME_SIZES")

@@ -1,6 +1,7 @@
 """What the GPU scripts share: importing it puts kiln (this checkout) and the bench suite
 (../shared/bench, or shared/bench where the device copy has it) on sys.path; cuda_ms_per_call times
-a call with CUDA events."""
+a call with CUDA events, sync_ms a call synchronized on both sides, host_us the CPU time of a call
+while the GPU is kept busy; training_step is the bench's training step."""
 import os
 import sys
 
@@ -27,3 +28,54 @@ def cuda_ms_per_call(fn, args):
         torch.cuda.synchronize()
         walls.append(s.elapsed_time(e) / 20)
     return sorted(walls)[2]
+
+
+def host_us(fn, n=50, rounds=5):
+    """Host time per call while the GPU is busy (a long torch.cuda._sleep queued first), so no call
+    waits for the device: the CPU work a call costs, in microseconds (median of `rounds` rounds of
+    n calls; keep n calls' launches under the launch queue's depth, about a thousand)."""
+    import statistics
+    import time
+    import torch
+    ts = []
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(200_000_000)  # cycles: ~0.1 s of GPU time ahead of the calls
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        ts.append((time.perf_counter() - t) / n * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(ts)
+
+
+def sync_ms(fn, n=50, warmup=0):
+    """Median wall time of one call in ms, the device synchronized before and after each."""
+    import statistics
+    import time
+    import torch
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(ts)
+
+
+def training_step(fn, model):
+    """The bench's training step on fn (model or its compiled form): gradients cleared, forward,
+    a float mean-square loss, backward. Call it with the model's arguments."""
+    import torch
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step(*args):
+        for p in params:
+            p.grad = None
+        out = fn(*args)
+        out = out if isinstance(out, torch.Tensor) else out[0]
+        out.float().pow(2).mean().backward()
+    return step

@@ -3,6 +3,9 @@ time under torch.profiler, and kiln's launch records (kernel, pattern, grid, blo
 
     python3 scripts/gpu_profile.py nanogpt [--iters 10] [--top 25] [--inductor]   (also nanogpt_b1: batch 1, 32 tokens)
 
+Training cases (train_mlp, train_nanogpt) time the bench's step (forward, loss, backward) and
+also list host time per step by profiler event.
+
 Each compiler's wall time per call (events around 20 calls, after warm-up) is printed too.
 
 Reads the bench suite from ../shared/bench or shared/bench (copy it there for a lent machine)."""
@@ -11,6 +14,7 @@ import re
 import sys
 
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 import gpu_common  # noqa: E402  (kiln and the bench suite on sys.path)
@@ -20,14 +24,24 @@ from kiln import _codegen  # noqa: E402
 from suite import CASES  # noqa: E402
 
 
-def top_kernels(fn, args, iters, top):
-    with torch.no_grad():
+def top_kernels(fn, args, iters, top, training=False, trace=None):
+    with torch.enable_grad() if training else torch.no_grad():
         print(f"  wall per call: {gpu_common.cuda_ms_per_call(fn, args):.3f} ms (median of 5 x 20 calls)")
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU] if training else [ProfilerActivity.CUDA]) as prof:
             for _ in range(iters):
                 fn(*args)
             torch.cuda.synchronize()
-    rows = [(e.key, e.device_time_total / iters, e.count // iters) for e in prof.key_averages() if e.device_time_total > 0]
+    if trace:
+        prof.export_chrome_trace(trace)
+    if training:  # host time: where a step's CPU time goes (autograd nodes, kiln's glue)
+        cpu = [(e.key, e.cpu_time_total / iters, e.count // iters) for e in prof.key_averages() if e.cpu_time_total > 0]
+        cpu.sort(key=lambda r: -r[1])
+        print("  host (cpu_time_total per step, inclusive):")
+        for name, us, n in cpu[:top]:
+            print(f"    {us:9.1f} us  x{n:<4} {name[:100]}")
+    # Kernels and copies only (with host activity on, an operator's row counts its kernels' time too).
+    rows = [(e.key, e.device_time_total / iters, e.count // iters) for e in prof.key_averages()
+            if e.device_time_total > 0 and e.device_type == DeviceType.CUDA]
     rows.sort(key=lambda r: -r[1])
     total = sum(r[1] for r in rows)
     print(f"  device time per call: {total / 1e3:.3f} ms over {sum(r[2] for r in rows)} launches")
@@ -48,19 +62,22 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--inductor", action="store_true", help="profile torch.compile's default mode too")
+    ap.add_argument("--trace", help="write each compiler's chrome trace as TRACE_<compiler>.json")
     a = ap.parse_args()
     torch.manual_seed(0)
+    training = False
     if a.case == "nanogpt_b1":  # launch-bound decoding size: batch 1, 32 tokens
         from suite import NanoGPT
         model, args = NanoGPT(12, 768, 12).to("cuda", torch.bfloat16).eval(), (torch.randint(0, 8192, (1, 32), device="cuda"),)
     else:
-        model, args, _ = CASES[a.case]("cuda")
+        model, args, training = CASES[a.case]("cuda")
     args = args if isinstance(args, tuple) else tuple(args)[0]
+    wrap = (lambda fn: gpu_common.training_step(fn, model)) if training else (lambda fn: fn)
     print(f"== {a.case}: eager")
-    top_kernels(model, args, a.iters, a.top)
+    top_kernels(wrap(model), args, a.iters, a.top, training, a.trace and a.trace + "_eager.json")
     compiled = kiln.compile(model)
     print(f"== {a.case}: kiln")
-    top_kernels(compiled, args, a.iters, a.top)
+    top_kernels(wrap(compiled), args, a.iters, a.top, training, a.trace and a.trace + "_kiln.json")
     for g in _codegen.GRAPHS:
         print(f"  graph: {g.status}; {g.num_kernels} kernels, {g.num_externs} externs")
         for line in g.source.splitlines():
@@ -68,7 +85,7 @@ def main():
                 print("   " + line[4:])
     if a.inductor:
         print(f"== {a.case}: inductor")
-        top_kernels(torch.compile(model), args, a.iters, a.top)
+        top_kernels(wrap(torch.compile(model)), args, a.iters, a.top, training, a.trace and a.trace + "_inductor.json")
 
 
 if __name__ == "__main__":

@@ -5,43 +5,15 @@ runner replayed or fell back, and the top Python functions of 50 calls under cPr
     python3 scripts/gpu_ro_breakdown.py"""
 import cProfile
 import pstats
-import statistics
 import sys
-import time
 
 import torch
 
-import gpu_common  # noqa: E402,F401  (kiln and the bench suite on sys.path)
+import gpu_common  # noqa: E402  (kiln and the bench suite on sys.path)
 
 import kiln  # noqa: E402
 from kiln import _cudagraphs  # noqa: E402
 from suite import NanoGPT  # noqa: E402
-
-
-def timed(fn, n=50):
-    ts = []
-    for _ in range(n):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        ts.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(ts)
-
-
-def host_us(fn, n=50):
-    """Host time per call while the GPU is busy (a long torch.cuda._sleep queued first), so no call
-    waits for the device: the CPU work a call costs, in microseconds (median of 5 rounds)."""
-    ts = []
-    for _ in range(5):
-        torch.cuda.synchronize()
-        torch.cuda._sleep(200_000_000)  # cycles: ~0.1 s of GPU time ahead of the calls
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        ts.append((time.perf_counter() - t) / n * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(ts)
 
 
 def main():
@@ -52,24 +24,24 @@ def main():
     with torch.no_grad():
         for _ in range(4):
             f(ids)
-        print(f"whole call: {timed(lambda: f(ids)):.3f} ms")
+        print(f"whole call: {gpu_common.sync_ms(lambda: f(ids)):.3f} ms")
         for r in _cudagraphs.RUNNERS:
             print(f"runner: disabled={r.disabled!r} replays={r.replays} captures={len(r.captures)}")
             for cap in r.captures.values():
                 args = list(cap.static)
                 print(f"  inputs {len(args)}, copied {len(cap.copied)}, flag {cap.flag is not None}")
-                print(f"  replay alone: {timed(lambda: cap.replay(args)):.3f} ms; graph replay only: {timed(cap.cuda_graph.replay):.3f} ms")
-                print(f"  signature: {timed(lambda: _cudagraphs._signature(args)):.3f} ms")
+                print(f"  replay alone: {gpu_common.sync_ms(lambda: cap.replay(args)):.3f} ms; graph replay only: {gpu_common.sync_ms(cap.cuda_graph.replay):.3f} ms")
+                print(f"  signature: {gpu_common.sync_ms(lambda: _cudagraphs._signature(args)):.3f} ms")
         ind = torch.compile(m, mode="reduce-overhead")
         for _ in range(4):
             ind(ids)
-        print(f"host us per call (GPU busy): kiln whole call {host_us(lambda: f(ids)):.1f}, "
-              f"inductor whole call {host_us(lambda: ind(ids)):.1f}, eager {host_us(lambda: m(ids), 5):.1f}")
+        print(f"host us per call (GPU busy): kiln whole call {gpu_common.host_us(lambda: f(ids)):.1f}, "
+              f"inductor whole call {gpu_common.host_us(lambda: ind(ids)):.1f}, eager {gpu_common.host_us(lambda: m(ids), 5):.1f}")
         for r in _cudagraphs.RUNNERS:
             for cap in r.captures.values():
                 args = list(cap.static)
-                print(f"host us per call (GPU busy): replay alone {host_us(lambda: cap.replay(args)):.1f}, "
-                      f"graph launch {host_us(cap.cuda_graph.replay):.1f}, matches {host_us(lambda: cap.matches(args)):.1f}")
+                print(f"host us per call (GPU busy): replay alone {gpu_common.host_us(lambda: cap.replay(args)):.1f}, "
+                      f"graph launch {gpu_common.host_us(cap.cuda_graph.replay):.1f}, matches {gpu_common.host_us(lambda: cap.matches(args)):.1f}")
         pr = cProfile.Profile()
         pr.enable()
         for _ in range(50):

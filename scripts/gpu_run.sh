@@ -2,7 +2,9 @@
 # One lease call on a lent GPU machine, in stages chosen by GPU_STAGES (comma list, in order):
 #   build     kiln._C only (no C++ tests), against the PyTorch there
 #   tests     tests/python/test_cuda.py and test_fast_meta.py
-#   profile   scripts/gpu_profile.py nanogpt with inductor beside kiln and eager
+#   profile   scripts/gpu_profile.py for each of GPU_PROFILE_CASES (default nanogpt), inductor beside kiln and eager
+#   train     scripts/gpu_train_breakdown.py for each of GPU_TRAIN_CASES (host time of a training step, kiln's pieces)
+#   layout    scripts/gpu_layout_probe.py (ResNet-18 eager in NCHW and channels-last)
 #   micro     scripts/gpu_matmul_epilogue.py (cuBLAS(Lt) epilogues at nanogpt's sizes)
 #   bench     ../shared/bench/run.py --device cuda (cases GPU_BENCH_CASES) for eager, inductor, kiln
 #   first     scripts/gpu_first_call.py (kiln cold/warm first calls)
@@ -40,9 +42,21 @@ for stage in ${GPU_STAGES//,/ }; do
     tests)
       timeout ${GPU_T_tests:-240} "$PY" -m pytest -q -rfE -p no:cacheprovider tests/python/test_cuda.py tests/python/test_fast_meta.py > "$OUT/tests.log" 2>&1
       note "tests: exit $?: $(tail -1 "$OUT/tests.log")"; grep -E '^(FAILED|ERROR)' "$OUT/tests.log" | head -20 | tee -a "$S" ;;
-    profile)
-      timeout ${GPU_T_profile:-150} "$PY" scripts/gpu_profile.py ${GPU_PROFILE_CASE:-nanogpt} --inductor --top ${GPU_TOP:-30} > "$OUT/profile.log" 2>&1
-      note "profile: exit $?"; grep -E '^==|wall per call|device time per call|graph:|by kind' "$OUT/profile.log" | tee -a "$S" ;;
+    profile)  # GPU_PROFILE_CASES: comma list; a case written case:noind leaves inductor out
+      for pc in $(echo "${GPU_PROFILE_CASES:-nanogpt}" | tr , " "); do
+        c=${pc%%:*}; ind=--inductor; [ "$pc" != "$c" ] && ind=""
+        timeout ${GPU_T_profile:-150} "$PY" scripts/gpu_profile.py $c $ind --top ${GPU_TOP:-30} ${GPU_TRACE:+--trace $OUT/trace_$c} > "$OUT/profile_$c.log" 2>&1
+        note "profile $c: exit $?"; grep -E '^==|wall per call|device time per call|graph:|by kind' "$OUT/profile_$c.log" | tee -a "$S"
+      done ;;
+    train)  # GPU_TRAIN_CASES: comma list of case[:N[:ind]] (N steps per host-time round; ind: inductor too)
+      for tc in $(echo "${GPU_TRAIN_CASES:-train_mlp}" | tr , " "); do
+        IFS=: read -r c n ind <<< "$tc"
+        timeout ${GPU_T_train:-150} "$PY" scripts/gpu_train_breakdown.py $c --n ${n:-20} ${ind:+--inductor} > "$OUT/train_$c.log" 2>&1
+        note "train breakdown $c: exit $?"; grep -v Warn "$OUT/train_$c.log" | head -${GPU_TRAIN_LINES:-40} | cut -c1-200 | tee -a "$S"
+      done ;;
+    layout)
+      timeout ${GPU_T_layout:-120} "$PY" scripts/gpu_layout_probe.py > "$OUT/layout.log" 2>&1
+      note "layout: exit $?"; tail -5 "$OUT/layout.log" | tee -a "$S" ;;
     micro)
       timeout ${GPU_T_micro:-90} "$PY" scripts/gpu_matmul_epilogue.py ${GPU_MICRO_ARGS:-} > "$OUT/micro.log" 2>&1
       note "micro: exit $?"; cat "$OUT/micro.log" | tail -12 | tee -a "$S" ;;

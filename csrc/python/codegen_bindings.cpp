@@ -26,6 +26,7 @@
 #include "runtime/compiled_graph.h"
 #include "runtime/output_views.h"
 #include "runtime/graph_build.h"
+#include "torch_bridge/channels_last.h"
 #include "torch_bridge/tracer.h"
 
 namespace py = pybind11;
@@ -804,7 +805,7 @@ class CodegenGraph {
     if (auto r = runtime_sizes(sig, inputs, ints, args)) return *r;
     // No kernels for these sizes and no room for more: the graph runs op by op (an exception
     // it raises makes the frame rerun eagerly, as for any graph).
-    if (static_cast<int>(variants_.size()) >= max_variants_) return eager_(*args);
+    if (static_cast<int>(variants_.size()) >= variant_limit()) return eager_(*args);
     // A size the runtime-size kernels do not serve (lowering decided its kernels otherwise, as
     // where a length equals a head dimension and other loops fuse) runs op by op until it is
     // called a third time, then gets its own build, on a background thread: a size seen once
@@ -819,6 +820,12 @@ class CodegenGraph {
     variants_.emplace_back(std::move(sig), std::move(g));
     return variants_.back().second->call(args);
   }
+
+  // How many size signatures get kernels of their own. CUDA kernels never take sizes at run time
+  // (a CPU graph's runtime-size kernels serve most sizes), and an NVRTC build is cheap next to a
+  // C++ compile: CUDA graphs get four times the option's number (a server's 16 sequence
+  // lengths all compiled rather than half of them op by op).
+  int variant_limit() const { return opts_.cuda_device >= 0 ? 4 * max_variants_ : max_variants_; }
 
   py::object fall_back(const std::string& why, py::args args) {
     state_ = kEager;
@@ -894,7 +901,7 @@ class CodegenGraph {
     std::vector<int64_t> sig = size_signature(inputs, ints);
     auto found = trainings_.find(sig);
     if (found == trainings_.end()) {
-      if (training_failed_ || static_cast<int>(trainings_.size()) >= max_variants_) return eager_(*args);
+      if (training_failed_ || static_cast<int>(trainings_.size()) >= variant_limit()) return eager_(*args);
       std::shared_ptr<TrainingStages> st = build_training(inputs, ints);
       if (!grad_free_) trainings_.emplace(std::move(sig), st);
       if (st) training_ = st;
@@ -999,6 +1006,7 @@ class CodegenGraph {
     } catch (const std::exception& e) {
       return fall_back(std::string("trace failed: ") + e.what(), args);
     }
+    tr = bridge::plan_channels_last(std::move(tr), inputs, runner());  // CUDA convolutions: NHWC
     // Writing a result back into an input whose elements share memory (an expanded tensor) is
     // what eager's in-place kernels allow and copy_ refuses: such a graph runs eagerly, from its
     // untouched inputs.

@@ -502,6 +502,67 @@ def test_inference_batch_norm_is_generated_not_cudnn():
     bn.running_mean.uniform_(-1, 1)
     bn.running_var.uniform_(0.5, 2)
     conv.eval(), bn.eval()
-    with torch.no_grad():
+    # TF32 off: the input runs channels-last (layout_plan.h), where cuDNN picks another algorithm
+    # than eager's NCHW one; with TF32 the two differ by its rounding (1e-3), without it by fp32's.
+    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
         g = check(lambda x: F.relu(bn(conv(x))), lambda: (make((4, 8, 16, 16)),))
     assert "batch_norm" in g.graph_text and g.num_externs == 1, (g.graph_text, g.program_text)
+
+
+def test_convolutions_run_channels_last():
+    """A CUDA graph of NCHW convolutions is traced with its image and weights (graph inputs)
+    converted to channels-last (schedule/layout_plan.h): the convolutions, batch norms, ReLUs,
+    max pooling and residual add run NHWC (cuDNN's layout, no transposes around each
+    convolution), and the output keeps eager's contiguous strides."""
+    import re
+    torch.manual_seed(0)
+
+    class ConvBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+            self.c2, self.b2 = nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+
+        def forward(self, x):
+            y = F.max_pool2d(F.relu(self.b1(self.c1(x * 0.5))), 3, 2, 1)
+            return F.relu(self.b2(self.c2(y)) + y)
+
+    m = ConvBlock().to(DEV).eval()
+    for bn in (m.b1, m.b2):
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+    kiln.reset()
+    cm = kiln.compile(m)
+    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # see the batch norm test
+        for _ in range(3):
+            x = make((4, 3, 20, 20))
+            out, ref = cm(x), m(x)
+            compare(out, ref)
+            assert out.stride() == ref.stride(), (out.stride(), ref.stride())
+    graphs = [g for g in compiled_graphs() if g.num_kernels]
+    assert len(graphs) == 1 and graphs[0].status == "compiled", [g.status for g in compiled_graphs()]
+    convs = [line for line in graphs[0].graph_text.splitlines() if "aten::convolution" in line]
+    assert len(convs) == 2, graphs[0].graph_text
+    for line in convs:  # output strides {H*W*C, 1, W*C, C}: channels-last
+        strides = [int(v) for v in re.search(r"\{([\d, ]+)\}[^{]*$", line).group(1).split(",")]
+        assert strides[1] == 1, line
+
+
+def test_cuda_graphs_specialise_more_sizes_than_the_option():
+    """CUDA kernels never take sizes at run time, so each size signature gets its own build: up to
+    four times KILN_SIZE_SPECIALIZATIONS (here 2, so 8) before calls run op by op."""
+    kiln.reset()
+    kiln._options.set("size_specializations", 2)
+    try:
+        fn = lambda x: (x * 2).softmax(-1) + x.shape[1]  # noqa: E731
+        cm = kiln.compile(fn)
+        for t in [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 6, 15]:
+            x = make((4, t))
+            compare(cm(x), fn(x))
+    finally:
+        kiln._options.unset("size_specializations")
+    s = kiln.stats()
+    assert s["graphs"] == 2 and s["recompiles"] == 1, s
+    dynamic = s["codegen"][1]
+    # The symbolic graph's first size (6), then 8 more of 7..15 with kernels of their own.
+    assert dynamic["status"] == "compiled" and dynamic["specializations"] == 8, s["codegen"]
