@@ -57,6 +57,8 @@ def compile_fx(gm, example_inputs, frontend=False, extern_only=False, autotune=F
     autotune (mode="max-autotune"): each generated CUDA kernel is built in several launch
     configurations, timed on the first call's inputs, and the fastest kept; the choice is cached
     beside the cubins, so a warm process does not time again (g.autotune_status says what was chosen)."""
+    if _options.get("cpu_malloc_tuning"):
+        _C.tune_cpu_malloc()
     folder = _debug.current_entry()
     report = _report if folder is None else functools.partial(_report, dump_to=folder)
     g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), report, _options.get("fusion"),

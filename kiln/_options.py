@@ -48,6 +48,9 @@ _opt("size_specializations", int, 8, "per graph with symbolic sizes: how many si
      "for them where kernels cannot take the sizes at run time (CUDA graphs: four times this many); calls of other "
      "sizes run the graph op by op",
      env="KILN_SIZE_SPECIALIZATIONS")
+_opt("cpu_malloc_tuning", bool, True, "when the first CPU graph is compiled, set glibc's mmap and trim thresholds to the values its own "
+     "adjustment stops at (32 MB, 64 MB): without, a process may hand freed heap pages back to the OS and fault them in again "
+     "on every call (see csrc/runtime/malloc_tuning.h)", env="KILN_CPU_MALLOC_TUNING")
 _opt("runtime_sizes", bool, True, "CPU inference graphs called at several sizes: one kernel set that takes the sizes at run "
      "time, fitted once three sizes are seen (off: one specialisation per size signature)", env="KILN_RUNTIME_SIZES")
 _opt("partitioner", str, "min_cut", "what a training graph's forward saves for its backward: 'min_cut' (the fewest bytes, "

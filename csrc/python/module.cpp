@@ -13,6 +13,7 @@
 #include "frontend/hook/options.h"
 #include "frontend/hook/stats.h"
 #include "frontend/objects/torch_types.h"
+#include "runtime/malloc_tuning.h"
 
 namespace py = pybind11;
 namespace kiln::python {
@@ -85,6 +86,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_fx_compiler", [](py::object fn) { set_fx_compiler(fn.ptr()); });
   m.def("set_debug_sink", [](py::object fn) { set_debug_sink(fn.ptr()); });
   m.def("stats", &stats_dict);
+  m.def("tune_cpu_malloc", &kiln::runtime::tune_cpu_malloc,
+        "glibc's mmap and trim thresholds at the values its own adjustment stops at (runtime/malloc_tuning.h); once per process");
   m.def("_now", &steady_seconds, "seconds on the clock of the graph records' started_s");
   m.def("_graph_record_count", [] { return stats().graph_records.size(); });
   m.def("_fast_meta", [](py::object target, std::string method, py::tuple args, py::dict kwargs) -> py::object {

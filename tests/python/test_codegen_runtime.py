@@ -338,3 +338,30 @@ def test_generated_kernels_show_in_torch_profiler():
     assert kernels, names
     assert any("_softmax" in n and "relu" in n for n in kernels), kernels
     assert "aten::mm" in names
+
+
+_MMAP_SCRIPT = r"""
+import ctypes, torch, kiln
+class MallInfo(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                                               "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo
+f = kiln.compile(lambda x: x * 2)
+f(torch.ones(4))  # the first CPU graph: glibc's thresholds are set here
+before = libc.mallinfo2().hblkhd  # bytes in blocks malloc mapped on their own
+t = torch.empty(5 << 20)  # 20 MB
+print((libc.mallinfo2().hblkhd - before) >> 20)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc")
+@pytest.mark.parametrize("tuning", ["1", "0"])
+def test_cpu_malloc_tuning_serves_large_buffers_from_the_heap(tuning):
+    # With the tuning a 20 MB buffer comes from the heap, whose freed top glibc keeps (up to 64
+    # MB); without it, from a mapping of its own that free() unmaps, so every call that makes it
+    # again faults its pages in again.
+    env = dict(os.environ, KILN_CPU_MALLOC_TUNING=tuning)
+    out = subprocess.run([sys.executable, "-c", _MMAP_SCRIPT], env=env, capture_output=True, text=True, check=True)
+    mapped_mb = int(out.stdout.strip().splitlines()[-1])
+    assert mapped_mb == (0 if tuning == "1" else 20), out.stdout
