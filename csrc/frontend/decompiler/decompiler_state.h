@@ -1,6 +1,6 @@
 // Internal to the decompiler: the per-code-object state shared by the structurer
 // (structurer.cpp: regions, conditions, loops, try/with), the stack effects of straight-line
-// instructions (stack_effects.cpp) and comprehension/function reconstruction (functions.cpp).
+// instructions (stack_effects.cpp, calls.cpp, stores.cpp) and comprehension/function reconstruction (functions.cpp).
 #pragma once
 #include <array>
 #include <cstring>
@@ -63,6 +63,9 @@ inline std::shared_ptr<SinkState> push_sink(Stack& s, const char* label = "") {
   return sink;
 }
 
+// Whether the opcode name `s` contains `sub`.
+inline bool has(const char* s, const char* sub) { return std::strstr(s, sub) != nullptr; }
+
 // Thrown inside a pure scan when an instruction has side effects.
 struct NotPure {};
 
@@ -82,6 +85,10 @@ class Decompiler {
 
   // stack_effects.cpp: a straight-line instruction. Returns false if it is not one.
   bool exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx);
+  // calls.cpp: calls, f-strings, MAKE_FUNCTION, imports; stores.cpp: stores, deletes, unpacking
+  // (exec's dispatch continues in these; false if the instruction is not theirs)
+  bool exec_call(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx);
+  bool exec_store(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx);
 
   // functions.cpp
   std::string function_source(const FunctionInfo& fn, const std::string& name);
