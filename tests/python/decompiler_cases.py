@@ -1044,3 +1044,50 @@ def ternary_return_in_try(v, fmt):
         return to(v, "float" if isinstance(v, float) or isinstance(v, complex) else None, 3)
     except NotImplementedError:
         raise
+# A class body that ends in an if/else: 3.11 copies the body's implicit return into the if branch
+# and places the else branch after it (tempfile._TemporaryFileCloser was refused: "class body that
+# returns before its end").
+@case((True,), (False,))
+def class_body_ends_in_if_else(flag):
+    class C:
+        x = 1
+        if flag:
+            def m(self):
+                return "a"
+            y = 2
+        else:
+            def m(self):
+                return "b"
+    return C().m(), C.x, getattr(C, "y", None)
+# A match statement whose only case is a class pattern: the pattern tests the subject itself (no
+# COPY 1 before it), so MATCH_CLASS was met as a plain instruction (traceback's
+# _extract_caret_anchors_from_line_segment was refused).
+@case(("",), ("a",), ("abc",), (3,), ([1],))
+def match_single_class_case(v):
+    match v:
+        case str(s):
+            match len(s):
+                case 0:
+                    return "empty"
+                case 1:
+                    return "one"
+    return "other"
+# A try/finally whose body always raises has no normal-exit copy of its finally block (3.12 places
+# the code after the enclosing if there instead: contextlib's __exit__ and shutil.rmtree were
+# refused: "finally block without its normal-exit copy").
+@case((0,), (1,), (2,))
+def try_finally_body_raises(v):
+    log = []
+    if v == 1:
+        try:
+            raise ValueError(v)
+        finally:
+            log.append("closed")
+    elif v == 2:
+        try:
+            log.append("body")
+            raise KeyError(v)
+        finally:
+            log.append("closed")
+    log.append("after")
+    return log

@@ -87,6 +87,19 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
   if (op == "PUSH_NULL") { st.push_back(make_marker(ExKind::Null)); return true; }
   if (op == "LOAD_CONST") { st.push_back(const_ex(code.consts.at(arg))); return true; }
   if (op == "LOAD_FAST" || op == "LOAD_FAST_CHECK" || op == "LOAD_DEREF" || op == "LOAD_CLASSDEREF") { push_name(local(arg)); return true; }
+  // 3.12: a class body reads a free variable (or a name it may bind itself) through its locals:
+  // LOAD_LOCALS; LOAD_FROM_DICT_OR_DEREF name (LOAD_CLASSDEREF before 3.12)
+  if (op == "LOAD_LOCALS") { st.push_back(make_marker(ExKind::Dummy, "<locals>")); return true; }
+  if (op == "LOAD_FROM_DICT_OR_DEREF" || op == "LOAD_FROM_DICT_OR_GLOBALS") {
+    ExP m = P();
+    if (m->kind != ExKind::Dummy || m->text != "<locals>") fail(std::string(op) + " without LOAD_LOCALS", i);
+    const std::string n = op == "LOAD_FROM_DICT_OR_DEREF" ? local(arg) : name(arg);
+    // a generic class's type parameters (PEP 695) live in its `<generic parameters of C>` scope,
+    // which a class body decompiled alone does not have
+    if (n == ".type_params") fail("generic class body (its type parameters are in the enclosing scope)", i);
+    push_name(n);
+    return true;
+  }
   if (op == "LOAD_CLOSURE") { auto e = make_marker(ExKind::Dummy, local(arg)); st.push_back(e); return true; }
   if (op == "LOAD_FAST_AND_CLEAR") { auto e = make_marker(ExKind::Saved); e->name = local(arg); st.push_back(e); return true; }
   if (op == "LOAD_GLOBAL") {

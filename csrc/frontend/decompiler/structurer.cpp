@@ -156,7 +156,7 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
         continue;
       }
     }
-    if (!ctx.pure && !std::strcmp(n, "COPY")) {
+    if (!ctx.pure && (!std::strcmp(n, "COPY") || (!std::strncmp(n, "LOAD_", 5) && static_cast<int>(st.size()) == ctx.base + 1))) {
       int r = handle_match(i, hi, ctx, st, out);
       if (r != -2) {
         if (r < 0) return -1;

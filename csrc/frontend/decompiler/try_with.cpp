@@ -193,6 +193,11 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
       int r = region(E, h, rctx, sb, t.body);
       if (r >= 0) fail("try body leaving a value on the stack", E);
       k = h;
+    } else if (rb < 0) {
+      // the body never completes normally (it ends in raise, or every path returns through the
+      // copies handled above): there is no normal-exit copy, and nothing after the try is reached
+      // from it (3.12 places unrelated code at E)
+      k = h;
     } else if (E < h) {
       int e = E;  // (the body's last line's NOP: 3.11 keeps one where the body ends in `return const`)
       while (e < h && is(bc.at(e), "NOP")) ++e;
