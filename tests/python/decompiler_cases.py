@@ -1091,3 +1091,43 @@ def try_finally_body_raises(v):
             log.append("closed")
     log.append("after")
     return log
+# A `continue` ending a branch of a try body unwinds the try first, so its jump lies past the
+# protected range, before the body's normal exit (pathlib's _WildcardSelector._select_from: "a jump
+# that is neither break, continue nor the end of a block").
+class _Entry:
+    def __init__(self, d):
+        self.d = d
+
+    def is_dir(self):
+        if self.d is None:
+            raise OSError("gone")
+        return self.d
+
+
+@case(([_Entry(True), _Entry(False), _Entry(None)], True), ([_Entry(True), _Entry(False)], False))
+def try_body_branch_continues(entries, dironly):
+    out = []
+    for entry in entries:
+        if dironly:
+            try:
+                if not entry.is_dir():
+                    continue
+            except OSError as e:
+                if not e:
+                    raise
+                continue
+        out.append(entry.d)
+    return out
+# A conditional expression used as a condition: the true branch's tests end in a JUMP_FORWARD over
+# the false branch's (pathlib's PurePath.relative_to and dataclasses' _hash_add were refused).
+@case((1, 1, 0, 0, 0), (0, 0, 0, 1, 2), (0, 0, 5, 1, 1), (0, 1, 0, 3, 3))
+def ternary_as_condition(root, drv, n, a, b):
+    r = []
+    if (root or drv) if n == 0 else a != b:
+        r.append(1)
+    if (a if b else n):
+        r.append(2)
+    r.append([x for x in (root, drv, n, a, b) if (x > 0 if n is None else x)])
+    if not (0 < a < 3 and 0 < b < 3):  # (a chain's jump over its cleanup is not such a branch end)
+        r.append(3)
+    return r

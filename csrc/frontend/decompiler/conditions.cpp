@@ -32,6 +32,8 @@ struct Atom {
   int start, jump, target;
   ExP cond;          // the condition the jump tests
   bool jump_if_true;
+  bool always = false;  // a JUMP_FORWARD inside the condition: a conditional expression's branch end
+  int next = -1;        // where the code after the atom starts
 };
 
 }  // namespace
@@ -118,6 +120,23 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     if (has(n, "NOT_NONE")) { a.cond = compare_ex(c, "is not", make_ex("None", kPrecAtom, ExKind::Name)); a.jump_if_true = true; }
     else if (has(n, "NONE")) { a.cond = compare_ex(c, "is", make_ex("None", kPrecAtom, ExKind::Name)); a.jump_if_true = true; }
     else { a.cond = c; a.jump_if_true = has(n, "TRUE"); }
+    a.next = j + 1;
+    // 3.12 has no backward conditional jump: a test whose failure continues the loop jumps over a
+    // JUMP_BACKWARD to the loop's header; read as the one jump to that header, as 3.11 compiles it
+    // (and a test that jumps to such a JUMP_BACKWARD jumps to the header)
+    auto continues = [&](int x) {
+      if (minor < 12 || !ctx.loop || x < 0 || x >= bc.size() || std::strcmp(bc.at(x).name, "JUMP_BACKWARD")) return false;
+      for (int c : ctx.loop->continue_labels)
+        if (c == bc.at(x).target) return true;
+      return false;
+    };
+    if (j + 2 < hi && a.target == j + 2 && continues(j + 1)) {
+      a.target = bc.at(j + 1).target;
+      a.jump_if_true = !a.jump_if_true;
+      a.next = j + 2;
+    } else if (continues(a.target)) {
+      a.target = bc.at(a.target).target;
+    }
   };
   std::vector<Atom> atoms;
   Atom first;
@@ -126,7 +145,24 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   st.pop_back();
   atoms.push_back(first);
   const int base = static_cast<int>(st.size());
-  for (int p = i + 1; p < hi;) {
+  for (int p = first.next; p < hi;) {
+    // `if (x if c else y):` jumps from the end of x's tests over y's (to the body): an atom that
+    // always jumps, right before the code that c's false exit reaches
+    // (not a comparison chain's jump over its cleanup, which the chain walks over)
+    if (!std::strcmp(bc.at(p).name, "JUMP_FORWARD") && bc.at(p).target > p + 1 && !skip_[p + 1]) {
+      bool else_start = false;
+      for (const Atom& a : atoms) else_start |= a.target == p + 1;
+      if (!else_start) break;
+      Atom a;
+      a.start = a.jump = p;
+      a.next = p + 1;
+      a.target = bc.at(p).target;
+      a.jump_if_true = true;
+      a.always = true;
+      atoms.push_back(a);
+      ++p;
+      continue;
+    }
     Stack s2 = st;
     RegionCtx c2 = ctx;
     c2.pure = true;
@@ -146,7 +182,9 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     // (an atom inside a try block that starts after the first test is that try's code, not part
     // of the condition: `if a:` then `try: if not b: ...` is no `if a and b`)
     bool same_try = true;
-    for (int j = p; j <= r && same_try; ++j) same_try = cover_[j] == cover_[i] || !std::strcmp(bc.at(j).name, "NOP");
+    // (by handler: 3.12 splits a range around a JUMP_BACKWARD it leaves out)
+    for (int j = p; j <= r && same_try; ++j)
+      same_try = cover_[j] == cover_[i] || covering_handler(j) == covering_handler(i) || !std::strcmp(bc.at(j).name, "NOP");
     if (!same_try) break;
     bool same_below = true;
     for (int k = 0; k < base; ++k) same_below &= s2[k] == st[k];
@@ -155,38 +193,46 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     a.start = p;
     sense(r, s2.back(), a);
     atoms.push_back(a);
-    p = r + 1;
+    p = a.next;
   }
-  // the longest prefix whose jumps go to later atoms, its end, or one outside label
-  int k = static_cast<int>(atoms.size()) - 1, B = -1, F = -1;
-  for (; k >= 0; --k) {
-    B = atoms[k].jump + 1;
-    F = -1;
-    bool ok = true;
-    for (int m = 0; m <= k && ok; ++m) {
-      int t = atoms[m].target;
-      bool internal = t == B || (skip_[B] && resolve(t) == resolve(B));  // (B: a skipped chain cleanup jumping on)
-      for (int x = m + 1; x <= k; ++x) internal |= t == atoms[x].start;
-      if (internal) continue;
-      if (F < 0) F = t;
-      else if (!same_label(F, t)) ok = false;
-    }
-    if (ok && F >= 0) break;
-  }
-  if (k < 0) fail("condition whose jumps cannot be combined", i);
-  atoms.resize(k + 1);
+  while (atoms.back().always) atoms.pop_back();
+  int k = -1, B = -1, F = -1;
   auto is_start = [&](int t) {
     for (auto& a : atoms) if (a.start == t) return true;
     return false;
   };
-  auto lab_eq = [&](int a, int b) { return a == b || (!is_start(a) && !is_start(b) && same_label(a, b)); };
+  // (the start of an atom that always jumps is its target: 3.12 threads the true exits of a
+  // conditional expression's first branch straight to the body, 3.11 to that jump)
+  auto canon = [&](int t) {
+    for (size_t n = 0; n < atoms.size(); ++n)
+      if (atoms[n].always && atoms[n].start == t) t = atoms[n].target;
+    return t;
+  };
+  auto lab_eq = [&](int a, int b) {
+    a = canon(a), b = canon(b);
+    return a == b || (!is_start(a) && !is_start(b) && same_label(a, b));
+  };
   std::function<ExP(int, int, int, int)> build = [&](int l, int r, int S, int Fl) -> ExP {
     if (l == r) {
       const Atom& a = atoms[l];
+      if (a.always) return nullptr;
       int ft = l == k ? B : atoms[l + 1].start;
       if (lab_eq(a.target, Fl) && lab_eq(ft, S)) return a.jump_if_true ? negate(a.cond) : a.cond;
       if (lab_eq(a.target, S) && lab_eq(ft, Fl)) return a.jump_if_true ? a.cond : negate(a.cond);
       return nullptr;
+    }
+    // `x if c else y`: c's atoms [l, m] fall into x's [m + 1, j - 1] and go to y's [j + 1, r] when
+    // false; x's true exit is the atom j, which always jumps to S
+    for (int j = l + 2; j < r; ++j) {
+      if (!atoms[j].always || !lab_eq(atoms[j].target, S)) continue;
+      for (int m = l; m + 1 < j; ++m) {
+        ExP C = build(l, m, atoms[m + 1].start, atoms[j + 1].start);
+        ExP X = C ? build(m + 1, j - 1, S, Fl) : nullptr;
+        ExP Y = X ? build(j + 1, r, S, Fl) : nullptr;
+        if (Y)
+          return make_ex(wrap(X, kPrecTernary + 1) + " if " + wrap(C, kPrecTernary + 1) + " else " + wrap(Y, kPrecTernary),
+                         kPrecTernary);
+      }
     }
     for (int m = l; m < r; ++m) {
       int next = atoms[m + 1].start;
@@ -208,8 +254,35 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     }
     return nullptr;
   };
-  ExP E = build(0, k, B, F);
-  if (!E) fail("condition whose jumps cannot be combined", i);
+  ExP E;
+  for (;;) {
+    // the longest prefix whose jumps go to later atoms, its end, or one outside label
+    k = static_cast<int>(atoms.size()) - 1;
+    for (; k >= 0; --k) {
+      if (atoms[k].always) continue;
+      B = atoms[k].next;
+      F = -1;
+      bool ok = true;
+      for (int m = 0; m <= k && ok; ++m) {
+        int t = atoms[m].target;
+        bool internal = t == B || (skip_[B] && resolve(t) == resolve(B));  // (B: a skipped chain cleanup jumping on)
+        for (int x = m + 1; x <= k; ++x) internal |= t == atoms[x].start;
+        if (internal) continue;
+        if (F < 0) F = t;
+        else if (!same_label(F, t)) ok = false;
+      }
+      if (ok && F >= 0) break;
+    }
+    if (k < 0) fail("condition whose jumps cannot be combined", i);
+    atoms.resize(k + 1);
+    E = build(0, k, B, F);
+    if (E) break;
+    // a JUMP_FORWARD taken for the end of a conditional expression's branch that is not one: the
+    // condition ends before it
+    auto al = std::find_if(atoms.begin(), atoms.end(), [](const Atom& x) { return x.always; });
+    if (al == atoms.end()) fail("condition whose jumps cannot be combined", i);
+    atoms.erase(al, atoms.end());
+  }
   const int first_jump = i;
 
   // a guard repeated at the end of the body: a while loop
@@ -287,7 +360,7 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   sub.pure = ctx.pure;
   // the false branch leaves the block: break / continue / end of the enclosing block
   if (F <= i || F > hi) {
-    if (ctx.follow >= 0 && same_label(F, ctx.follow) && !(ctx.loop && !ctx.loop->continue_labels.empty() && false)) {
+    if (ctx.follow >= 0 && same_label(F, ctx.follow)) {
       if (ctx.pure) throw NotPure{};
       Stmt s;
       s.kind = Stmt::Kind::If;

@@ -149,7 +149,8 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     ~Active() { set.erase(h); }
   } active{handled_try_, h};
   handled_try_.insert(h);
-  const int E = span_end(h), C = covering_handler(h);
+  int E = span_end(h);
+  const int C = covering_handler(h);
   if (E < 0 || C < 0 || E > h) fail("try block with an unexpected exception table", i);
   bool is_except = is(bc.at(h + 1), "POP_TOP");
   int reraise0 = -1;
@@ -251,6 +252,17 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     return rk < 0 ? -1 : stop;
   }
   // ---- try/except/else ----
+  // A `continue` or `break` ending a branch of the body unwinds the try first, so its jump (and a
+  // break's pop of the for iterator) lies just past the protected range, before the body's normal
+  // exit; the branch's conditional jump goes past it to that exit. The body runs to there.
+  for (int j = i; j < E; ++j) {
+    const int t = bc.at(j).target;
+    if (!(is_cond_jump(j) || is_uncond_jump(j)) || t <= E || t >= h) continue;
+    bool exits = true;
+    for (int k = E; k < t && exits; ++k)
+      exits = (is_uncond_jump(k) && bc.at(k).target != t) || is(bc.at(k), "POP_TOP") || is(bc.at(k), "NOP");
+    if (exits && is_uncond_jump(t - 1)) E = t;
+  }
   int join = -1;
   auto note_join = [&](int J, int at) {
     if (join < 0) join = J;
