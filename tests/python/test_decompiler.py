@@ -350,3 +350,29 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     # try moved inside it (wrong source), then refused; now the outer body ends before the handlers
     # of the tries nested in it, and it recompiles to the same bytecode.
     assert res["asyncio/locks.py:Lock.acquire:92"].get("same"), res["asyncio/locks.py:Lock.acquire:92"]
+
+
+@pytest.mark.skipif(not os.path.exists(PY312), reason="no 3.12 interpreter to record the bytecode with")
+def test_312_generic_scopes_are_clear_errors(tmp_path):
+    """PEP 695 generics (3.12): a generic class body's or a class body's generic method's type
+    parameters live in a `<generic parameters of ...>` annotation scope with no source form of its
+    own; each is a clear DecompileError (typing.SupportsAbs, _IdentityCallable), while a 3.12 class
+    body that only reads free variables (LOAD_LOCALS; LOAD_FROM_DICT_OR_DEREF) decompiles."""
+    import subprocess
+    src = ("class G[T]:\n    x: T\n"
+           "class H:\n    def m[T](self, a: T) -> T:\n        return a\n"
+           "def outer(flag):\n    class C:\n        y = flag\n    return C\n")
+    prog = ("import sys, json; sys.path.insert(0, sys.argv[2]); import gen_decompiler_fixtures as g\n"
+            "ns = {}; exec(sys.argv[1], ns)\n"
+            "cls_body = lambda f: [c for c in f.co_consts if hasattr(c, 'co_code') and c.co_name == 'C'][0]\n"
+            "gen = [c for c in compile(sys.argv[1], 's', 'exec').co_consts if hasattr(c, 'co_code')]\n"
+            "G = [c for c in gen[0].co_consts if hasattr(c, 'co_code')][0]\n"
+            "print(json.dumps({'G': g.code_desc(G), 'H': g.code_desc(gen[1]), 'C': g.code_desc(cls_body(ns['outer'].__code__))}))")
+    tools = os.path.join(os.path.dirname(__file__), "..", "..", "tools")
+    r = subprocess.run([PY312, "-c", prog, src, tools], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    descs = json.loads(r.stdout)
+    for name in ("G", "H"):
+        with pytest.raises(kiln.DecompileError, match="generic"):
+            kiln._C.decompile(descs[name], [], [])
+    assert kiln._C.decompile(descs["C"], [], []).splitlines()[1].strip() == "y = flag"

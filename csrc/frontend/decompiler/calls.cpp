@@ -190,6 +190,10 @@ bool Decompiler::exec_call(int i, Stack& st, std::vector<Stmt>& out, const Regio
   if (op == "MAKE_FUNCTION") {
     ExP c = P();
     if (c->kind != ExKind::CodeRef || !c->cst || !c->cst->code) fail("MAKE_FUNCTION without a code constant", i);
+    // 3.12's annotation scope of a generic function or class (`def f[T](...)`, PEP 695): its type
+    // parameters are built by bytecode that has no source form of its own
+    if (c->cst->code->name.rfind("<generic parameters of ", 0) == 0)
+      fail("generic function or class (PEP 695 type parameters)", i);
     auto fn = std::make_shared<FunctionInfo>();
     fn->code = c->cst->code.get();
     if (arg & 8) P();  // closure cells

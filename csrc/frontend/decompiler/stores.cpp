@@ -361,6 +361,14 @@ bool Decompiler::exec_store(int i, Stack& st, std::vector<Stmt>& out, const Regi
       st.pop_back();
       return true;
     }
+    // 3.12: a class body holding annotation scopes (generic methods, PEP 695) keeps its namespace
+    // in a cell for them: `__classdict__ = <locals>` first, `__classdictcell__ = <cell>` last
+    if (!class_name.empty() && !st.empty() && st.back()->kind == ExKind::Dummy &&
+        ((op == "STORE_DEREF" && n == "__classdict__" && st.back()->text == "<locals>") ||
+         (op == "STORE_NAME" && n == "__classdictcell__" && st.back()->text == "__classdict__"))) {
+      st.pop_back();
+      return true;
+    }
     if (op == "STORE_GLOBAL") globals_declared.insert(n);
     if (op == "STORE_DEREF" && std::find(code.freevars.begin(), code.freevars.end(), n) != code.freevars.end())
       nonlocals_declared.insert(n);
