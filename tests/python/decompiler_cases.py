@@ -1131,3 +1131,12 @@ def ternary_as_condition(root, drv, n, a, b):
     if not (0 < a < 3 and 0 < b < 3):  # (a chain's jump over its cleanup is not such a branch end)
         r.append(3)
     return r
+# A %-format of a constant string with %s/%r/%a fields and a tuple of values compiles to the
+# f-string instructions; before 3.12 an f-string cannot hold the backslash or '#' of those values'
+# expressions, so the %-form is the source (enum's _test_simple_enum was refused).
+@case(("n", ["a", "b"], "q"), ("", [], "#"))
+def percent_format_with_backslash(name, failed, x):
+    a = '%r member mismatch:\n      %s' % (name, '\n      '.join(failed))
+    b = '%s' % ('#'.join(failed),)
+    c = 'x%%y %a' % (x + '\n',)
+    return a, b, c, f"{name!r:>6}"

@@ -152,12 +152,20 @@ bool Decompiler::exec_call(int i, Stack& st, std::vector<Stmt>& out, const Regio
     std::string inner = wrap(v, kPrecAtom);
     if (v->kind != ExKind::Name && v->kind != ExKind::Const && inner.size() && inner[0] != '(') inner = "(" + render(v) + ")";
     if (!inner.empty() && inner[0] == '{') inner = " " + inner;
-    // before 3.12 (PEP 701) a replacement field's expression may hold no backslash and no '#'
-    // (its format spec may)
-    if (minor < 12 && (inner.find('\\') != std::string::npos || inner.find('#') != std::string::npos))
-      fail("f-string replacement field with a backslash or '#' (not expressible before 3.12)", i);
     std::string field = "{" + inner;
     int conv = arg & 3;
+    auto e = make_ex("", kPrecAtom, ExKind::FString);
+    e->level = minor;  // 3.12 allows backslashes and '#' in replacement fields (PEP 701)
+    // the field for the `'...%s...' % (v,)` form, which CPython compiles to these instructions
+    e->operands.push_back(v);
+    e->ops.push_back(spec || conv == 0 ? "" : conv == 1 ? "s" : conv == 2 ? "r" : "a");
+    // before 3.12 (PEP 701) a replacement field's expression may hold no backslash and no '#'
+    // (its format spec may): only that %-form spells it (for 3.12 too, where it can: source that
+    // every supported version reads)
+    if (inner.find('\\') != std::string::npos || inner.find('#') != std::string::npos) {
+      e->name = kPercentForm;
+      e->prec = kPrecTerm;
+    }
     if (conv == 1) field += "!s";
     if (conv == 2) field += "!r";
     if (conv == 3) field += "!a";
@@ -168,8 +176,6 @@ bool Decompiler::exec_call(int i, Stack& st, std::vector<Stmt>& out, const Regio
       else fail("format spec that is not a string", i);
     }
     field += "}";
-    auto e = make_ex("", kPrecAtom, ExKind::FString);
-    e->level = minor;  // 3.12 allows backslashes and '#' in replacement fields (PEP 701)
     e->fpieces.push_back({false, field});
     st.push_back(e);
     return true;
@@ -180,9 +186,18 @@ bool Decompiler::exec_call(int i, Stack& st, std::vector<Stmt>& out, const Regio
     auto e = make_ex("", kPrecAtom, ExKind::FString);
     e->level = minor;
     for (auto& p : parts) {
-      if (p->kind == ExKind::FString) for (auto& q : p->fpieces) e->fpieces.push_back(q);
-      else if (p->kind == ExKind::Const && p->cst && p->cst->is_str) e->fpieces.push_back({true, fstring_literal_piece(p->cst->str)});
-      else fail("BUILD_STRING of a non-string piece", i);
+      if (p->kind == ExKind::FString) {
+        for (auto& q : p->fpieces) e->fpieces.push_back(q);
+        e->operands.insert(e->operands.end(), p->operands.begin(), p->operands.end());
+        e->ops.insert(e->ops.end(), p->ops.begin(), p->ops.end());
+        if (p->name == kPercentForm) e->name = kPercentForm, e->prec = kPrecTerm;
+      } else if (p->kind == ExKind::Const && p->cst && p->cst->is_str) {
+        e->fpieces.push_back({true, fstring_literal_piece(p->cst->str)});
+        e->operands.push_back(p);
+        e->ops.push_back("%");  // a literal piece
+      } else {
+        fail("BUILD_STRING of a non-string piece", i);
+      }
     }
     st.push_back(e);
     return true;
