@@ -1140,3 +1140,31 @@ def percent_format_with_backslash(name, failed, x):
     b = '%s' % ('#'.join(failed),)
     c = 'x%%y %a' % (x + '\n',)
     return a, b, c, f"{name!r:>6}"
+# A try/except inside a finally block, at the end of the function: 3.12 places the normal exit's
+# copy of the inner handler after the returns it copies into that copy's branches, the exceptional
+# copy's inline (tempfile._TemporaryFileCloser.cleanup: "finally block without its normal-exit copy").
+class _Closer:
+    def __init__(self, called, delete, fail):
+        self.called, self.delete, self.fail, self.log = called, delete, fail, []
+
+    def unlink(self, name):
+        self.log.append(name)
+        if self.fail:
+            raise FileNotFoundError(name)
+
+
+@case((False, True, False, False), (False, True, True, True), (True, True, False, False), (False, False, False, True))
+def try_except_in_finally_at_end(called, delete, fail, windows):
+    c = _Closer(called, delete, fail)
+    if not c.called:
+        c.called = True
+        try:
+            if not c.fail:
+                c.log.append("close")
+        finally:
+            if c.delete and not (windows and c.fail):
+                try:
+                    c.unlink("f")
+                except FileNotFoundError:
+                    pass
+    return c.log

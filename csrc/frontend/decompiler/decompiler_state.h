@@ -162,7 +162,8 @@ class Decompiler {
   int skip_finally_copy(int i, const RegionCtx& ctx, bool* innermost = nullptr) const;
   int body_end_ = -1;
   // where a copy at pos of the finally block whose exceptional copy is [lo, hi) ends, or -1
-  int finally_copy_end(int lo, int hi, int pos) const;  // where a try/finally body ended at its finally copy (set by region)
+  // (*tail: where the copy's branches end in copies of one return block, the first of them, else -1)
+  int finally_copy_end(int lo, int hi, int pos, int* tail = nullptr) const;  // where a try/finally body ended at its finally copy (set by region)
   int handler_depth(int handler) const;
   int span_end(int handler) const;  // index after the last range protected by `handler`
   std::set<int> handled_try_;

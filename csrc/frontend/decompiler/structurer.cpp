@@ -297,6 +297,12 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       i = send_end(i + 2);
       continue;
     }
+    // inside a finally block's exceptional copy, a RERAISE 0 before its last ends a branch there
+    // (the end of a try body or except clause nested in the finally block): it goes to the end
+    if (!std::strcmp(n, "RERAISE") && in.arg == 0 && ctx.finally_end >= 0 && i != ctx.finally_end) {
+      if (ctx.pure) throw NotPure{};
+      return handle_jump(i, ctx.finally_end, hi, ctx, out);
+    }
     // the end of a with block's body: the exit call's result popped at the depth below the block
     const bool exit_result = !std::strcmp(n, "POP_TOP") && !st.empty() && st.back()->kind == ExKind::Dummy &&
                              st.back()->text == "<exit>";

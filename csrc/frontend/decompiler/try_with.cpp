@@ -72,11 +72,35 @@ int Decompiler::span_end(int handler) const {
   return idx < 0 ? bc.size() : idx;
 }
 
-int Decompiler::finally_copy_end(int lo, int hi, int pos) const {
+int Decompiler::finally_copy_end(int lo, int hi, int pos, int* tail) const {
   // the same instructions as the handler's copy [lo, hi) (jump targets aside), except that where a
   // branch of the handler's copy re-raises (RERAISE 0) this copy returns None or jumps on
+  // A try nested in the finally block has its handler inline in one copy and placed after the
+  // other (3.12 puts the normal copy's past the code that follows it): a handler block, from its
+  // PUSH_EXC_INFO to its cleanup's `COPY 3; POP_EXCEPT; RERAISE 1`, is skipped where it stands.
+  auto past_handler = [&](int j) {
+    if (j >= bc.size() || !is(bc.at(j), "PUSH_EXC_INFO")) return j;
+    for (int q = j + 1; q + 2 < bc.size(); ++q)
+      if (is(bc.at(q), "COPY") && bc.at(q).arg == 3 && is(bc.at(q + 1), "POP_EXCEPT") && is(bc.at(q + 2), "RERAISE") &&
+          bc.at(q + 2).arg == 1)
+        return q + 3;
+    return j;
+  };
+  // 3.12 copies a short return block after the try (`return c.log`) into the normal copy's
+  // branch ends: straight-line instructions ending in a return, each copy like the first
+  auto return_block = [&](int j) {
+    for (int q = j; q < bc.size() && q < j + 8; ++q) {
+      if (bc.at(q).target >= 0 || is(bc.at(q), "RERAISE") || is(bc.at(q), "RAISE_VARARGS")) return 0;
+      if (is(bc.at(q), "RETURN_VALUE") || is(bc.at(q), "RETURN_CONST")) return q + 1 - j;
+    }
+    return 0;
+  };
+  if (tail) *tail = -1;
   int a = lo, b = pos;
   while (a < hi) {
+    if (a != lo) a = past_handler(a);
+    if (b != pos) b = past_handler(b);
+    if (a >= hi) break;
     if (b >= bc.size() || (b != pos && b == lo - 1)) return -1;
     const auto &x = bc.at(a), &y = bc.at(b);
     const bool reraise = is(x, "RERAISE") && x.arg == 0;
@@ -89,7 +113,11 @@ int Decompiler::finally_copy_end(int lo, int hi, int pos) const {
     else if (reraise && is(y, "LOAD_CONST") && code.consts.at(y.arg).is_none && b + 1 < bc.size() &&
              is(bc.at(b + 1), "RETURN_VALUE"))
       ++a, b += 2;
-    else return -1;
+    else if (reraise && tail && return_block(b) > 0 && (*tail < 0 || block_copy_length(b, *tail) == return_block(b))) {
+      if (*tail < 0) *tail = b;
+      ++a;
+      b += return_block(b);
+    } else return -1;
   }
   return b;
 }
@@ -184,7 +212,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     bctx.base = static_cast<int>(st.size());
     body_end_ = -1;
     int rb = region(i, E, bctx, sb, t.body);
-    int k = E;
+    int k = E, tail = -1;
     if (body_end_ >= 0) {
       k = body_end_;  // the body fell into its finally copy
       body_end_ = -1;
@@ -202,7 +230,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     } else if (E < h) {
       int e = E;  // (the body's last line's NOP: 3.11 keeps one where the body ends in `return const`)
       while (e < h && is(bc.at(e), "NOP")) ++e;
-      k = finally_copy_end(h + 1, reraise0, e);
+      k = finally_copy_end(h + 1, reraise0, e, &tail);
       if (k < 0 || k > h) fail("finally block without its normal-exit copy", E);
       // `return <constant>` ending the body: the compiler marks its line with a NOP, runs the
       // finally copy, then returns the constant (nothing else reaches that return)
@@ -229,6 +257,13 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     }
     t.clauses.push_back({"finally", fbody});
     out.push_back(t);
+    if (tail >= 0) {  // what follows the try: the return block copied into the copy's branch ends
+      int end = tail;
+      while (!is(bc.at(end), "RETURN_VALUE") && !is(bc.at(end), "RETURN_CONST")) ++end;
+      Stack s2 = st;
+      if (region(tail, end + 1, ctx, s2, out) >= 0) fail("return block after a try/finally that does not return", tail);
+      return -1;
+    }
     if (k >= h) return -1;
     if (is_uncond_jump(k)) {
       int J = bc.at(k).target;
@@ -286,6 +321,8 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
   // every clause raises or returns: where the body's normal exit jumps (right after the body, or
   // after an else block that ends before the handlers) is where the try statement continues
   if (join < 0 && E < h && is_uncond_jump(E) && bc.at(E).target > E) join = bc.at(E).target;
+  // (a try inside a finally block's exceptional copy: its body's normal exit re-raises, the end)
+  if (join < 0 && E < h && ctx.finally_end >= 0 && is(bc.at(E), "RERAISE") && bc.at(E).arg == 0) join = ctx.finally_end;
   if (join < 0 && E < h && is_uncond_jump(h - 1) && bc.at(h - 1).target > h) join = bc.at(h - 1).target;
   // or (3.12, which places the code after the try there) the code right after the body (an else
   // block there runs exactly when it would after the try)
