@@ -1168,3 +1168,48 @@ def try_except_in_finally_at_end(called, delete, fail, windows):
                 except FileNotFoundError:
                     pass
     return c.log
+# A with block ending the function around a loop that breaks: 3.12 copies the return into the with
+# handler's continuation, so the break jumps to the normal exit's __exit__ call; the handler's jump
+# back to after the block is no loop (a `with` inside a loop body was taken for a while loop's header).
+class _Ctx:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, *exc):
+        self.log.append("exit")
+        return False
+
+
+@case((3,), (0,))
+def with_at_end_around_a_loop(n):
+    log = []
+    with _Ctx(log) as c:
+        while True:
+            n -= 1
+            if n < 0:
+                break
+            c.log.append(n)
+    log.append("after")
+
+
+# A try around a with block in a loop, with code after the try: 3.12 places that code before the
+# with's handler, whose tail re-raises into the try's handler: not the try body
+# (configparser.RawConfigParser.read was refused, then its body took in the code after the try).
+@case((["a", "bad", 3],), ([],))
+def try_around_with_in_a_loop(names):
+    read_ok = []
+    for name in names:
+        try:
+            with _Ctx(read_ok):
+                if name == "bad":
+                    raise OSError(name)
+        except OSError:
+            continue
+        if isinstance(name, str):
+            name = name + "x"
+        read_ok.append(name)
+    return read_ok

@@ -138,8 +138,11 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
       bool header = false;
       int L = -1;
       // (not the end of an except clause: 3.12 places handlers after the code the try continues at)
+      // (nor a with block's handler: POP_EXCEPT; POP_TOP; POP_TOP; JUMP_BACKWARD to after the block)
       auto except_exit = [&](int j) {
         return (j >= 1 && !std::strcmp(bc.at(j - 1).name, "POP_EXCEPT")) ||
+               (j >= 3 && !std::strcmp(bc.at(j - 3).name, "POP_EXCEPT") && !std::strcmp(bc.at(j - 2).name, "POP_TOP") &&
+                !std::strcmp(bc.at(j - 1).name, "POP_TOP")) ||
                (j >= 4 && !std::strcmp(bc.at(j - 4).name, "POP_EXCEPT") && !std::strncmp(bc.at(j - 1).name, "DELETE_", 7));
       };
       for (int j = i; j < hi; ++j)

@@ -62,7 +62,12 @@ int Decompiler::span_end(int handler) const {
       const bool cleanup = first >= handlers_from && first + 2 < bc.size() && is(bc.at(first), "COPY") && bc.at(first).arg == 3 &&
                            is(bc.at(first + 1), "POP_EXCEPT") && is(bc.at(first + 2), "RERAISE") &&
                            bc.index_of_offset(e.end) <= first + 3;
-      if ((t == handler && !cleanup) || (first < handlers_from && chain_contains(t, handler))) end = std::max(end, e.end);
+      // (likewise a nested with block's handler: from its POP_EXCEPT to its jump back to after the
+      // block, then its cleanup)
+      const bool with_exit = first >= handlers_from && first + 3 < bc.size() && is(bc.at(first), "POP_EXCEPT") &&
+                             is(bc.at(first + 1), "POP_TOP") && is(bc.at(first + 2), "POP_TOP") && first >= 2 &&
+                             is(bc.at(first - 1), "POP_TOP") && is(bc.at(first - 2), "RERAISE") && bc.at(first - 2).arg == 2;
+      if ((t == handler && !cleanup && !with_exit) || (first < handlers_from && chain_contains(t, handler))) end = std::max(end, e.end);
       continue;
     }
     if (t == handler) end = std::max(end, e.end);
@@ -429,6 +434,19 @@ int Decompiler::handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   auto sink = push_sink(sb, "<with>");
   RegionCtx bctx = ctx;
   bctx.follow = after;
+  // A with block that ends the function: 3.12 copies the return into the handler's continuation,
+  // so nothing jumps to `after`; a break or return leaving the body (a loop's exit) jumps to the
+  // normal exit's __exit__(None, None, None) call instead, the one outside the handler's ranges
+  if (after < bc.size() && (is(bc.at(after), "RETURN_CONST") || is(bc.at(after), "RETURN_VALUE")))
+    for (int j = body; j + 3 < H; ++j)
+      if (covering_handler(j) != H && is(bc.at(j), "LOAD_CONST") && code.consts.at(bc.at(j).arg).is_none &&
+          is(bc.at(j + 1), "LOAD_CONST") && is(bc.at(j + 2), "LOAD_CONST") &&
+          (is(bc.at(j + 3), "CALL") || is(bc.at(j + 3), "PRECALL")) && bc.at(j + 3).arg == 2) {
+        bool jumped = false;
+        for (int q = body; q < H && !jumped; ++q) jumped = bc.at(q).target == j;
+        if (jumped) bctx.follow = j;
+        break;
+      }
   bctx.base = static_cast<int>(sb.size()) - 1;
   bctx.with_stack = &sb;
   bctx.with_depth = static_cast<int>(st.size());
