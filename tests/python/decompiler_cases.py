@@ -964,7 +964,8 @@ def finally_inside_except(k):
         if log:
             log.append("outer")
         return log
-# Three tries nested (try/finally in try/except in try/except): 3.12's layout is not rebuilt yet.
+# Three tries nested (try/finally in try/except in try/except): 3.12 places the middle try's except
+# clause exit (POP_EXCEPT; JUMP_BACKWARD), which re-raises into the outer handler, among the handlers.
 @case((0,), (1,), (2,))
 def three_nested_tries(k):
     log = []

@@ -97,9 +97,9 @@ def _recorded():
         return json.load(f)
 
 
-# 3.12 layouts not rebuilt yet (an async for nested in an inlined comprehension's loop, three nested
-# tries): each must be a clear error. (with_stmt, a with block ending the function, is rebuilt now.)
-KNOWN_312 = {"async_for_inside_comprehension", "three_nested_tries"}
+# 3.12 layouts not rebuilt yet (an async for nested in an inlined comprehension's loop): each must be
+# a clear error. (with_stmt, a with block ending the function, and three_nested_tries are rebuilt now.)
+KNOWN_312 = {"async_for_inside_comprehension"}
 
 
 def test_312_fixtures_decompile_compile_and_behave():

@@ -62,11 +62,9 @@ int Decompiler::span_end(int handler) const {
       const bool cleanup = first >= handlers_from && first + 2 < bc.size() && is(bc.at(first), "COPY") && bc.at(first).arg == 3 &&
                            is(bc.at(first + 1), "POP_EXCEPT") && is(bc.at(first + 2), "RERAISE") &&
                            bc.index_of_offset(e.end) <= first + 3;
-      // (likewise a nested with block's handler: from its POP_EXCEPT to its jump back to after the
-      // block, then its cleanup)
-      const bool with_exit = first >= handlers_from && first + 3 < bc.size() && is(bc.at(first), "POP_EXCEPT") &&
-                             is(bc.at(first + 1), "POP_TOP") && is(bc.at(first + 2), "POP_TOP") && first >= 2 &&
-                             is(bc.at(first - 1), "POP_TOP") && is(bc.at(first - 2), "RERAISE") && bc.at(first - 2).arg == 2;
+      // (likewise the exit of a nested handler placed there: an except clause's or a with block's
+      // handler from its POP_EXCEPT on, which jumps back to the code after its statement)
+      const bool with_exit = first >= handlers_from && first < bc.size() && is(bc.at(first), "POP_EXCEPT");
       if ((t == handler && !cleanup && !with_exit) || (first < handlers_from && chain_contains(t, handler))) end = std::max(end, e.end);
       continue;
     }
