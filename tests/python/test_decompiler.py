@@ -300,8 +300,10 @@ def _corpus_tool():
 def test_corpus_recompiles_to_the_same_bytecode():
     """Every function of ~40 standard-library modules and ~20 torch.nn/torch.optim modules
     (tools/decompiler_corpus.py): the decompiled source must compile, and recompiling it must give
-    the original's bytecode (so it behaves the same) for nearly all. Measured on 3.11: 3762 of
-    3775 decompiled, 3681 the same bytecode, the rest clear DecompileErrors."""
+    the original's bytecode (so it behaves the same) for nearly all. Measured on 3.11: 3770 of
+    3775 decompiled, 3687 the same bytecode, the rest clear DecompileErrors. (A decompiled function
+    whose bytecode differs is not proven to behave the same; each one that changed from the same
+    bytecode to a different one was read when it changed.)"""
     tool = _corpus_tool()
     items = tool.corpus(os.path.dirname(torch.__file__))
     res = tool.decompile_all(items)
@@ -318,8 +320,8 @@ def test_corpus_recompiles_to_the_same_bytecode():
     assert n >= 3000
     assert not crashes, "\n".join(crashes[:20])
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.99 * n
-    assert same >= 0.97 * n
+    assert len(decompiled) >= 0.998 * n
+    assert same >= 0.975 * n
 
 
 PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
@@ -329,7 +331,7 @@ PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
 def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
     decompiles the descriptions here, and the 3.12 interpreter recompiles and compares. Measured:
-    3740 of 3786 decompiled, 3511 the same bytecode."""
+    3763 of 3786 decompiled, 3601 the same bytecode."""
     import subprocess
     tool_path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
     out = tmp_path / "c.json"
@@ -344,8 +346,8 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     print(r.stdout)
     assert n >= 3000
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.98 * n
-    assert same >= 0.92 * n
+    assert len(decompiled) >= 0.99 * n
+    assert same >= 0.95 * n
     # A try/finally inside a try/except: 3.12's layout was rebuilt with the code after the outer
     # try moved inside it (wrong source), then refused; now the outer body ends before the handlers
     # of the tries nested in it, and it recompiles to the same bytecode.
