@@ -46,10 +46,7 @@ std::vector<std::string> star_kwargs(const ExP& kw) {
 
 using stackfx::display;
 
-bool Decompiler::exec_call(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx) {
-  const frontend::Instruction& in = bc.at(i);
-  std::string_view op = in.name;
-  const int arg = in.arg;
+bool Decompiler::exec_call(int i, std::string_view op, int arg, Stack& st) {
   auto P = [&]() { return stackfx::pop(st, *this, i); };
 
   if (op == "KW_NAMES") {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "frontend/bytecode/bytecode.h"
@@ -87,8 +88,8 @@ class Decompiler {
   bool exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx);
   // calls.cpp: calls, f-strings, MAKE_FUNCTION, imports; stores.cpp: stores, deletes, unpacking
   // (exec's dispatch continues in these; false if the instruction is not theirs)
-  bool exec_call(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx);
-  bool exec_store(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx);
+  bool exec_call(int i, std::string_view op, int arg, Stack& st);
+  bool exec_store(int i, std::string_view op, int arg, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx);
 
   // functions.cpp
   std::string function_source(const FunctionInfo& fn, const std::string& name);

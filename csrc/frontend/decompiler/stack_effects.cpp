@@ -351,8 +351,8 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     st.push_back(yield_ex(P()));
     return true;
   }
-  if (exec_call(i, st, out, ctx)) return true;
-  return exec_store(i, st, out, ctx);
+  if (exec_call(i, op, arg, st)) return true;
+  return exec_store(i, op, arg, st, out, ctx);
 }
 
 }  // namespace kiln::decompiler

@@ -310,10 +310,7 @@ static int tuple_store(Decompiler& d, int i, Stack& st, std::vector<Stmt>& out, 
   return j;
 }
 
-bool Decompiler::exec_store(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx) {
-  const frontend::Instruction& in = bc.at(i);
-  std::string_view op = in.name;
-  const int arg = in.arg;
+bool Decompiler::exec_store(int i, std::string_view op, int arg, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx) {
   auto P = [&]() { return stackfx::pop(st, *this, i); };
   auto impure = [&]() {
     if (ctx.pure) throw NotPure{};
