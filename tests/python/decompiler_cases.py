@@ -1214,3 +1214,20 @@ def try_around_with_in_a_loop(names):
             name = name + "x"
         read_ok.append(name)
     return read_ok
+# A with block inside a loop's branch that ends in break: 3.12's handler of the inner block jumps
+# back to that break (shutil._copyfileobj_readinto: "with block continuing outside its enclosing block").
+@case((5, 2), (1, 4), (0, 3))
+def with_then_break_in_a_loop(n, length):
+    log = []
+    with _Ctx(log) as mv:
+        while True:
+            n -= 1
+            if n < 0:
+                break
+            elif n < length:
+                with _Ctx(mv.log):
+                    log.append(n)
+                break
+            else:
+                log.append(-n)
+    return log

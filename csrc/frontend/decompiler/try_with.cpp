@@ -469,6 +469,9 @@ int Decompiler::handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   }
   if (after <= hi) return after;
   if (ctx.follow >= 0 && same_label(after, ctx.follow)) return hi;
+  // (3.12: the handler's continuation jumps back to the jump that ends the body's normal exit, a
+  // break or continue of the enclosing loop: the enclosing region goes on at that jump)
+  if (r >= 0 && r <= hi && r < H && static_cast<int>(sb.size()) == bctx.with_depth && is_uncond_jump(r)) return r;
   fail("with block continuing outside its enclosing block", i);
 }
 
