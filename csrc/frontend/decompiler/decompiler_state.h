@@ -1,6 +1,7 @@
-// Internal to the decompiler: the per-code-object state shared by the structurer
-// (structurer.cpp: regions, conditions, loops, try/with), the stack effects of straight-line
-// instructions (stack_effects.cpp, calls.cpp, stores.cpp) and comprehension/function reconstruction (functions.cpp).
+// Internal to the decompiler: the per-code-object state shared by the structurer (structurer.cpp:
+// regions and jumps; conditions.cpp, chains.cpp, loops.cpp, try_with.cpp, match.cpp), the stack
+// effects of straight-line instructions (stack_effects.cpp, calls.cpp, stores.cpp) and
+// comprehension/function reconstruction (functions.cpp).
 #pragma once
 #include <array>
 #include <cstring>
@@ -79,7 +80,7 @@ class Decompiler {
   // Per instruction: whether control reaches it from the first instruction.
   std::vector<bool> reachable() const;
 
-  // structurer.cpp
+  // structurer.cpp (its compound statements: conditions.cpp, chains.cpp, loops.cpp, try_with.cpp)
   // Decompiles instructions [lo, hi). Returns the index it stopped at (hi when it fell off the
   // end, the conditional jump in stop_at_cond mode) or -1 when control left (return, raise, jump).
   int region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);

@@ -330,7 +330,7 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     st.push_back(e);
     return true;
   }
-  if (op == "GET_AITER") {  // not an async for statement's (structurer.cpp): an async comprehension's iterator
+  if (op == "GET_AITER") {  // not an async for statement's (loops.cpp): an async comprehension's iterator
     ExP v = P();
     auto it = make_marker(ExKind::Iter);
     it->a = v;
