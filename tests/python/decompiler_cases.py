@@ -964,7 +964,8 @@ def finally_inside_except(k):
         if log:
             log.append("outer")
         return log
-# Three tries nested (try/finally in try/except in try/except): 3.12's layout is not rebuilt yet.
+# Three tries nested (try/finally in try/except in try/except): 3.12 places the middle try's except
+# clause exit (POP_EXCEPT; JUMP_BACKWARD), which re-raises into the outer handler, among the handlers.
 @case((0,), (1,), (2,))
 def three_nested_tries(k):
     log = []
@@ -1044,3 +1045,189 @@ def ternary_return_in_try(v, fmt):
         return to(v, "float" if isinstance(v, float) or isinstance(v, complex) else None, 3)
     except NotImplementedError:
         raise
+# A class body that ends in an if/else: 3.11 copies the body's implicit return into the if branch
+# and places the else branch after it (tempfile._TemporaryFileCloser was refused: "class body that
+# returns before its end").
+@case((True,), (False,))
+def class_body_ends_in_if_else(flag):
+    class C:
+        x = 1
+        if flag:
+            def m(self):
+                return "a"
+            y = 2
+        else:
+            def m(self):
+                return "b"
+    return C().m(), C.x, getattr(C, "y", None)
+# A match statement whose only case is a class pattern: the pattern tests the subject itself (no
+# COPY 1 before it), so MATCH_CLASS was met as a plain instruction (traceback's
+# _extract_caret_anchors_from_line_segment was refused).
+@case(("",), ("a",), ("abc",), (3,), ([1],))
+def match_single_class_case(v):
+    match v:
+        case str(s):
+            match len(s):
+                case 0:
+                    return "empty"
+                case 1:
+                    return "one"
+    return "other"
+# A try/finally whose body always raises has no normal-exit copy of its finally block (3.12 places
+# the code after the enclosing if there instead: contextlib's __exit__ and shutil.rmtree were
+# refused: "finally block without its normal-exit copy").
+@case((0,), (1,), (2,))
+def try_finally_body_raises(v):
+    log = []
+    if v == 1:
+        try:
+            raise ValueError(v)
+        finally:
+            log.append("closed")
+    elif v == 2:
+        try:
+            log.append("body")
+            raise KeyError(v)
+        finally:
+            log.append("closed")
+    log.append("after")
+    return log
+# A `continue` ending a branch of a try body unwinds the try first, so its jump lies past the
+# protected range, before the body's normal exit (pathlib's _WildcardSelector._select_from: "a jump
+# that is neither break, continue nor the end of a block").
+class _Entry:
+    def __init__(self, d):
+        self.d = d
+
+    def is_dir(self):
+        if self.d is None:
+            raise OSError("gone")
+        return self.d
+
+
+@case(([_Entry(True), _Entry(False), _Entry(None)], True), ([_Entry(True), _Entry(False)], False))
+def try_body_branch_continues(entries, dironly):
+    out = []
+    for entry in entries:
+        if dironly:
+            try:
+                if not entry.is_dir():
+                    continue
+            except OSError as e:
+                if not e:
+                    raise
+                continue
+        out.append(entry.d)
+    return out
+# A conditional expression used as a condition: the true branch's tests end in a JUMP_FORWARD over
+# the false branch's (pathlib's PurePath.relative_to and dataclasses' _hash_add were refused).
+@case((1, 1, 0, 0, 0), (0, 0, 0, 1, 2), (0, 0, 5, 1, 1), (0, 1, 0, 3, 3))
+def ternary_as_condition(root, drv, n, a, b):
+    r = []
+    if (root or drv) if n == 0 else a != b:
+        r.append(1)
+    if (a if b else n):
+        r.append(2)
+    r.append([x for x in (root, drv, n, a, b) if (x > 0 if n is None else x)])
+    if not (0 < a < 3 and 0 < b < 3):  # (a chain's jump over its cleanup is not such a branch end)
+        r.append(3)
+    return r
+# A %-format of a constant string with %s/%r/%a fields and a tuple of values compiles to the
+# f-string instructions; before 3.12 an f-string cannot hold the backslash or '#' of those values'
+# expressions, so the %-form is the source (enum's _test_simple_enum was refused).
+@case(("n", ["a", "b"], "q"), ("", [], "#"))
+def percent_format_with_backslash(name, failed, x):
+    a = '%r member mismatch:\n      %s' % (name, '\n      '.join(failed))
+    b = '%s' % ('#'.join(failed),)
+    c = 'x%%y %a' % (x + '\n',)
+    return a, b, c, f"{name!r:>6}"
+# A try/except inside a finally block, at the end of the function: 3.12 places the normal exit's
+# copy of the inner handler after the returns it copies into that copy's branches, the exceptional
+# copy's inline (tempfile._TemporaryFileCloser.cleanup: "finally block without its normal-exit copy").
+class _Closer:
+    def __init__(self, called, delete, fail):
+        self.called, self.delete, self.fail, self.log = called, delete, fail, []
+
+    def unlink(self, name):
+        self.log.append(name)
+        if self.fail:
+            raise FileNotFoundError(name)
+
+
+@case((False, True, False, False), (False, True, True, True), (True, True, False, False), (False, False, False, True))
+def try_except_in_finally_at_end(called, delete, fail, windows):
+    c = _Closer(called, delete, fail)
+    if not c.called:
+        c.called = True
+        try:
+            if not c.fail:
+                c.log.append("close")
+        finally:
+            if c.delete and not (windows and c.fail):
+                try:
+                    c.unlink("f")
+                except FileNotFoundError:
+                    pass
+    return c.log
+# A with block ending the function around a loop that breaks: 3.12 copies the return into the with
+# handler's continuation, so the break jumps to the normal exit's __exit__ call; the handler's jump
+# back to after the block is no loop (a `with` inside a loop body was taken for a while loop's header).
+class _Ctx:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, *exc):
+        self.log.append("exit")
+        return False
+
+
+@case((3,), (0,))
+def with_at_end_around_a_loop(n):
+    log = []
+    with _Ctx(log) as c:
+        while True:
+            n -= 1
+            if n < 0:
+                break
+            c.log.append(n)
+    log.append("after")
+
+
+# A try around a with block in a loop, with code after the try: 3.12 places that code before the
+# with's handler, whose tail re-raises into the try's handler: not the try body
+# (configparser.RawConfigParser.read was refused, then its body took in the code after the try).
+@case((["a", "bad", 3],), ([],))
+def try_around_with_in_a_loop(names):
+    read_ok = []
+    for name in names:
+        try:
+            with _Ctx(read_ok):
+                if name == "bad":
+                    raise OSError(name)
+        except OSError:
+            continue
+        if isinstance(name, str):
+            name = name + "x"
+        read_ok.append(name)
+    return read_ok
+# A with block inside a loop's branch that ends in break: 3.12's handler of the inner block jumps
+# back to that break (shutil._copyfileobj_readinto: "with block continuing outside its enclosing block").
+@case((5, 2), (1, 4), (0, 3))
+def with_then_break_in_a_loop(n, length):
+    log = []
+    with _Ctx(log) as mv:
+        while True:
+            n -= 1
+            if n < 0:
+                break
+            elif n < length:
+                with _Ctx(mv.log):
+                    log.append(n)
+                break
+            else:
+                log.append(-n)
+    return log

@@ -97,9 +97,9 @@ def _recorded():
         return json.load(f)
 
 
-# 3.12 layouts not rebuilt yet (a with block ending the function, an async for nested in an inlined
-# comprehension's loop, three nested tries): each must be a clear error.
-KNOWN_312 = {"with_stmt", "async_for_inside_comprehension", "three_nested_tries"}
+# 3.12 layouts not rebuilt yet (an async for nested in an inlined comprehension's loop): each must be
+# a clear error. (with_stmt, a with block ending the function, and three_nested_tries are rebuilt now.)
+KNOWN_312 = {"async_for_inside_comprehension"}
 
 
 def test_312_fixtures_decompile_compile_and_behave():
@@ -300,8 +300,10 @@ def _corpus_tool():
 def test_corpus_recompiles_to_the_same_bytecode():
     """Every function of ~40 standard-library modules and ~20 torch.nn/torch.optim modules
     (tools/decompiler_corpus.py): the decompiled source must compile, and recompiling it must give
-    the original's bytecode (so it behaves the same) for nearly all. Measured on 3.11: 3762 of
-    3775 decompiled, 3681 the same bytecode, the rest clear DecompileErrors."""
+    the original's bytecode (so it behaves the same) for nearly all. Measured on 3.11: 3770 of
+    3775 decompiled, 3687 the same bytecode, the rest clear DecompileErrors. (A decompiled function
+    whose bytecode differs is not proven to behave the same; each one that changed from the same
+    bytecode to a different one was read when it changed.)"""
     tool = _corpus_tool()
     items = tool.corpus(os.path.dirname(torch.__file__))
     res = tool.decompile_all(items)
@@ -318,8 +320,8 @@ def test_corpus_recompiles_to_the_same_bytecode():
     assert n >= 3000
     assert not crashes, "\n".join(crashes[:20])
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.99 * n
-    assert same >= 0.97 * n
+    assert len(decompiled) >= 0.998 * n
+    assert same >= 0.975 * n
 
 
 PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
@@ -329,7 +331,7 @@ PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
 def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
     decompiles the descriptions here, and the 3.12 interpreter recompiles and compares. Measured:
-    3740 of 3786 decompiled, 3511 the same bytecode."""
+    3764 of 3786 decompiled, 3602 the same bytecode."""
     import subprocess
     tool_path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
     out = tmp_path / "c.json"
@@ -344,9 +346,35 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     print(r.stdout)
     assert n >= 3000
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.98 * n
-    assert same >= 0.92 * n
+    assert len(decompiled) >= 0.99 * n
+    assert same >= 0.95 * n
     # A try/finally inside a try/except: 3.12's layout was rebuilt with the code after the outer
     # try moved inside it (wrong source), then refused; now the outer body ends before the handlers
     # of the tries nested in it, and it recompiles to the same bytecode.
     assert res["asyncio/locks.py:Lock.acquire:92"].get("same"), res["asyncio/locks.py:Lock.acquire:92"]
+
+
+@pytest.mark.skipif(not os.path.exists(PY312), reason="no 3.12 interpreter to record the bytecode with")
+def test_312_generic_scopes_are_clear_errors(tmp_path):
+    """PEP 695 generics (3.12): a generic class body's or a class body's generic method's type
+    parameters live in a `<generic parameters of ...>` annotation scope with no source form of its
+    own; each is a clear DecompileError (typing.SupportsAbs, _IdentityCallable), while a 3.12 class
+    body that only reads free variables (LOAD_LOCALS; LOAD_FROM_DICT_OR_DEREF) decompiles."""
+    import subprocess
+    src = ("class G[T]:\n    x: T\n"
+           "class H:\n    def m[T](self, a: T) -> T:\n        return a\n"
+           "def outer(flag):\n    class C:\n        y = flag\n    return C\n")
+    prog = ("import sys, json; sys.path.insert(0, sys.argv[2]); import gen_decompiler_fixtures as g\n"
+            "ns = {}; exec(sys.argv[1], ns)\n"
+            "cls_body = lambda f: [c for c in f.co_consts if hasattr(c, 'co_code') and c.co_name == 'C'][0]\n"
+            "gen = [c for c in compile(sys.argv[1], 's', 'exec').co_consts if hasattr(c, 'co_code')]\n"
+            "G = [c for c in gen[0].co_consts if hasattr(c, 'co_code')][0]\n"
+            "print(json.dumps({'G': g.code_desc(G), 'H': g.code_desc(gen[1]), 'C': g.code_desc(cls_body(ns['outer'].__code__))}))")
+    tools = os.path.join(os.path.dirname(__file__), "..", "..", "tools")
+    r = subprocess.run([PY312, "-c", prog, src, tools], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    descs = json.loads(r.stdout)
+    for name in ("G", "H"):
+        with pytest.raises(kiln.DecompileError, match="generic"):
+            kiln._C.decompile(descs[name], [], [])
+    assert kiln._C.decompile(descs["C"], [], []).splitlines()[1].strip() == "y = flag"

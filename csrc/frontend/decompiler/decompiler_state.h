@@ -1,12 +1,14 @@
-// Internal to the decompiler: the per-code-object state shared by the structurer
-// (structurer.cpp: regions, conditions, loops, try/with), the stack effects of straight-line
-// instructions (stack_effects.cpp) and comprehension/function reconstruction (functions.cpp).
+// Internal to the decompiler: the per-code-object state shared by the structurer (structurer.cpp:
+// regions and jumps; conditions.cpp, chains.cpp, loops.cpp, try_with.cpp, match.cpp), the stack
+// effects of straight-line instructions (stack_effects.cpp, calls.cpp, stores.cpp) and
+// comprehension/function reconstruction (functions.cpp).
 #pragma once
 #include <array>
 #include <cstring>
 #include <functional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "frontend/bytecode/bytecode.h"
@@ -63,6 +65,9 @@ inline std::shared_ptr<SinkState> push_sink(Stack& s, const char* label = "") {
   return sink;
 }
 
+// Whether the opcode name `s` contains `sub`.
+inline bool has(const char* s, const char* sub) { return std::strstr(s, sub) != nullptr; }
+
 // Thrown inside a pure scan when an instruction has side effects.
 struct NotPure {};
 
@@ -75,13 +80,17 @@ class Decompiler {
   // Per instruction: whether control reaches it from the first instruction.
   std::vector<bool> reachable() const;
 
-  // structurer.cpp
+  // structurer.cpp (its compound statements: conditions.cpp, chains.cpp, loops.cpp, try_with.cpp)
   // Decompiles instructions [lo, hi). Returns the index it stopped at (hi when it fell off the
   // end, the conditional jump in stop_at_cond mode) or -1 when control left (return, raise, jump).
   int region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out);
 
   // stack_effects.cpp: a straight-line instruction. Returns false if it is not one.
   bool exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx);
+  // calls.cpp: calls, f-strings, MAKE_FUNCTION, imports; stores.cpp: stores, deletes, unpacking
+  // (exec's dispatch continues in these; false if the instruction is not theirs)
+  bool exec_call(int i, std::string_view op, int arg, Stack& st);
+  bool exec_store(int i, std::string_view op, int arg, Stack& st, std::vector<Stmt>& out, const RegionCtx& ctx);
 
   // functions.cpp
   std::string function_source(const FunctionInfo& fn, const std::string& name);
@@ -155,7 +164,8 @@ class Decompiler {
   int skip_finally_copy(int i, const RegionCtx& ctx, bool* innermost = nullptr) const;
   int body_end_ = -1;
   // where a copy at pos of the finally block whose exceptional copy is [lo, hi) ends, or -1
-  int finally_copy_end(int lo, int hi, int pos) const;  // where a try/finally body ended at its finally copy (set by region)
+  // (*tail: where the copy's branches end in copies of one return block, the first of them, else -1)
+  int finally_copy_end(int lo, int hi, int pos, int* tail = nullptr) const;  // where a try/finally body ended at its finally copy (set by region)
   int handler_depth(int handler) const;
   int span_end(int handler) const;  // index after the last range protected by `handler`
   std::set<int> handled_try_;

@@ -75,6 +75,26 @@ static std::string slice_part(const ExP& p) {
 }
 
 std::string render_fstring(const Ex& e) {
+  bool percent = e.name == kPercentForm;
+  for (size_t k = 0; percent && e.level >= 12 && k < e.ops.size(); ++k) percent = !e.ops[k].empty();
+  if (percent) {
+    // `'%r x: %s' % (a, b)`: CPython compiles a %-format of a constant string whose fields are %s,
+    // %r or %a and a tuple display of the values to FORMAT_VALUE and BUILD_STRING, as this f-string
+    std::string fmt, args;
+    int n = 0;
+    for (size_t k = 0; k < e.operands.size(); ++k) {
+      const std::string& c = e.ops[k];
+      if (c == "%") {
+        for (char ch : e.operands[k]->cst->str) fmt += ch == '%' ? std::string("%%") : std::string(1, ch);
+      } else if (c.empty()) {
+        throw DecompileError("f-string replacement field with a backslash or '#' (not expressible before 3.12)", -1);
+      } else {
+        fmt += "%" + c;
+        args += (n++ ? ", " : "") + wrap(e.operands[k], kPrecLambda + 1);
+      }
+    }
+    return str_literal(fmt) + " % (" + args + (n == 1 ? ",)" : ")");
+  }
   static const char* quotes[] = {"'", "\"", "'''", "\"\"\""};
   for (const char* q : quotes) {
     bool ok = true;

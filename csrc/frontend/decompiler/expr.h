@@ -52,6 +52,8 @@ using ExP = std::shared_ptr<Ex>;
 struct SinkState;
 struct FunctionInfo;
 
+inline constexpr const char* kPercentForm = "<percent-format>";
+
 struct Ex {
   ExKind kind = ExKind::Value;
   std::string text;
@@ -71,6 +73,10 @@ struct Ex {
   ExP fromlist;
   int op = 0;                        // Inplace: BINARY_OP arg
   // FString pieces: (true, escaped literal text) or (false, "{expr...}" replacement field).
+  // Beside them, in operands/ops, the same pieces for the `'...%s...' % (v, ...)` form: a literal
+  // (ops "%", a string constant) or a field's value and conversion ("s", "r", "a"; "" for a
+  // field that form cannot spell). name == kPercentForm: only that form can spell this string
+  // (before 3.12, a field whose expression holds a backslash or '#').
   std::vector<std::pair<bool, std::string>> fpieces;
   // A value assigned and still on the stack (`a = b = v`): the statement that assigned it, so the
   // next store of it extends that statement's targets instead of reading the variable back.

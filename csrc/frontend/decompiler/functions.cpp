@@ -50,13 +50,32 @@ std::string declarations(const Decompiler& d, const std::string& pad);
 
 // Strips the implicit trailing `return None`, also at the end of the branches of a final if
 // statement (the compiler copies the function's end into them).
+bool is_return_none(const Stmt& s) {
+  return s.kind == Stmt::Kind::Return && s.e1 && s.e1->cst && s.e1->cst->is_none && s.text == "return None";
+}
+
 void drop_final_return(std::vector<Stmt>& body) {
-  if (!body.empty() && body.back().kind == Stmt::Kind::Return && body.back().e1 && body.back().e1->cst &&
-      body.back().e1->cst->is_none && body.back().text == "return None")
-    body.pop_back();
+  if (!body.empty() && is_return_none(body.back())) body.pop_back();
   if (!body.empty() && body.back().kind == Stmt::Kind::If) {
     drop_final_return(body.back().body);
     for (auto& c : body.back().clauses) drop_final_return(c.body);
+  }
+}
+
+// A class body (where no return statement can be written) whose if branch ends in a copy of the
+// body's implicit `return None` with more statements after the if: 3.11 lays `if c: A else: B` at
+// the end of a class body out as A's copy of the end, then B; the statements after the if are its
+// else clause, so every return is a final one.
+void fold_branch_returns(std::vector<Stmt>& body) {
+  for (size_t k = 0; k + 1 < body.size(); ++k) {
+    Stmt& s = body[k];
+    if (s.kind != Stmt::Kind::If || !s.clauses.empty() || s.body.empty() || !is_return_none(s.body.back())) continue;
+    Stmt::Clause c{"else", {}};
+    c.body.assign(body.begin() + static_cast<long>(k) + 1, body.end());
+    body.erase(body.begin() + static_cast<long>(k) + 1, body.end());
+    fold_branch_returns(c.body);
+    s.clauses.push_back(std::move(c));
+    return;
   }
 }
 
@@ -132,6 +151,7 @@ std::string Decompiler::class_source(const FunctionInfo& fn, const std::string& 
   Decompiler d(c);
   d.class_name = c.name;
   std::vector<Stmt> body = d.body();
+  fold_branch_returns(body);
   drop_final_return(body);
   // the prologue the compiler adds: __module__ = __name__; __qualname__ = '...'
   size_t k = 0;

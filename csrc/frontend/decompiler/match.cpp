@@ -234,15 +234,22 @@ bool Decompiler::or_pattern(int& p, MatchCase& mc) {
 }
 
 int Decompiler::handle_match(int i, int hi, const RegionCtx& ctx, Stack& st, std::vector<Stmt>& out) {
-  // triggered at COPY 1 with the subject pending at the statement level
-  if (ctx.pure || !is(bc.at(i), "COPY") || bc.at(i).arg != 1 || static_cast<int>(st.size()) != ctx.base + 1 ||
-      i + 1 >= bc.size())
-    return -2;
-  const auto& nx = bc.at(i + 1);
-  const bool start = is(nx, "LOAD_CONST") || is(nx, "LOAD_NAME") || is(nx, "LOAD_GLOBAL") || is(nx, "LOAD_FAST") ||
-                     is(nx, "LOAD_DEREF") || is(nx, "MATCH_SEQUENCE") || is(nx, "MATCH_MAPPING") || is(nx, "COPY") ||
-                     (is_cond_jump(i + 1) && has_name(i + 1, "NOT_NONE"));
-  if (!start) return -2;
+  // triggered at COPY 1 with the subject pending at the statement level, or (a statement whose
+  // only case is a class pattern, which tests the subject itself) at the loads of that pattern's
+  // class and MATCH_CLASS
+  if (ctx.pure || static_cast<int>(st.size()) != ctx.base + 1 || i + 1 >= bc.size()) return -2;
+  if (is(bc.at(i), "COPY") && bc.at(i).arg == 1) {
+    const auto& nx = bc.at(i + 1);
+    const bool start = is(nx, "LOAD_CONST") || is(nx, "LOAD_NAME") || is(nx, "LOAD_GLOBAL") || is(nx, "LOAD_FAST") ||
+                       is(nx, "LOAD_DEREF") || is(nx, "MATCH_SEQUENCE") || is(nx, "MATCH_MAPPING") || is(nx, "COPY") ||
+                       (is_cond_jump(i + 1) && has_name(i + 1, "NOT_NONE"));
+    if (!start) return -2;
+  } else {
+    int q = i;
+    while (q < bc.size() && ((!std::strncmp(bc.at(q).name, "LOAD_", 5) && !is(bc.at(q), "LOAD_BUILD_CLASS")) || is(bc.at(q), "NOP")))
+      ++q;
+    if (q == i || q >= bc.size() || !is(bc.at(q), "MATCH_CLASS")) return -2;
+  }
   ExP subject = st.back();
   std::vector<MatchCase> cases;
   int p = i;

@@ -62,7 +62,10 @@ int Decompiler::span_end(int handler) const {
       const bool cleanup = first >= handlers_from && first + 2 < bc.size() && is(bc.at(first), "COPY") && bc.at(first).arg == 3 &&
                            is(bc.at(first + 1), "POP_EXCEPT") && is(bc.at(first + 2), "RERAISE") &&
                            bc.index_of_offset(e.end) <= first + 3;
-      if ((t == handler && !cleanup) || (first < handlers_from && chain_contains(t, handler))) end = std::max(end, e.end);
+      // (likewise the exit of a nested handler placed there: an except clause's or a with block's
+      // handler from its POP_EXCEPT on, which jumps back to the code after its statement)
+      const bool with_exit = first >= handlers_from && first < bc.size() && is(bc.at(first), "POP_EXCEPT");
+      if ((t == handler && !cleanup && !with_exit) || (first < handlers_from && chain_contains(t, handler))) end = std::max(end, e.end);
       continue;
     }
     if (t == handler) end = std::max(end, e.end);
@@ -72,11 +75,35 @@ int Decompiler::span_end(int handler) const {
   return idx < 0 ? bc.size() : idx;
 }
 
-int Decompiler::finally_copy_end(int lo, int hi, int pos) const {
+int Decompiler::finally_copy_end(int lo, int hi, int pos, int* tail) const {
   // the same instructions as the handler's copy [lo, hi) (jump targets aside), except that where a
   // branch of the handler's copy re-raises (RERAISE 0) this copy returns None or jumps on
+  // A try nested in the finally block has its handler inline in one copy and placed after the
+  // other (3.12 puts the normal copy's past the code that follows it): a handler block, from its
+  // PUSH_EXC_INFO to its cleanup's `COPY 3; POP_EXCEPT; RERAISE 1`, is skipped where it stands.
+  auto past_handler = [&](int j) {
+    if (j >= bc.size() || !is(bc.at(j), "PUSH_EXC_INFO")) return j;
+    for (int q = j + 1; q + 2 < bc.size(); ++q)
+      if (is(bc.at(q), "COPY") && bc.at(q).arg == 3 && is(bc.at(q + 1), "POP_EXCEPT") && is(bc.at(q + 2), "RERAISE") &&
+          bc.at(q + 2).arg == 1)
+        return q + 3;
+    return j;
+  };
+  // 3.12 copies a short return block after the try (`return c.log`) into the normal copy's
+  // branch ends: straight-line instructions ending in a return, each copy like the first
+  auto return_block = [&](int j) {
+    for (int q = j; q < bc.size() && q < j + 8; ++q) {
+      if (bc.at(q).target >= 0 || is(bc.at(q), "RERAISE") || is(bc.at(q), "RAISE_VARARGS")) return 0;
+      if (is(bc.at(q), "RETURN_VALUE") || is(bc.at(q), "RETURN_CONST")) return q + 1 - j;
+    }
+    return 0;
+  };
+  if (tail) *tail = -1;
   int a = lo, b = pos;
   while (a < hi) {
+    if (a != lo) a = past_handler(a);
+    if (b != pos) b = past_handler(b);
+    if (a >= hi) break;
     if (b >= bc.size() || (b != pos && b == lo - 1)) return -1;
     const auto &x = bc.at(a), &y = bc.at(b);
     const bool reraise = is(x, "RERAISE") && x.arg == 0;
@@ -89,7 +116,11 @@ int Decompiler::finally_copy_end(int lo, int hi, int pos) const {
     else if (reraise && is(y, "LOAD_CONST") && code.consts.at(y.arg).is_none && b + 1 < bc.size() &&
              is(bc.at(b + 1), "RETURN_VALUE"))
       ++a, b += 2;
-    else return -1;
+    else if (reraise && tail && return_block(b) > 0 && (*tail < 0 || block_copy_length(b, *tail) == return_block(b))) {
+      if (*tail < 0) *tail = b;
+      ++a;
+      b += return_block(b);
+    } else return -1;
   }
   return b;
 }
@@ -149,7 +180,8 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     ~Active() { set.erase(h); }
   } active{handled_try_, h};
   handled_try_.insert(h);
-  const int E = span_end(h), C = covering_handler(h);
+  int E = span_end(h);
+  const int C = covering_handler(h);
   if (E < 0 || C < 0 || E > h) fail("try block with an unexpected exception table", i);
   bool is_except = is(bc.at(h + 1), "POP_TOP");
   int reraise0 = -1;
@@ -183,7 +215,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     bctx.base = static_cast<int>(st.size());
     body_end_ = -1;
     int rb = region(i, E, bctx, sb, t.body);
-    int k = E;
+    int k = E, tail = -1;
     if (body_end_ >= 0) {
       k = body_end_;  // the body fell into its finally copy
       body_end_ = -1;
@@ -193,10 +225,15 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
       int r = region(E, h, rctx, sb, t.body);
       if (r >= 0) fail("try body leaving a value on the stack", E);
       k = h;
+    } else if (rb < 0) {
+      // the body never completes normally (it ends in raise, or every path returns through the
+      // copies handled above): there is no normal-exit copy, and nothing after the try is reached
+      // from it (3.12 places unrelated code at E)
+      k = h;
     } else if (E < h) {
       int e = E;  // (the body's last line's NOP: 3.11 keeps one where the body ends in `return const`)
       while (e < h && is(bc.at(e), "NOP")) ++e;
-      k = finally_copy_end(h + 1, reraise0, e);
+      k = finally_copy_end(h + 1, reraise0, e, &tail);
       if (k < 0 || k > h) fail("finally block without its normal-exit copy", E);
       // `return <constant>` ending the body: the compiler marks its line with a NOP, runs the
       // finally copy, then returns the constant (nothing else reaches that return)
@@ -223,6 +260,13 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     }
     t.clauses.push_back({"finally", fbody});
     out.push_back(t);
+    if (tail >= 0) {  // what follows the try: the return block copied into the copy's branch ends
+      int end = tail;
+      while (!is(bc.at(end), "RETURN_VALUE") && !is(bc.at(end), "RETURN_CONST")) ++end;
+      Stack s2 = st;
+      if (region(tail, end + 1, ctx, s2, out) >= 0) fail("return block after a try/finally that does not return", tail);
+      return -1;
+    }
     if (k >= h) return -1;
     if (is_uncond_jump(k)) {
       int J = bc.at(k).target;
@@ -246,6 +290,17 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     return rk < 0 ? -1 : stop;
   }
   // ---- try/except/else ----
+  // A `continue` or `break` ending a branch of the body unwinds the try first, so its jump (and a
+  // break's pop of the for iterator) lies just past the protected range, before the body's normal
+  // exit; the branch's conditional jump goes past it to that exit. The body runs to there.
+  for (int j = i; j < E; ++j) {
+    const int t = bc.at(j).target;
+    if (!(is_cond_jump(j) || is_uncond_jump(j)) || t <= E || t >= h) continue;
+    bool exits = true;
+    for (int k = E; k < t && exits; ++k)
+      exits = (is_uncond_jump(k) && bc.at(k).target != t) || is(bc.at(k), "POP_TOP") || is(bc.at(k), "NOP");
+    if (exits && is_uncond_jump(t - 1)) E = t;
+  }
   int join = -1;
   auto note_join = [&](int J, int at) {
     if (join < 0) join = J;
@@ -269,6 +324,8 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
   // every clause raises or returns: where the body's normal exit jumps (right after the body, or
   // after an else block that ends before the handlers) is where the try statement continues
   if (join < 0 && E < h && is_uncond_jump(E) && bc.at(E).target > E) join = bc.at(E).target;
+  // (a try inside a finally block's exceptional copy: its body's normal exit re-raises, the end)
+  if (join < 0 && E < h && ctx.finally_end >= 0 && is(bc.at(E), "RERAISE") && bc.at(E).arg == 0) join = ctx.finally_end;
   if (join < 0 && E < h && is_uncond_jump(h - 1) && bc.at(h - 1).target > h) join = bc.at(h - 1).target;
   // or (3.12, which places the code after the try there) the code right after the body (an else
   // block there runs exactly when it would after the try)
@@ -375,6 +432,19 @@ int Decompiler::handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   auto sink = push_sink(sb, "<with>");
   RegionCtx bctx = ctx;
   bctx.follow = after;
+  // A with block that ends the function: 3.12 copies the return into the handler's continuation,
+  // so nothing jumps to `after`; a break or return leaving the body (a loop's exit) jumps to the
+  // normal exit's __exit__(None, None, None) call instead, the one outside the handler's ranges
+  if (after < bc.size() && (is(bc.at(after), "RETURN_CONST") || is(bc.at(after), "RETURN_VALUE")))
+    for (int j = body; j + 3 < H; ++j)
+      if (covering_handler(j) != H && is(bc.at(j), "LOAD_CONST") && code.consts.at(bc.at(j).arg).is_none &&
+          is(bc.at(j + 1), "LOAD_CONST") && is(bc.at(j + 2), "LOAD_CONST") &&
+          (is(bc.at(j + 3), "CALL") || is(bc.at(j + 3), "PRECALL")) && bc.at(j + 3).arg == 2) {
+        bool jumped = false;
+        for (int q = body; q < H && !jumped; ++q) jumped = bc.at(q).target == j;
+        if (jumped) bctx.follow = j;
+        break;
+      }
   bctx.base = static_cast<int>(sb.size()) - 1;
   bctx.with_stack = &sb;
   bctx.with_depth = static_cast<int>(st.size());
@@ -399,6 +469,9 @@ int Decompiler::handle_with(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   }
   if (after <= hi) return after;
   if (ctx.follow >= 0 && same_label(after, ctx.follow)) return hi;
+  // (3.12: the handler's continuation jumps back to the jump that ends the body's normal exit, a
+  // break or continue of the enclosing loop: the enclosing region goes on at that jump)
+  if (r >= 0 && r <= hi && r < H && static_cast<int>(sb.size()) == bctx.with_depth && is_uncond_jump(r)) return r;
   fail("with block continuing outside its enclosing block", i);
 }
 
