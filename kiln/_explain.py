@@ -46,7 +46,7 @@ _KILN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _user_frames(stack: str) -> str:
-    """A recompile's call stack without kiln's own frames (explain's runner)."""
+    """A break's or recompile's call stack without kiln's own frames (explain's runner)."""
     return "".join(ln for ln in stack.splitlines(keepends=True) if f" at {_KILN_DIR}" not in ln)
 
 
@@ -59,7 +59,8 @@ def explain(fn, **compile_kwargs):
         result = compiled(*args, **kwargs)
         after = _C.stats()
         n = len(before["recompile_reasons"])
-        return ExplainOutput(after["graph_records"][len(before["graph_records"]):], after["breaks"][len(before["breaks"]):], result,
+        breaks = [dict(b, stack=_user_frames(b.get("stack", ""))) for b in after["breaks"][len(before["breaks"]):]]
+        return ExplainOutput(after["graph_records"][len(before["graph_records"]):], breaks, result,
                              after["recompile_reasons"][n:], [_user_frames(s) for s in after["recompile_stacks"][n:]])
 
     return run

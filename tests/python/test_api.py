@@ -252,6 +252,29 @@ def test_explain_shows_user_stack_of_breaks_and_recompile_guards(capsys):
     assert not any(kiln_dir in line for line in stack), stack
 
 
+def _prints_then_adds(x):
+    print("between graphs")
+    return x + 1
+
+
+def test_break_stack_starts_at_the_eager_callers(capsys):
+    # A break's stack: who called the compiled function (eager frames), the compiled frame at
+    # the call it inlined, then the inlined callee at the break.
+    def f(x):
+        return _prints_then_adds(x * 2) * 3
+
+    def caller(x):
+        return kiln.explain(f)(x)
+
+    e = caller(torch.ones(2))
+    stack = e.breaks[0]["stack"].strip().splitlines()
+    assert stack[-1].strip().startswith("_prints_then_adds at")
+    assert stack[-2].strip().endswith(f"<locals>.f at {__file__}:{f.__code__.co_firstlineno + 1}")
+    assert any("<locals>.caller at" in line for line in stack[:-2]), stack
+    kiln_dir = os.path.dirname(os.path.abspath(kiln.__file__))
+    assert not any(kiln_dir in line for line in stack), stack
+
+
 def test_reduce_overhead_on_the_cpu_runs_the_compiled_graph():
     def f(x):
         return (x * 2).relu().sum(-1)

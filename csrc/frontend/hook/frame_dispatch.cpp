@@ -293,13 +293,10 @@ static PyRef dump_capture(CompiledFunction* ctx, const kiln_frame* frame, const 
   return r;
 }
 
-// The user's stack at a call of `frame` (outermost first, the called function last), one
-// "  function at file:line" per frame: what explain and the recompiles log show for a
-// recompile. Only for recompiles: it materialises the callers' frame objects.
-static std::string caller_stack(const kiln_frame* frame) {
+// The Python frames that called `frame`, outermost first, one "  function at file:line" per
+// frame (at most 16). It materialises the callers' frame objects: only for recompiles and breaks.
+static std::string callers_of_frame() {
   std::vector<std::string> lines;
-  lines.push_back("  " + py_str(frame->code->co_qualname) + " at " + py_str(frame->code->co_filename) + ":" +
-                  std::to_string(frame->code->co_firstlineno) + "\n");
   PyFrameObject* f = PyEval_GetFrame();  // borrowed: the caller (the called frame is not pushed yet)
   Py_XINCREF(f);
   for (int depth = 0; f && depth < 16; ++depth) {
@@ -314,6 +311,13 @@ static std::string caller_stack(const kiln_frame* frame) {
   std::string out;
   for (auto it = lines.rbegin(); it != lines.rend(); ++it) out += *it;
   return out;
+}
+
+// The user's stack at a call of `frame` (outermost first, the called function last): what
+// explain and the recompiles log show for a recompile.
+static std::string caller_stack(const kiln_frame* frame) {
+  return callers_of_frame() + "  " + py_str(frame->code->co_qualname) + " at " + py_str(frame->code->co_filename) + ":" +
+         std::to_string(frame->code->co_firstlineno) + "\n";
 }
 
 // Builds the cache entry for a frame: capture, then hand the graph to the backend.
@@ -339,7 +343,8 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
     // fullgraph raises), with the reason recorded.
     if (PyErr_Occurred()) PyErr_Clear();
     const auto* u = dynamic_cast<const Unsupported*>(&e);
-    std::string where = u ? u->where : "", stack = u ? u->stack : "";
+    // The break's stack: the eager callers, then the compiled frame and the calls it inlined.
+    std::string where = u ? u->where : "", stack = callers_of_frame() + (u ? u->stack : "");
     entry->guards = interp->capture().guards;
     entry->reason = u ? e.what() : std::string("internal error in kiln's frontend: ") + e.what();
     S.graph_breaks++;
