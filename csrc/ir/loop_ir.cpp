@@ -155,7 +155,7 @@ std::string Program::to_string() const {
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
     if (s.kind == Step::kKernel) b << kernel_string(kernels[s.kernel], *this);
-    else b << "extern node " << s.node << " args" << list(s.args) << " -> " << list(s.outputs) << "\n";
+    else b << "extern node " << s.node << (s.op.empty() ? "" : " " + s.op) << " args" << list(s.args) << " -> " << list(s.outputs) << "\n";
     if (i < frees.size() && !frees[i].empty()) b << "  free " << list(frees[i]) << "\n";
   }
   b << "return " << list(outputs) << "\n";

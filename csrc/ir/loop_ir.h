@@ -94,6 +94,7 @@ struct Step {
   enum Kind { kKernel, kExtern } kind = kKernel;
   int kernel = -1;                    // kKernel
   int node = -1;                      // kExtern: index of the ATen node to call
+  std::string op;                     // kExtern: its ATen operator ("aten::mm"), for the text form
   std::vector<int> args;              // kExtern: buffer per tensor argument slot (flattened), -1 = None
   std::vector<int> outputs;           // buffers the step defines (kernel outputs it writes, extern results)
 };

@@ -332,6 +332,7 @@ void Lowerer::extern_call(int node) {
   Step s;
   s.kind = Step::kExtern;
   s.node = node;
+  s.op = n.op;
   for (const AtenArg& a : n.args) {
     if (a.kind == AtenArg::kTensor) s.args.push_back(ensure_buffer(a.value));
     if (a.kind == AtenArg::kTensorList)

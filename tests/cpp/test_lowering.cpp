@@ -164,7 +164,7 @@ return %6
   EXPECT_EQ(externs(p), 2);
   const std::string t = p.to_string();
   // sigmoid's buffer is released after the first mm and its memory taken by relu's.
-  EXPECT_NE(t.find("extern node 1 args[2, 1] -> [3]\n  free [2]"), std::string::npos) << t;
+  EXPECT_NE(t.find("extern node 1 aten::mm args[2, 1] -> [3]\n  free [2]"), std::string::npos) << t;
   EXPECT_NE(t.find("reuses buf2"), std::string::npos) << t;
 }
 
