@@ -162,13 +162,39 @@ static inline float tanh(float x) {
   return (x < 0.55f && x > -0.55f) ? small : big;
 }
 static inline double tanh(double x) { return m::tanh(x); }
-static inline float erf_gelu(float x) {  // |error| < 1.5e-7 (Abramowitz & Stegun 7.1.26)
+// exp(z) for z <= 0, within about 2 ulp, in few operations (no overflow handling, no subnormal
+// results: 0 below -87): the Gaussian factor of erf, where it meets a polynomial error of 1.5e-7.
+// A NaN gives an unspecified result (its callers carry NaN through their other factor).
+static inline float exp_nonpositive(float z) {
+  const float zc = z < -87.0f ? -87.0f : z;
+  float kf = madd(zc, 1.44269504088896341f, 0x1.8p23f);  // rint(z / ln2) in the low mantissa bits
+  float n = kf - 0x1.8p23f;
+  float r = madd(n, -0.693359375f, zc);
+  r = madd(n, 2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  p = madd(p, r, 1.3981999507e-3f);
+  p = madd(p, r, 8.3334519073e-3f);
+  p = madd(p, r, 4.1665795894e-2f);
+  p = madd(p, r, 1.6666665459e-1f);
+  p = madd(p, r, 5.0000001201e-1f);
+  p = madd(p * r, r, r) + 1.0f;
+  uint32_t kb, pb;
+  __builtin_memcpy(&kb, &kf, 4);
+  __builtin_memcpy(&pb, &p, 4);
+  pb += (kb - 0x4b400000u) << 23;  // times 2^n through the exponent bits (n in [-126, 0])
+  __builtin_memcpy(&p, &pb, 4);
+  return z < -87.0f ? 0.0f : p;
+}
+// erf(x) given g = exp(-x * x) (computed by the caller, who may share it): |error| < 1.5e-7
+// (Abramowitz & Stegun 7.1.26). NaN stays NaN through t.
+static inline float erf_with_gauss(float x, float g) {
   float a = x < 0 ? -x : x;
   float t = 1.0f / (1.0f + 0.3275911f * a);
   float q = madd(madd(madd(madd(1.061405429f, t, -1.453152027f), t, 1.421413741f), t, -0.284496736f), t, 0.254829592f);
-  float y = madd(-(q * t), kiln::exp_vec(-a * a), 1.0f);
+  float y = madd(-(q * t), g, 1.0f);
   return x < 0 ? -y : y;
 }
+static inline float erf_gelu(float x) { return erf_with_gauss(x, exp_nonpositive(-(x * x))); }
 static inline double erf_gelu(double x) { return m::erf(x); }
 template <class T> static inline T sigmoid(T x) { return T(1) / (T(1) + kiln::exp_vec(-x)); }
 template <class T> static inline T gelu(T x) { return T(0.5) * x * (T(1) + erf_gelu(x * T(0.70710678118654752440))); }
@@ -180,6 +206,12 @@ template <class T> static inline T gelu_tanh(T x) {
 template <class T> static inline T gelu_grad(T x) {
   const T cdf = T(0.5) * (T(1) + erf_gelu(x * T(0.70710678118654752440)));
   return cdf + x * T(0.39894228040143267794) * kiln::exp_vec(T(-0.5) * x * x);
+}
+// In float, erf(x / sqrt(2)) and the density share their exp(-x^2 / 2).
+static inline float gelu_grad(float x) {
+  const float g = exp_nonpositive(-0.5f * x * x);
+  const float cdf = 0.5f * (1.0f + erf_with_gauss(x * 0.70710678118654752440f, g));
+  return cdf + x * 0.39894228040143267794f * g;
 }
 template <class T> static inline T gelu_tanh_grad(T x) {
   const T beta = T(0.79788456080286535588), kappa = T(0.044715);
