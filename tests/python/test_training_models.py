@@ -181,3 +181,24 @@ def test_min_cut_keeps_what_a_backward_matmul_reads_instead_of_recomputing_it():
     m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
     compare_steps(m, lambda: [torch.randn(5, 8)])
     assert "aten::gelu(" not in backward_text(_codegen.GRAPHS[0])
+
+
+def test_enable_grad_inside_no_grad_inside_a_training_graph():
+    def f(x, w):
+        h = x @ w
+        with torch.no_grad():
+            scale = h.abs().amax()
+            with torch.enable_grad():
+                g = (h * 2).tanh()
+        return g / (scale + 1) + h.detach().sin()
+    compiled = kiln.compile(f)
+    for _ in range(3):
+        x = torch.randn(4, 6)
+        w = torch.randn(6, 5, requires_grad=True)
+        w_ref = w.detach().clone().requires_grad_()
+        a, b = compiled(x, w), f(x, w_ref)
+        assert_same(a, b, **TOL)
+        a.pow(2).sum().backward()
+        b.pow(2).sum().backward()
+        assert_same(w.grad, w_ref.grad, **TOL)
+    assert_one_compiled_graph()
