@@ -92,25 +92,19 @@ TEST(Partition, MinCutSavesTheSmallerValueAndRecomputesCheapOps) {
 
 // As above, but the backward also hands tanh's output (through views) to a matmul: recomputing
 // it would write it to memory in the backward anyway, so min-cut saves it and recomputes nothing.
-static const char* kJointMatmulReader = R"(%0 = input 0 : f32[4, 8]{8, 1}
-%1 = input 1 : f32[8, 3]{3, 1}
-%2 = input 2 : f32[8, 4, 3]{12, 3, 1}
-%3 = aten::mm(%0, mat2=%1) : f32[4, 3]{3, 1}
-%4 = aten::expand(%3, size=[8, 4, 3], implicit=False) : f32[8, 4, 3]{0, 3, 1}
-%5 = aten::tanh(%4) : f32[8, 4, 3]{12, 3, 1}
-%6 = aten::tanh_backward(%2, output=%5) : f32[8, 4, 3]{12, 3, 1}
-%7 = aten::sum.dim_IntList(%6, dim=[0], keepdim=False, dtype=None) : f32[4, 3]{3, 1}
-%8 = aten::t(%0) : f32[8, 4]{1, 8}
-%9 = aten::mm(%8, mat2=%7) : f32[8, 3]{3, 1}
-%10 = aten::view(%5, size=[32, 3]) : f32[32, 3]{3, 1}
+static std::string joint_matmul_reader() {
+  std::string text = kJointBroadcast;
+  text.erase(text.find("return "));
+  return text + R"(%10 = aten::view(%5, size=[32, 3]) : f32[32, 3]{3, 1}
 %11 = aten::t(%10) : f32[3, 32]{1, 3}
 %12 = aten::view(%2, size=[32, 3]) : f32[32, 3]{3, 1}
 %13 = aten::mm(%11, mat2=%12) : f32[3, 3]{3, 1}
 return %5, %9, %13
 )";
+}
 
 TEST(Partition, MinCutSavesAPointwiseValueABackwardMatmulReads) {
-  ir::AtenGraph joint = ir::AtenGraph::parse(kJointMatmulReader);
+  ir::AtenGraph joint = ir::AtenGraph::parse(joint_matmul_reader());
   joint.num_inputs = 3;
   std::vector<bool> mat = autograd::materialized_in_backward(joint, {3, 4, 5, 6, 7, 8, 9, 10});
   EXPECT_TRUE(mat[5]);    // tanh's output, through view and t

@@ -124,10 +124,9 @@ static inline double exp(double x) { return m::exp(x); }
 // not the one torch.exp uses (MKL's, where ATen has MKL) and is less often correctly rounded.
 // This one (kiln's float exp before the one above: Cody-Waite reduction, Cephes polynomial) rounds
 // like it on about 99% of inputs, so kiln's sigmoid keeps matching ATen's.
-static inline float exp_vec(float x) {
-  // NaN is reduced as 0 (the result is x itself): converting it to an int is undefined.
-  float c = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : (x != x ? 0.0f : x));
-  float n = m::floor(madd(c, 1.44269504088896341f, 0.5f));
+// exp(c - n ln2) for an integer-valued n near c / ln2: Cody-Waite reduction (ln2 in two parts)
+// and the Cephes polynomial.
+static inline float exp_reduced(float c, float n) {
   float r = madd(n, -0.693359375f, c);
   r = madd(n, 2.12194440e-4f, r);
   float p = 1.9875691500e-4f;
@@ -136,7 +135,13 @@ static inline float exp_vec(float x) {
   p = madd(p, r, 4.1665795894e-2f);
   p = madd(p, r, 1.6666665459e-1f);
   p = madd(p, r, 5.0000001201e-1f);
-  p = madd(p * r, r, r) + 1.0f;
+  return madd(p * r, r, r) + 1.0f;
+}
+static inline float exp_vec(float x) {
+  // NaN is reduced as 0 (the result is x itself): converting it to an int is undefined.
+  float c = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : (x != x ? 0.0f : x));
+  float n = m::floor(madd(c, 1.44269504088896341f, 0.5f));
+  float p = exp_reduced(c, n);
   int32_t e = static_cast<int32_t>(n);
   int32_t e1 = e >> 1, e2 = e - e1;
   // Shifted as unsigned: a biased exponent below 0 (an input far below -87) is a negative int.
@@ -168,16 +173,7 @@ static inline double tanh(double x) { return m::tanh(x); }
 static inline float exp_nonpositive(float z) {
   const float zc = z < -87.0f ? -87.0f : z;
   float kf = madd(zc, 1.44269504088896341f, 0x1.8p23f);  // rint(z / ln2) in the low mantissa bits
-  float n = kf - 0x1.8p23f;
-  float r = madd(n, -0.693359375f, zc);
-  r = madd(n, 2.12194440e-4f, r);
-  float p = 1.9875691500e-4f;
-  p = madd(p, r, 1.3981999507e-3f);
-  p = madd(p, r, 8.3334519073e-3f);
-  p = madd(p, r, 4.1665795894e-2f);
-  p = madd(p, r, 1.6666665459e-1f);
-  p = madd(p, r, 5.0000001201e-1f);
-  p = madd(p * r, r, r) + 1.0f;
+  float p = exp_reduced(zc, kf - 0x1.8p23f);
   uint32_t kb, pb;
   __builtin_memcpy(&kb, &kf, 4);
   __builtin_memcpy(&pb, &p, 4);
