@@ -194,6 +194,28 @@ static inline float erf_gelu(float x) { return erf_with_gauss(x, exp_nonpositive
 static inline double erf_gelu(double x) { return m::erf(x); }
 template <class T> static inline T sigmoid(T x) { return T(1) / (T(1) + kiln::exp_vec(-x)); }
 template <class T> static inline T gelu(T x) { return T(0.5) * x * (T(1) + erf_gelu(x * T(0.70710678118654752440))); }
+// erf(x) as x P(x^2) / Q(x^2) on [-3.92, 3.92] (+-1 beyond), P and Q of degree 5, a weighted
+// least-squares fit made for kiln (|error| < 4e-7 in float): about half the operations of
+// erf_gelu's exp-based form, for gelu's forward (its backward shares erf_gelu's exp).
+static inline float erf_rational(float x) {
+  const float c = x > 3.92f ? 3.92f : (x < -3.92f ? -3.92f : x);
+  const float s = c * c;
+  float p = 0x1.1b6a56p-19f;
+  p = madd(p, s, 0x1.2a9ceep-12f);
+  p = madd(p, s, 0x1.dd019ep-9f);
+  p = madd(p, s, 0x1.acfec8p-5f);
+  p = madd(p, s, 0x1.7f2ce4p-3f);
+  p = madd(p, s, 0x1.20dd74p+0f);
+  float q = 0x1.44d526p-15f;
+  q = madd(q, s, 0x1.2a0f14p-10f);
+  q = madd(q, s, 0x1.e22482p-7f);
+  q = madd(q, s, 0x1.cdffc0p-4f);
+  q = madd(q, s, 0x1.ff1f86p-2f);
+  q = madd(q, s, 1.0f);
+  const float r = c * p / q;
+  return r > 1.0f ? 1.0f : (r < -1.0f ? -1.0f : r);
+}
+static inline float gelu(float x) { return 0.5f * x * (1.0f + erf_rational(x * 0.70710678118654752440f)); }
 template <class T> static inline T gelu_tanh(T x) {
   return T(0.5) * x * (T(1) + kiln::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
 }
