@@ -94,7 +94,7 @@ class MaxFlow {
 
 }  // namespace
 
-const std::unordered_set<std::string>& view_ops() {
+static const std::unordered_set<std::string>& view_ops() {
   static const std::unordered_set<std::string> views = {
       "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::t", "aten::transpose", "aten::permute", "aten::expand",
       "aten::unsqueeze", "aten::squeeze", "aten::select", "aten::slice", "aten::alias", "aten::detach", "aten::view_as"};
