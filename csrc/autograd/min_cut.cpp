@@ -94,6 +94,13 @@ class MaxFlow {
 
 }  // namespace
 
+static const std::unordered_set<std::string>& view_ops() {
+  static const std::unordered_set<std::string> views = {
+      "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::t", "aten::transpose", "aten::permute", "aten::expand",
+      "aten::unsqueeze", "aten::squeeze", "aten::select", "aten::slice", "aten::alias", "aten::detach", "aten::view_as"};
+  return views;
+}
+
 bool recomputable(const ir::AtenNode& n) {
   if (n.nondeterministic) return false;
   static const std::unordered_set<std::string> cheap = {
@@ -104,17 +111,46 @@ bool recomputable(const ir::AtenNode& n) {
       "aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge",
       "aten::logical_not", "aten::logical_and", "aten::logical_or", "aten::masked_fill", "aten::rsub", "aten::_to_copy",
       "aten::to", "aten::clone", "aten::leaky_relu", "aten::hardtanh", "aten::threshold", "aten::fill",
-      // views
-      "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::t", "aten::transpose", "aten::permute", "aten::expand",
-      "aten::unsqueeze", "aten::squeeze", "aten::select", "aten::slice", "aten::alias", "aten::detach", "aten::view_as",
       // factories
       "aten::full", "aten::zeros", "aten::ones", "aten::scalar_tensor", "aten::full_like", "aten::zeros_like", "aten::ones_like",
       "aten::empty", "aten::lift_fresh_copy"};
-  return cheap.count(base_name(n.op)) > 0;
+  const std::string base = base_name(n.op);
+  return cheap.count(base) > 0 || view_ops().count(base) > 0;
+}
+
+bool fusible_reader(const ir::AtenNode& n) {
+  static const std::unordered_set<std::string> fused = {
+      "aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::_softmax", "aten::_log_softmax", "aten::native_layer_norm",
+      "aten::native_layer_norm_backward", "aten::_softmax_backward_data", "aten::gelu_backward", "aten::threshold_backward",
+      "aten::tanh_backward", "aten::sigmoid_backward", "aten::silu_backward", "aten::var", "aten::std", "aten::var_mean",
+      "aten::cat", "aten::stack", "aten::split", "aten::split_with_sizes", "aten::unbind", "aten::tril", "aten::triu",
+      "aten::embedding", "aten::gather", "aten::index_select", "aten::masked_fill", "aten::addcmul", "aten::addcdiv", "aten::lerp"};
+  return recomputable(n) || fused.count(base_name(n.op)) > 0;
+}
+
+std::vector<bool> materialized_in_backward(const AtenGraph& g, const std::vector<int>& backward_nodes) {
+  std::vector<bool> mat(g.values.size(), false), in_backward(g.nodes.size(), false);
+  for (int b : backward_nodes) in_backward[b] = true;
+  // In reverse graph order, so that a view's readers are seen before the view (a forward view a
+  // backward matmul reads passes the need on to what it views).
+  for (int i = static_cast<int>(g.nodes.size()) - 1; i >= 0; --i) {
+    const ir::AtenNode& n = g.nodes[i];
+    bool needs = in_backward[i] && !fusible_reader(n);
+    if (!needs && view_ops().count(base_name(n.op)))
+      for (int o : n.outputs) needs = needs || (o >= 0 && mat[o]);
+    if (!needs) continue;
+    for (const auto& a : n.args) {
+      if (a.kind == ir::AtenArg::kTensor && a.value >= 0) mat[a.value] = true;
+      for (int x : a.values)
+        if (x >= 0) mat[x] = true;
+    }
+  }
+  return mat;
 }
 
 std::vector<int> min_cut_saved_values(const AtenGraph& g, const std::vector<bool>& forward,
-                                      const std::vector<int>& backward_reads, int num_primals) {
+                                      const std::vector<int>& backward_reads, int num_primals,
+                                      const std::vector<bool>& materialized) {
   const int nv = static_cast<int>(g.values.size());
   const int source = 2 * nv, sink = 2 * nv + 1;
   MaxFlow f(2 * nv + 2);
@@ -140,9 +176,10 @@ std::vector<int> min_cut_saved_values(const AtenGraph& g, const std::vector<bool
     if (!forward[n]) continue;
     const ir::AtenNode& node = g.nodes[n];
     const bool cheap = recomputable(node);
+    const bool view = view_ops().count(base_name(node.op)) > 0;
     for (int o : node.outputs) {
       if (o < 0) continue;
-      if (!cheap) {
+      if (!cheap || (!view && materialized[o])) {
         f.edge(source, in(o), kInf);
         continue;
       }

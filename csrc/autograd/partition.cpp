@@ -115,7 +115,7 @@ JointSplit partition_joint(const AtenGraph& joint, int num_primals, int num_fwd_
   std::vector<int> reads = values_read(joint, s.backward_nodes, grads);
   if (how == Partitioner::kMinCut) {
     // Save the cut; recompute, at the start of the backward, every other forward value it reads.
-    std::vector<int> saved = min_cut_saved_values(joint, fwd, reads, num_primals);
+    std::vector<int> saved = min_cut_saved_values(joint, fwd, reads, num_primals, materialized_in_backward(joint, s.backward_nodes));
     std::vector<bool> is_saved(joint.values.size(), false), recompute(n, false);
     for (int v : saved) is_saved[v] = true;
     std::function<void(int)> need = [&](int v) {

@@ -49,6 +49,25 @@ static bool dense_layout(const std::vector<int64_t>& sizes, const std::vector<in
 
 Lowerer::Lowerer(const AtenGraph& g, LoweringOptions opts) : g_(g), opts_(opts) {}
 
+// Whether a reduction's input expression reads along its innermost kept loop `col` (stride 1 in
+// some load) and no load that varies along `col` is contiguous along its innermost reduced loop
+// `inner` instead: a column reduction (a bias gradient), which the CPU code generator runs with the
+// reduction outside and a block of adjacent outputs inside (codegen/cpp is_column_reduction) only
+// in a kernel of its own.
+static bool reads_columns(const ExprPtr& e, int col, int inner) {
+  bool column = false, rows = false;
+  std::function<void(const ExprPtr&)> walk = [&](const ExprPtr& x) {
+    if (x->kind == Expr::kLoad) {
+      column |= x->index.coefficient_of(col) == 1;
+      rows |= (x->index.coefficient_of(inner) == 1 && x->index.coefficient_of(col) != 0) || !x->indirect.empty();
+    }
+    for (const auto& a : x->args) walk(a);
+    for (const auto& i : x->indirect) walk(i.value);
+  };
+  walk(e);
+  return column && !rows;
+}
+
 std::string Lowerer::node_label(int node) const {
   const AtenNode& n = g_.nodes[node];
   std::string s;
@@ -139,6 +158,7 @@ void Lowerer::store_region(int buffer, const std::vector<int64_t> sizes, const s
     if (sizes[d] != 1) order.push_back(d), ordered.push_back(sizes[d]);
   auto& pl = *placement_;
   int kernel = pl.place(ordered, 1, [&](int k, int num_outer) {
+    if (column_kernels_.count(k) && num_outer < static_cast<int>(ordered.size())) return false;  // see reads_columns
     LoadCtx ctx;
     ctx.kernel = k;
     ctx.num_outer = num_outer;
@@ -227,6 +247,10 @@ void Lowerer::reduction(ReduceOp op, Loader input, const std::vector<int64_t>& i
     ExprPtr e = input(idx, ctx);
     if (!ctx.ok) return false;
     Kernel& K = prog_.kernels[k];
+    // A column reduction opens a kernel of its own, and nothing with loops of its own joins it.
+    const bool column = !opts_.cuda && num_outer > 0 && loop_sizes[num_outer - 1] >= 8 && reads_columns(e, num_outer - 1, static_cast<int>(loop_sizes.size()) - 1);
+    if (column_kernels_.count(k) || (column && !K.stages.empty())) return false;
+    if (column) column_kernels_.insert(k);
     Stage s;
     s.kind = Stage::kReduction;
     s.reduce = op;

@@ -111,6 +111,7 @@ class Lowerer {
   std::vector<int> producer_step_;        // per buffer: step that writes it (-1: inputs, constants)
   std::unique_ptr<schedule::Placement> placement_;
   std::vector<std::set<int>> kernel_nodes_;  // per kernel: the ATen nodes it computes
+  std::set<int> column_kernels_;             // kernels holding a column reduction (reads_columns)
   int node_ = -1;
 };
 

@@ -1,6 +1,7 @@
 // Lowering rules for reductions and the normalisations built on them: sum, mean, amax/amin,
-// prod, any/all, argmax/argmin, var/std (Welford), softmax and log_softmax, layer norm, group
-// norm, batch norm in inference. Results are kernel locals; their epilogues inline into the same kernel.
+// prod, any/all, argmax/argmin, var/std (Welford), softmax and log_softmax and their backward,
+// layer norm and its backward, group norm, batch norm in inference. Results are kernel locals;
+// their epilogues inline into the same kernel.
 #include <cmath>
 #include <stdexcept>
 
@@ -53,6 +54,126 @@ ExprPtr normalize(ExprPtr x, ExprPtr mean, ExprPtr rstd, const Loader& W, const 
   if (W) e = binary(BinaryOp::kMul, e, cast(W(i, c), acc), acc);
   if (B) e = binary(BinaryOp::kAdd, e, cast(B(i, c), acc), acc);
   return e;
+}
+
+// The sizes `x` is broadcast over for a per-row statistic (mean, rstd: the rows' sizes, then 1
+// for each normalised dim): whether `v` has them.
+bool row_statistic(Lowerer& L, int v, const std::vector<int64_t>& xs, size_t k) {
+  const auto& s = L.meta(v).sizes;
+  if (s.size() != xs.size()) return false;
+  for (size_t d = 0; d < xs.size(); ++d)
+    if (s[d] != (d + k < xs.size() ? xs[d] : 1)) return false;
+  return true;
+}
+
+// native_layer_norm_backward through its formulas (xhat = (x - mean) * rstd, g = dy * weight):
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))   (means over the normalised dims)
+//   dweight = sum over rows of dy * xhat,  dbias = sum over rows of dy
+// The two row sums share a kernel with dx; the column sums are reductions of their own.
+bool lower_layer_norm_backward(Lowerer& L, const AtenNode& n) {
+  if (n.outputs.size() != 3 || n.args.size() < 8) return false;
+  const AtenArg* dy = &n.args[0];  // grad_out
+  const AtenArg* in = n.arg("input");
+  const AtenArg* ns = n.arg("normalized_shape");
+  const AtenArg* mean = n.arg("mean");
+  const AtenArg* rstd = n.arg("rstd");
+  const AtenArg* w = n.arg("weight");
+  if (!dy || !in || !ns || !mean || !rstd || dy->kind != AtenArg::kTensor || in->kind != AtenArg::kTensor ||
+      ns->kind != AtenArg::kIntList || mean->kind != AtenArg::kTensor || rstd->kind != AtenArg::kTensor)
+    return false;
+  const TensorMeta& xm = L.meta(in->value);
+  const std::vector<int64_t> xs = xm.sizes;
+  const size_t rank = xs.size(), k = ns->ints.size();
+  if (!is_floating(xm.dtype) || k == 0 || k > rank || L.meta(dy->value).sizes != xs) return false;
+  if (!std::equal(ns->ints.begin(), ns->ints.end(), xs.end() - k)) return false;
+  if (k == rank || !row_statistic(L, mean->value, xs, k) || !row_statistic(L, rstd->value, xs, k)) return false;
+  const bool has_w = w && w->kind == AtenArg::kTensor;
+  if (has_w && L.meta(w->value).sizes != std::vector<int64_t>(xs.end() - k, xs.end())) return false;
+  int64_t count = 1;
+  std::vector<int64_t> norm_dims, row_dims;
+  for (size_t d = 0; d < rank; ++d) {
+    if (d + k >= rank) norm_dims.push_back(static_cast<int64_t>(d)), count *= xs[d];
+    else row_dims.push_back(static_cast<int64_t>(d));
+  }
+  const DType acc = xm.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  Loader DY = L.broadcast(dy->value, xs), X = L.broadcast(in->value, xs);
+  Loader Mean = L.broadcast(mean->value, xs), Rstd = L.broadcast(rstd->value, xs);
+  Loader W = has_w ? L.broadcast(w->value, xs) : Loader();
+  auto xhat = [=](const std::vector<Index>& i, LoadCtx& c) {
+    return binary(BinaryOp::kMul, binary(BinaryOp::kSub, cast(X(i, c), acc), cast(Mean(i, c), acc), acc), cast(Rstd(i, c), acc), acc);
+  };
+  auto g = [=](const std::vector<Index>& i, LoadCtx& c) {
+    ExprPtr e = cast(DY(i, c), acc);
+    return W ? binary(BinaryOp::kMul, e, cast(W(i, c), acc), acc) : e;
+  };
+  const int dx = n.outputs[0], dw = n.outputs[1], db = n.outputs[2];
+  if (dx >= 0) {
+    // The row sums are held under dx's id while they are built (as softmax's are); dx is
+    // defined last.
+    L.reduction(ReduceOp::kSum, g, xs, norm_dims, acc, {{dx, 0, nullptr}});
+    Loader S1 = L.value(dx).loader;
+    L.reduction(ReduceOp::kSum, [=](const std::vector<Index>& i, LoadCtx& c) { return binary(BinaryOp::kMul, g(i, c), xhat(i, c), acc); },
+                xs, norm_dims, acc, {{dx, 0, nullptr}});
+    Loader S2 = L.value(dx).loader;
+    const DType od = L.meta(dx).dtype;
+    const ExprPtr inv_count = constant(1.0 / static_cast<double>(count), acc);
+    L.define(dx, [=](const std::vector<Index>& i, LoadCtx& c) {
+      std::vector<Index> ri = i;
+      for (int64_t d : norm_dims) ri[d] = Index::of(0);
+      ExprPtr m1 = binary(BinaryOp::kMul, S1(ri, c), inv_count, acc);
+      ExprPtr m2 = binary(BinaryOp::kMul, S2(ri, c), inv_count, acc);
+      ExprPtr e = binary(BinaryOp::kSub, binary(BinaryOp::kSub, g(i, c), m1, acc), binary(BinaryOp::kMul, xhat(i, c), m2, acc), acc);
+      return cast(binary(BinaryOp::kMul, cast(Rstd(i, c), acc), e, acc), od);
+    }, 12);
+  }
+  if (dw >= 0) {
+    if (L.meta(dw).sizes != std::vector<int64_t>(xs.end() - k, xs.end())) return false;
+    L.reduction(ReduceOp::kSum, [=](const std::vector<Index>& i, LoadCtx& c) { return binary(BinaryOp::kMul, cast(DY(i, c), acc), xhat(i, c), acc); },
+                xs, row_dims, acc, {{dw, 0, nullptr}});
+  }
+  if (db >= 0) {
+    if (L.meta(db).sizes != std::vector<int64_t>(xs.end() - k, xs.end())) return false;
+    L.reduction(ReduceOp::kSum, [=](const std::vector<Index>& i, LoadCtx& c) { return cast(DY(i, c), acc); }, xs, row_dims, acc, {{db, 0, nullptr}});
+  }
+  return true;
+}
+
+// _softmax_backward_data(dy, y, dim): y * (dy - sum(dy * y)) for softmax, dy - exp(y) * sum(dy)
+// for log_softmax (y is the forward's output), the sum over `dim` in the same kernel.
+bool lower_softmax_backward(Lowerer& L, const AtenNode& n) {
+  if (n.outputs.size() != 1 || n.outputs[0] < 0 || n.args.size() < 4) return false;
+  const AtenArg* dy = &n.args[0];  // grad_output
+  const AtenArg* y = n.arg("output");
+  const AtenArg* dim = n.arg("dim");
+  const AtenArg* in_dtype = n.arg("input_dtype");
+  if (!dy || !y || !dim || !in_dtype || dy->kind != AtenArg::kTensor || y->kind != AtenArg::kTensor || dim->kind != AtenArg::kInt) return false;
+  const TensorMeta& ym = L.meta(y->value);
+  const std::vector<int64_t> ys = ym.sizes;
+  const int64_t rank = static_cast<int64_t>(ys.size());
+  if (!is_floating(ym.dtype) || rank == 0 || L.meta(dy->value).sizes != ys) return false;
+  const int64_t d = dim->i < 0 ? dim->i + rank : dim->i;
+  if (d < 0 || d >= rank) return false;
+  // The graph's operator is the one softmax's formula takes after the tracer: "log" names
+  // _log_softmax's backward.
+  const bool log = n.op.find("_log_softmax_backward") != std::string::npos;
+  const DType acc = ym.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  Loader DY = L.broadcast(dy->value, ys), Y = L.broadcast(y->value, ys);
+  const int out = n.outputs[0];
+  L.reduction(ReduceOp::kSum, [=](const std::vector<Index>& i, LoadCtx& c) {
+    ExprPtr g = cast(DY(i, c), acc);
+    return log ? g : binary(BinaryOp::kMul, g, cast(Y(i, c), acc), acc);
+  }, ys, {d}, acc, {{out, 0, nullptr}});
+  Loader S = L.value(out).loader;
+  const DType od = L.meta(out).dtype;
+  L.define(out, [=](const std::vector<Index>& i, LoadCtx& c) {
+    std::vector<Index> ri = i;
+    ri[d] = Index::of(0);
+    ExprPtr g = cast(DY(i, c), acc), yv = cast(Y(i, c), acc), s = S(ri, c);
+    ExprPtr r = log ? binary(BinaryOp::kSub, g, binary(BinaryOp::kMul, unary(UnaryOp::kExp, yv, acc), s, acc), acc)
+                    : binary(BinaryOp::kMul, yv, binary(BinaryOp::kSub, g, s, acc), acc);
+    return cast(r, od);
+  }, 8);
+  return true;
 }
 
 }  // namespace
@@ -225,6 +346,8 @@ bool lower_reduction(Lowerer& L, const AtenNode& n) {
     }, 10);
     return true;
   }
+  if (n.op == "aten::native_layer_norm_backward") return lower_layer_norm_backward(L, n);
+  if (n.op == "aten::_softmax_backward_data" || n.op == "aten::_log_softmax_backward_data") return lower_softmax_backward(L, n);
   if (is_inference_batch_norm(n) && is_floating(xm.dtype) && rank >= 2) {
     const AtenArg* w = n.arg("weight");
     const AtenArg* b = n.arg("bias");

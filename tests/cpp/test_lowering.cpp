@@ -150,6 +150,42 @@ return %1
   EXPECT_NE(p.to_string().find("r0 = sum over[6] of buf0[x0 + 5*x1]"), std::string::npos) << p.to_string();
 }
 
+// Layer norm's backward is generated code: the two row sums and dx in one kernel; the weight and
+// bias gradients (column sums, whose per-row mean and rstd do not vary along the columns) each in a
+// kernel of their own, where the code generator runs them column-blocked.
+TEST(Lowering, LayerNormBackwardIsRowKernelAndColumnKernels) {
+  ir::Program p = lower(R"(%0 = input 0 : f32[32, 16]{16, 1}
+%1 = input 1 : f32[32, 16]{16, 1}
+%2 = input 2 : f32[32, 1]{1, 1}
+%3 = input 3 : f32[32, 1]{1, 1}
+%4 = input 4 : f32[16]{1}
+%5, %6, %7 = aten::native_layer_norm_backward(%0, input=%1, normalized_shape=[16], mean=%2, rstd=%3, weight=%4, bias=%4, output_mask=[True, True, True]) : f32[32, 16]{16, 1}, f32[16]{1}, f32[16]{1}
+return %5, %6, %7
+)");
+  EXPECT_EQ(externs(p), 0) << p.to_string();
+  ASSERT_EQ(p.kernels.size(), 3u) << p.to_string();
+  const auto& rows = p.kernels[0].stages;
+  ASSERT_EQ(rows.size(), 3u) << p.to_string();
+  EXPECT_EQ(rows[0].reduce, ir::ReduceOp::kSum);
+  EXPECT_EQ(rows[1].reduce, ir::ReduceOp::kSum);
+  EXPECT_EQ(rows[2].kind, ir::Stage::kPointwise);
+  for (int k = 1; k < 3; ++k) {
+    EXPECT_EQ(p.kernels[k].stages[0].kind, ir::Stage::kReduction);
+    EXPECT_EQ(p.kernels[k].outer_sizes, (std::vector<int64_t>{16})) << p.to_string();
+  }
+}
+
+TEST(Lowering, SoftmaxBackwardIsOneKernel) {
+  ir::Program p = lower(R"(%0 = input 0 : f32[8, 33]{33, 1}
+%1 = input 1 : f32[8, 33]{33, 1}
+%2 = aten::_softmax_backward_data(%0, output=%1, dim=-1, input_dtype=f32) : f32[8, 33]{33, 1}
+return %2
+)");
+  EXPECT_EQ(externs(p), 0) << p.to_string();
+  ASSERT_EQ(p.kernels.size(), 1u) << p.to_string();
+  EXPECT_EQ(p.kernels[0].stages.size(), 2u) << p.to_string();
+}
+
 TEST(Lowering, ExternsSplitKernelsAndBuffersAreReleasedAndReused) {
   ir::Program p = lower(R"(%0 = input 0 : f32[8, 8]{8, 1}
 %1 = input 1 : f32[8, 8]{8, 1}

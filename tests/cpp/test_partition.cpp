@@ -2,6 +2,7 @@
 // then saved values) and the backward graph (saved primals, saved values, tangents in) out.
 #include <gtest/gtest.h>
 
+#include "autograd/min_cut.h"
 #include "autograd/partition.h"
 
 using namespace kiln;
@@ -87,4 +88,31 @@ TEST(Partition, MinCutSavesTheSmallerValueAndRecomputesCheapOps) {
   EXPECT_EQ(cut.backward_nodes, (std::vector<int>{1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(cut.saved_primals, (std::vector<int>{0}));
   EXPECT_NE(cut.describe().find("2 recomputed"), std::string::npos);
+}
+
+// As above, but the backward also hands tanh's output (through views) to a matmul: recomputing
+// it would write it to memory in the backward anyway, so min-cut saves it and recomputes nothing.
+static std::string joint_matmul_reader() {
+  std::string text = kJointBroadcast;
+  text.erase(text.find("return "));
+  return text + R"(%10 = aten::view(%5, size=[32, 3]) : f32[32, 3]{3, 1}
+%11 = aten::t(%10) : f32[3, 32]{1, 3}
+%12 = aten::view(%2, size=[32, 3]) : f32[32, 3]{3, 1}
+%13 = aten::mm(%11, mat2=%12) : f32[3, 3]{3, 1}
+return %5, %9, %13
+)";
+}
+
+TEST(Partition, MinCutSavesAPointwiseValueABackwardMatmulReads) {
+  ir::AtenGraph joint = ir::AtenGraph::parse(joint_matmul_reader());
+  joint.num_inputs = 3;
+  std::vector<bool> mat = autograd::materialized_in_backward(joint, {3, 4, 5, 6, 7, 8, 9, 10});
+  EXPECT_TRUE(mat[5]);    // tanh's output, through view and t
+  EXPECT_TRUE(mat[11]);   // t's output, the matmul's operand
+  EXPECT_FALSE(mat[6]);   // tanh_backward's output: read by a sum
+  EXPECT_FALSE(mat[4]);   // the expand: read by tanh only
+  autograd::JointSplit cut = autograd::partition_joint(joint, 2, 1, autograd::Partitioner::kMinCut);
+  ASSERT_EQ(cut.num_saved_values, 1);
+  EXPECT_EQ(cut.forward.values[cut.forward.outputs.back()].meta.sizes, (std::vector<int64_t>{8, 4, 3}));  // tanh's output
+  EXPECT_EQ(cut.num_recomputed, 0);
 }

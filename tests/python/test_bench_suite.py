@@ -1,7 +1,7 @@
 """Every case of the shared benchmark suite (../shared/bench/suite.py) compiled by kiln (its own
 frontend + code generator) and by kiln's backend under PyTorch's Dynamo, against eager on
-fresh random inputs. Inference cases must run generated code; training cases run their graphs
-eagerly until the autograd layer exists, and their gradients must match too."""
+fresh random inputs. Inference cases must run generated code; training cases must run compiled
+forward/backward pairs (kiln's autograd layer), and their gradients must match too."""
 import os
 import sys
 
@@ -96,6 +96,9 @@ def test_suite_case_matches_eager(case, compiler):
             torch.testing.assert_close(g, r, **TOL, msg=lambda m: f"input set {i}: {m}")
     statuses = [g.status for g in _codegen.GRAPHS]
     assert statuses, "no graph reached the code generator"
+    if training:
+        trained = [g.training_status for g in _codegen.GRAPHS]
+        assert all(t.startswith("compiled forward and backward") for t in trained), trained
     if not training:
         gap = KNOWN_GAPS.get((case, compiler))
         if gap and any(s != "compiled" for s in statuses):

@@ -294,9 +294,11 @@ void emit_stage(const Program& p, const Kernel& k, const Stage& s, StrBuilder& b
     b << ind << "  for (int l = 1; l < 16; ++l) if (lidx[l] >= 0) " << arg_update << "(acc, at, lanes[l], lidx[l]);\n";
     b << ind << "  " << r << "_0 = acc; " << r << "_1 = at;\n";
   } else {
-    b << ind << "  " << T << " acc = lanes[0];\n";
-    b << ind << "  for (int l = 1; l < " << W << "; ++l) acc = " << combine(s.reduce, "acc", "lanes[l]") << ";\n";
-    b << ind << "  " << r << "_0 = acc;\n";
+    // The lanes folded pairwise (log2(W) vector steps; one after another, a row of a few hundred
+    // elements spent more time here than in its blocks).
+    b << ind << "  for (int w = " << W / 2 << "; w > 0; w /= 2)\n";
+    b << ind << "    for (int l = 0; l < w; ++l) lanes[l] = " << combine(s.reduce, "lanes[l]", "lanes[l + w]") << ";\n";
+    b << ind << "  " << r << "_0 = lanes[0];\n";
   }
   b << ind << "}\n";
   for (size_t part = 0; part < s.store_buffers.size(); ++part)
@@ -312,7 +314,8 @@ void collect_loads(const ExprPtr& e, std::vector<const Expr*>& out) {
 
 // A kernel that reduces (then maps each result: a cast, a division by the count), where the
 // elements are contiguous along the last kept dimension and not along the reduced one (a column
-// sum: a bias gradient, a mean over the batch). Row order would read one element per cache line;
+// sum: a bias gradient, a mean over the batch, a norm's weight gradient, whose per-row mean and
+// rstd do not vary along the columns). Row order would read one element per cache line;
 // these kernels run the reduction outside and keep a block of adjacent outputs' accumulators, so the
 // innermost loop walks memory contiguously.
 constexpr int kColumnBlock = 64;  // adjacent outputs per accumulator block: four cache lines of floats
@@ -330,7 +333,8 @@ bool is_column_reduction(const Kernel& k) {
   collect_loads(s.value, loads);
   bool column = false;
   for (const Expr* l : loads) {
-    if (!l->indirect.empty() || l->index.coefficient_of(lv) == 1) return false;
+    // Loads that do not vary along the columns (a per-row statistic) stay out of the way.
+    if (!l->indirect.empty() || (l->index.coefficient_of(lv) == 1 && l->index.coefficient_of(col) != 0)) return false;
     column |= l->index.coefficient_of(col) == 1;
   }
   // A symbolic column count is taken as wide: the code of runtime sizes must not depend on the
