@@ -56,19 +56,25 @@ bool init_torch_objects() {
   return true;
 }
 
-// numpy's scalar types (numpy.number, numpy.bool_), once numpy has been imported by someone:
-// immutable values like Python's own numbers. kiln never imports numpy itself.
+// numpy.<name> (a new reference, kept by the caller for the process), or null without an
+// error set when numpy has not been imported by anyone: kiln never imports numpy itself.
+static PyObject* numpy_attr(const char* attr) {
+  PyRef name = PyRef::steal(PyUnicode_FromString("numpy"));
+  PyRef mod = PyRef::steal(PyImport_GetModule(name.get()));
+  PyObject* r = mod ? PyObject_GetAttrString(mod.get(), attr) : nullptr;
+  if (!r) PyErr_Clear();
+  return r;
+}
+
+// numpy's scalar types (numpy.number, numpy.bool_): immutable values like Python's own numbers.
 bool is_numpy_scalar(PyObject* o) {
   if (std::strncmp(Py_TYPE(o)->tp_name, "numpy.", 6) != 0) return false;
   static PyObject* number = nullptr;
   static PyObject* boolean = nullptr;
-  if (!number) {
-    PyRef name = PyRef::steal(PyUnicode_FromString("numpy"));
-    PyRef mod = PyRef::steal(PyImport_GetModule(name.get()));
-    if (!mod) { PyErr_Clear(); return false; }
-    number = PyObject_GetAttrString(mod.get(), "number");  // kept for the process
-    boolean = PyObject_GetAttrString(mod.get(), "bool_");
-    if (!number || !boolean) { PyErr_Clear(); number = boolean = nullptr; return false; }
+  if (!number || !boolean) {
+    if (!number) number = numpy_attr("number");
+    if (!boolean) boolean = numpy_attr("bool_");
+    if (!number || !boolean) return false;
   }
   return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(number)) || PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(boolean));
 }
@@ -76,13 +82,7 @@ bool is_numpy_scalar(PyObject* o) {
 bool is_numpy_array(PyObject* o) {
   if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") != 0) return false;
   static PyObject* ndarray = nullptr;
-  if (!ndarray) {
-    PyRef name = PyRef::steal(PyUnicode_FromString("numpy"));
-    PyRef mod = PyRef::steal(PyImport_GetModule(name.get()));
-    if (!mod) { PyErr_Clear(); return false; }
-    ndarray = PyObject_GetAttrString(mod.get(), "ndarray");  // kept for the process
-    if (!ndarray) { PyErr_Clear(); return false; }
-  }
+  if (!ndarray && !(ndarray = numpy_attr("ndarray"))) return false;
   return reinterpret_cast<PyObject*>(Py_TYPE(o)) == ndarray;
 }
 
