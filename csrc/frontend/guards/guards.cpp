@@ -1,6 +1,8 @@
 // Guard tree construction, evaluation, failure reporting and printing.
 #include "frontend/guards/guards.h"
 
+#include <cstring>
+
 #include "support/str_builder.h"
 
 namespace kiln::frontend {
@@ -14,20 +16,23 @@ struct GuardTree::Node {
 GuardTree::GuardTree() : root_(std::make_unique<Node>()) {}
 GuardTree::~GuardTree() = default;
 
-bool NdarrayFacts::read(PyObject* o, NdarrayFacts* out, std::vector<int64_t>* shape, std::vector<int64_t>* strides) {
+bool BufferLayout::read(PyObject* o) {
   Py_buffer view;
   if (PyObject_GetBuffer(o, &view, PyBUF_RECORDS) != 0) {
     PyErr_Clear();
     return false;
   }
-  bool ok = view.itemsize > 0;
-  out->format = view.format ? view.format : "B";
-  out->itemsize = view.itemsize;
-  shape->assign(view.shape, view.shape + view.ndim);
-  strides->resize(view.ndim);
-  for (int i = 0; ok && i < view.ndim; ++i) {
-    ok = view.strides[i] % view.itemsize == 0;
-    (*strides)[i] = view.strides[i] / (ok ? view.itemsize : 1);
+  const char* f = view.format ? view.format : "B";
+  bool ok = view.itemsize > 0 && view.ndim <= kMaxDims && std::strlen(f) < sizeof format;
+  if (ok) {
+    std::strcpy(format, f);
+    itemsize = view.itemsize;
+    ndim = view.ndim;
+  }
+  for (int i = 0; ok && i < ndim; ++i) {
+    shape[i] = view.shape[i];
+    ok = view.strides[i] % itemsize == 0;
+    strides[i] = view.strides[i] / itemsize;
   }
   PyBuffer_Release(&view);
   return ok;
@@ -39,24 +44,23 @@ static bool ndarray_matches(PyObject* v, const GuardLeaf& l, SymbolBinding* bind
     if (why) *why = std::string("expected a numpy.ndarray, actual ") + Py_TYPE(v)->tp_name;
     return false;
   }
-  NdarrayFacts now;
-  std::vector<int64_t> shape, strides;
-  if (!NdarrayFacts::read(v, &now, &shape, &strides)) {
+  BufferLayout now;
+  if (!now.read(v)) {
     if (why) *why = "expected a writable array";
     return false;
   }
-  if (now.format != l.array.format || now.itemsize != l.array.itemsize) {
+  if (l.array.format != now.format || now.itemsize != l.array.itemsize) {
     if (why) *why = "expected element format '" + l.array.format + "', actual '" + now.format + "'";
     return false;
   }
   SymbolBinding local;
-  if (probe_layout_matches(shape.data(), strides.data(), shape.size(), l.tensor, binding ? binding : &local)) return true;
+  if (probe_layout_matches(now.shape, now.strides, now.ndim, l.tensor, binding ? binding : &local)) return true;
   if (why) {
     support::StrBuilder b;
     b << "expected " << probe_describe(l.tensor) << ", actual shape (";
-    for (size_t i = 0; i < shape.size(); ++i) b << (i ? ", " : "") << shape[i];
+    for (int i = 0; i < now.ndim; ++i) b << (i ? ", " : "") << now.shape[i];
     b << ") strides (";
-    for (size_t i = 0; i < strides.size(); ++i) b << (i ? ", " : "") << strides[i];
+    for (int i = 0; i < now.ndim; ++i) b << (i ? ", " : "") << now.strides[i];
     b << ")";
     *why = b.str();
   }

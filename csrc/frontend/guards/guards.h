@@ -15,13 +15,22 @@
 namespace kiln::frontend {
 
 // A numpy array handed to the frame (the graph takes it as a tensor sharing its memory,
-// torch.from_numpy): its buffer's element format, and its shape and strides in elements.
+// torch.from_numpy): its buffer's element format; its shape and strides are the tensor facts'.
 struct NdarrayFacts {
   std::string format;  // the buffer's struct format: "f", "d", "q", "?"...
   Py_ssize_t itemsize = 0;
-  // Reads `o`'s buffer (writable and strided, strides whole elements); false, no exception set,
-  // when it exports no such buffer.
-  static bool read(PyObject* o, NdarrayFacts* out, std::vector<int64_t>* shape, std::vector<int64_t>* strides);
+};
+
+// An object's writable, strided buffer as its guard reads it on every call: without allocating,
+// strides in whole elements.
+struct BufferLayout {
+  static constexpr int kMaxDims = 64;  // numpy's own limit
+  char format[16];
+  Py_ssize_t itemsize = 0;
+  int ndim = 0;
+  int64_t shape[kMaxDims], strides[kMaxDims];
+  // False, no exception set, when `o` exports no such buffer (or one past these limits).
+  bool read(PyObject* o);
 };
 
 struct GuardLeaf {

@@ -489,12 +489,10 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
   }
   // numpy arrays enter the graph as tensors sharing their memory (their guards checked the buffer).
   std::vector<PyRef> from_numpy;
-  if (!e.numpy_inputs.empty()) {
-    for (int i : e.numpy_inputs) {
-      from_numpy.push_back(PyRef::steal(PyObject_CallOneArg(g_torch.from_numpy, argv[i])));
-      if (!from_numpy.back()) return nullptr;
-      argv[i] = from_numpy.back().get();
-    }
+  for (int i : e.numpy_inputs) {
+    from_numpy.push_back(PyRef::steal(PyObject_CallOneArg(g_torch.from_numpy, argv[i])));
+    if (!from_numpy.back()) return nullptr;
+    argv[i] = from_numpy.back().get();
   }
   // A graph that writes its inputs: if it raises, the frame may rerun eagerly only when no input
   // was written yet (their version counters tell; an in-place op that raised may count as a write).

@@ -495,9 +495,10 @@ VarPtr Interpreter::ndarray_input(PyObject* o, const SourcePtr& src) {
   if (src->kind == Source::kConstant || !is_numpy_array(o)) return nullptr;
   GuardLeaf leaf{GuardLeaf::kNdarray};
   leaf.obj = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o)));
-  std::vector<int64_t> shape, strides;
+  BufferLayout buffer;
   PyRef dt = PyRef::steal(PyObject_GetAttrString(o, "dtype"));
-  if (!dt || numpy_dtype_name(dt.get()).empty() || !NdarrayFacts::read(o, &leaf.array, &shape, &strides)) { PyErr_Clear(); return nullptr; }
+  if (!dt || numpy_dtype_name(dt.get()).empty() || !buffer.read(o)) { PyErr_Clear(); return nullptr; }
+  leaf.array = {buffer.format, buffer.itemsize};
   PyRef t = PyRef::steal(PyObject_CallOneArg(g_torch.from_numpy, o));
   if (!t) { PyErr_Clear(); return nullptr; }
   // Its sizes and strides follow the tensor's (automatic dynamic included): the guard checks the
