@@ -4,6 +4,7 @@ torch.compile (Inductor).
 
     python bench/models.py                                   # every case, eager + kiln + inductor
     python bench/models.py --cases bert,llama_decode --compilers kiln --iters 10
+    python bench/models.py --shapes --compilers kiln        # each case at ten batch sizes and lengths in turn
     python bench/models.py --list                            # the cases and their families
     python bench/models.py --json out.json
 
@@ -64,8 +65,16 @@ def case(name, family):
 
 # ---------------------------------------------------------------- inputs
 
-B, S = 2, 24          # batch, sequence length of the text cases
+B, S = 2, 24          # batch, sequence length of the text cases (--shapes changes them between calls)
 VOCAB = 256
+# --shapes: ten (batch, sequence length) pairs a case is called with in turn, the way a server sees
+# batches of different lengths; the first is the default shape. Vision cases vary the batch only.
+SHAPES = [(2, 24), (2, 16), (2, 31), (1, 9), (2, 40), (3, 24), (2, 13), (1, 33), (2, 20), (4, 27)]
+
+
+def _row_lengths(b, seq):
+    """Real-token counts of a padded batch: the first row full, each later one 7 tokens shorter."""
+    return [max(1, seq - 7 * i) for i in range(b)]
 
 
 def _padded_mask(lengths, seq, left=False):
@@ -79,15 +88,17 @@ def _padded_mask(lengths, seq, left=False):
     return m
 
 
-def _text_inputs(seq=S, left=False, vocab=VOCAB, token_type=False):
+def _text_inputs(seq=None, left=False, vocab=VOCAB, token_type=False):
+    """Inputs of the current batch B and length (seq, else S), both read at call time."""
     def make():
-        ids = torch.randint(3, vocab, (B, seq))
-        mask = _padded_mask([seq, seq - 7], seq, left=left)  # the second row is padded
+        n = seq or S
+        ids = torch.randint(3, vocab, (B, n))
+        mask = _padded_mask(_row_lengths(B, n), n, left=left)  # rows after the first are padded
         ids = ids.masked_fill(mask == 0, 0)
         d = dict(input_ids=ids, attention_mask=mask)
         if token_type:
-            tt = torch.zeros(B, seq, dtype=torch.long)
-            tt[:, seq // 2:] = 1
+            tt = torch.zeros(B, n, dtype=torch.long)
+            tt[:, n // 2:] = 1
             d["token_type_ids"] = tt
         return d
     return make
@@ -205,9 +216,9 @@ def phi():
 DECODE_STEPS = 4
 
 
-def _decode_inputs(prompt=16):
+def _decode_inputs():
     def make():
-        d = _text_inputs(seq=prompt, left=True)()
+        d = _text_inputs(seq=max(4, S - 8), left=True)()  # a 16-token prompt at the default S
         d["next_tokens"] = torch.randint(3, VOCAB, (B, DECODE_STEPS))
         return d
     return make
@@ -225,7 +236,7 @@ def _decode_run(model, inputs):
     past = out.past_key_values
     for t in range(DECODE_STEPS):
         tok = inputs["next_tokens"][:, t:t + 1]
-        mask = torch.cat([mask, mask.new_ones(B, 1)], dim=1)
+        mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
         pos = mask.sum(-1, keepdim=True) - 1
         n = mask.shape[1]
         out = model(input_ids=tok, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True,
@@ -249,10 +260,10 @@ def gpt2_decode():
 
 # ---------------------------------------------------------------- encoder-decoder
 
-def _seq2seq_inputs(dec_len=12):
+def _seq2seq_inputs():
     def make():
         d = _text_inputs()()
-        d["decoder_input_ids"] = torch.randint(3, VOCAB, (B, dec_len))
+        d["decoder_input_ids"] = torch.randint(3, VOCAB, (B, S // 2))
         return d
     return make
 
@@ -318,8 +329,9 @@ def wav2vec2():
                 feat_proj_dropout=0.0, layerdrop=0.0, mask_time_prob=0.0, vocab_size=32)
 
     def make():
-        wav = torch.randn(B, 1600)
-        mask = _padded_mask([1600, 1200], 1600)
+        n = S * 1600 // 24  # 1600 samples at the default S
+        wav = torch.randn(B, n)
+        mask = _padded_mask([n] + [n - n // 4 - 8 * i for i in range(B - 1)], n)  # 1600, 1200 at B=2
         return dict(input_values=wav * mask, attention_mask=mask)
     return model, make, _forward
 
@@ -333,7 +345,7 @@ def whisper():
                 attention_dropout=0.0, activation_dropout=0.0, use_cache=False)
 
     def make():
-        return dict(input_features=torch.randn(B, 16, 64), decoder_input_ids=torch.randint(3, VOCAB, (B, 8)))
+        return dict(input_features=torch.randn(B, 16, 64), decoder_input_ids=torch.randint(3, VOCAB, (B, S // 3)))
     return model, make, _forward
 
 
@@ -527,6 +539,67 @@ def child(a):
         print("RESULT " + json.dumps(r), flush=True)
 
 
+def child_shapes(a):
+    """--shapes: the case called at each (batch, length) of SHAPES in turn. first_s is the first pass
+    over all of them (what compiling for every shape costs); ms is one whole pass, steady."""
+    global B, S
+    torch.set_num_threads(a.threads)
+    sys.path.insert(0, ROOT)
+    model, make_inputs, run = build(a.case)
+    torch.manual_seed(1)
+    default = B, S
+    inputs = []
+    for B, S in SHAPES:
+        inputs.append(make_inputs())
+    B, S = default
+
+    def step(m, inp):
+        with torch.no_grad():
+            return run(m, inp)
+
+    def one_pass(m):
+        t0 = time.perf_counter()
+        for inp in inputs:
+            step(m, inp)
+        return (time.perf_counter() - t0) * 1e3
+
+    t0 = time.perf_counter()
+    refs = [step(model, inp) for inp in inputs]
+    base = dict(case=a.case, family=CASES[a.case][0], shapes=len(SHAPES))
+    results = [dict(base, compiler="eager", first_s=round(time.perf_counter() - t0, 3))]
+    for comp in a.compilers.split(","):
+        rec = dict(base, compiler=comp)
+        try:
+            _prime(comp)
+            compiled = _compile(comp, model)
+            t0 = time.perf_counter()
+            outs = [step(compiled, inp) for inp in inputs]
+            rec["first_s"] = round(time.perf_counter() - t0, 3)
+            ok, err = True, 0.0
+            for out, ref in zip(outs, refs):
+                m, e = compare(out, ref)
+                ok, err = ok and m, max(err, e)
+            rec.update(match=ok, maxerr=float(f"{err:.3g}"))
+            one_pass(model), one_pass(compiled)
+            graphs_before = _compiler_stats(comp)["graphs"]
+            te, tc = [], []
+            for _ in range(a.iters):
+                te.append(one_pass(model))
+                tc.append(one_pass(compiled))
+            em, cm = statistics.median(te), statistics.median(tc)
+            rec.update(eager_ms=round(em, 3), ms=round(cm, 3), speedup=round(em / cm, 3),
+                       late_graphs=_compiler_stats(comp)["graphs"] - graphs_before)
+        except Exception as e:  # noqa: BLE001
+            rec["error"] = _err(e)
+        try:
+            rec.update(_compiler_stats(comp))
+        except Exception as e:  # noqa: BLE001
+            rec.setdefault("error", "stats: " + _err(e))
+        results.append(rec)
+    for r in results:
+        print("RESULT " + json.dumps(r), flush=True)
+
+
 # ---------------------------------------------------------------- parent
 
 def run_case(a, name):
@@ -540,7 +613,7 @@ def run_case(a, name):
 
 def _run_child(a, name, env):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--case", name, "--compilers", a.compilers,
-           "--iters", str(a.iters), "--threads", str(a.threads)]
+           "--iters", str(a.iters), "--threads", str(a.threads)] + (["--shapes"] if a.shapes else [])
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)
     except subprocess.TimeoutExpired as e:
@@ -597,12 +670,15 @@ def main():
     p.add_argument("--json", default=None, help="write every row to this file")
     p.add_argument("--keep-cache", action="store_true",
                    help="use the usual kiln/Inductor cache directories (default: a fresh, empty one per case)")
+    p.add_argument("--shapes", action="store_true",
+                   help="call each case at ten (batch, length) pairs in turn (SHAPES); first_s is the first pass "
+                        "over all of them, ms one steady pass")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--case", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
-        return child(a)
+        return child_shapes(a) if a.shapes else child(a)
     if a.list:
         for n, (fam, _) in CASES.items():
             print(f"{n:24s} {fam}")

@@ -39,8 +39,8 @@ bool probe_read(PyObject* o, TensorFacts* f) {
   return true;
 }
 
-// Sizes and strides against the facts. Dynamic dimensions: sizes bind symbols (>= 2: sizes 0
-// and 1 are specialised), then strides must equal their expressions under the binding.
+// Sizes and strides against the facts. Dynamic dimensions: sizes bind symbols (in the symbol range:
+// sizes 0 and 1 are specialised), then strides must equal their expressions under the binding.
 bool probe_layout_matches(const int64_t* sz, const int64_t* st, size_t ndim, const TensorFacts& f, SymbolBinding* b) {
   if (ndim != f.sizes.size()) return false;
   if (f.size_symbol.empty()) {
@@ -58,7 +58,7 @@ bool probe_layout_matches(const int64_t* sz, const int64_t* st, size_t ndim, con
       if (sz[i] != f.sizes[i]) return false;
       continue;
     }
-    if (sz[i] < 2) return false;
+    if (!sym::in_symbol_range(sz[i])) return false;
     uint64_t bit = uint64_t{1} << s;
     if (b->bound & bit) {
       if (b->values[s] != sz[i]) return false;

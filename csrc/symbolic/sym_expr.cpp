@@ -162,7 +162,7 @@ int64_t sat_mul(int64_t a, int64_t b) {
 
 std::pair<int64_t, int64_t> atom_bounds(const Node& a) {
   switch (a.kind) {
-    case Node::kSymbol: return {2, kInf};
+    case Node::kSymbol: return {kMinSymbolValue, kMaxSymbolValue};
     case Node::kFloorDiv: {
       if (!a.args[1].is_constant() || a.args[1].constant_value() <= 0) break;
       int64_t c = a.args[1].constant_value();
@@ -183,8 +183,16 @@ std::pair<int64_t, int64_t> atom_bounds(const Node& a) {
 }
 
 Expr make_cmp(Cmp op, Expr e) {
-  // Canonical sign for (in)equality: the first term's coefficient positive.
-  if ((op == Cmp::kEq || op == Cmp::kNe) && !e.node().terms.empty() && e.node().terms[0].coef < 0) e = -e;
+  // Canonical sign for (in)equality: the first term's coefficient positive (not when negating would
+  // overflow: the form is then merely not canonical).
+  auto negatable = [](const Node& p) {
+    if (p.constant == INT64_MIN) return false;
+    for (const auto& t : p.terms) if (t.coef == INT64_MIN) return false;
+    return true;
+  };
+  if ((op == Cmp::kEq || op == Cmp::kNe) && !e.node().terms.empty() && e.node().terms[0].coef < 0 &&
+      negatable(e.node()))
+    e = -e;
   if (e.is_constant()) {
     int64_t v = e.constant_value();
     return make_bool(op == Cmp::kEq ? v == 0 : op == Cmp::kNe ? v != 0 : v >= 0);
@@ -199,8 +207,14 @@ Expr make_cmp(Cmp op, Expr e) {
     if (t.coef > 0) lhs[t.key] = t;
     else { Term u = t; u.coef = checked_mul(t.coef, -1); rhs[u.key] = u; }
   }
+  // The right side's constant is -c, which for c = INT64_MIN (`size - 1 == sys.maxsize`, asked by
+  // slicing) fits only unsigned: rendered from its magnitude.
   int64_t c = e.node().constant;
-  std::string l = make_poly(c > 0 ? c : 0, lhs).str(), r = make_poly(c < 0 ? checked_mul(c, -1) : 0, rhs).str();
+  std::string l = make_poly(c > 0 ? c : 0, lhs).str(), r = make_poly(0, rhs).str();
+  if (c < 0) {
+    std::string mag = std::to_string(0 - static_cast<uint64_t>(c));
+    r = rhs.empty() ? mag : r + " + " + mag;
+  }
   n->key = l + (op == Cmp::kEq ? " == " : op == Cmp::kNe ? " != " : " >= ") + r;
   return Expr(n);
 }
@@ -411,12 +425,32 @@ Expr min(const Expr& a, const Expr& b) {
 
 // ---------------------------------------------------------------- booleans
 
+// The comparison's truth when the operands' bounds alone decide it. Every value is an int64, so an
+// unbounded side's sentinel (INT64_MIN / INT64_MAX) is still a true bound.
+static std::optional<bool> decided_by_bounds(Cmp op, const Expr& a, const Expr& b) {
+  auto [alo, ahi] = bounds(a);
+  auto [blo, bhi] = bounds(b);
+  switch (op) {
+    case Cmp::kLe: if (ahi <= blo) return true; if (alo > bhi) return false; break;
+    case Cmp::kLt: if (ahi < blo) return true; if (alo >= bhi) return false; break;
+    case Cmp::kGe: if (alo >= bhi) return true; if (ahi < blo) return false; break;
+    case Cmp::kGt: if (alo > bhi) return true; if (ahi <= blo) return false; break;
+    case Cmp::kEq: case Cmp::kNe:
+      if (ahi < blo || alo > bhi) return op == Cmp::kNe;
+      break;
+  }
+  return std::nullopt;
+}
+
 Expr compare(Cmp op, const Expr& a, const Expr& b) {
   if (a.is_bool() || b.is_bool()) {
     if (op != Cmp::kEq && op != Cmp::kNe) throw std::invalid_argument("ordering comparison of booleans");
     Expr eq = logical_or(logical_and(a, b), logical_and(logical_not(a), logical_not(b)));
     return op == Cmp::kEq ? eq : logical_not(eq);
   }
+  // First from the bounds: a slice's end of INT64_MAX against a size `s0//5 - 1` is decided there,
+  // where forming the difference (constant INT64_MIN, then negated) would overflow.
+  if (auto known_answer = decided_by_bounds(op, a, b)) return make_bool(*known_answer);
   Expr d = a - b;
   switch (op) {
     case Cmp::kEq: case Cmp::kNe: case Cmp::kGe: return make_cmp(op, d);

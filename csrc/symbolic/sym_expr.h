@@ -6,7 +6,8 @@
 // of atoms, where an atom is a size symbol (s0, s1...) or an opaque floor division, modulo, max or
 // min of other expressions. Canonical form makes `64*s0 == s0*64` structural, folds
 // `(4*s0 + 2)//2` to `2*s0 + 1`, and lets comparisons that follow from symbols being sizes
-// (every symbol is >= 2: sizes 0 and 1 are specialised) be decided without a guard.
+// (every symbol is in [2, 2^62]: sizes 0 and 1 are specialised, and a bound far below INT64_MAX lets
+// comparisons with slicing's INT64_MAX ends be decided) be decided without a guard.
 // Boolean expressions (comparisons, and, or, not) are used for guards.
 #pragma once
 #include <cstdint>
@@ -18,6 +19,12 @@
 namespace kiln::sym {
 
 struct Node;
+
+// The values a size symbol may stand for; a call whose size or int lies outside fails the guard
+// binding it (and runs a specialised entry instead).
+constexpr int64_t kMinSymbolValue = 2;
+constexpr int64_t kMaxSymbolValue = int64_t{1} << 62;
+inline bool in_symbol_range(int64_t v) { return v >= kMinSymbolValue && v <= kMaxSymbolValue; }
 
 class Expr {
  public:
@@ -61,10 +68,10 @@ Expr logical_and(const Expr& a, const Expr& b);
 Expr logical_or(const Expr& a, const Expr& b);
 Expr logical_not(const Expr& a);
 
-// The truth of a boolean expression when it follows from its form and every symbol being >= 2,
-// with no symbol's value needed; nullopt when it depends on the values.
+// The truth of a boolean expression when it follows from its form and every symbol being in
+// [kMinSymbolValue, kMaxSymbolValue], with no symbol's value needed; nullopt when it depends on the values.
 std::optional<bool> known(const Expr& b);
-// Inclusive bounds of an integer expression over symbols >= 2 (INT64_MIN / INT64_MAX: unbounded).
+// Inclusive bounds of an integer expression over symbols in that range (INT64_MIN / INT64_MAX: unbounded).
 std::pair<int64_t, int64_t> bounds(const Expr& e);
 
 // Python floor division and modulo on int64 (divisor != 0).

@@ -28,14 +28,43 @@ TEST(SymExpr, CanonicalPolynomials) {
 // throws instead, and what stays in range keeps working.
 TEST(SymExpr, ArithmeticNearTheInt64LimitsThrowsRatherThanOverflows) {
   Expr s0 = Expr::symbol(0);
-  EXPECT_THROW(compare(Cmp::kEq, s0, c(INT64_MIN)), std::overflow_error);
   EXPECT_THROW(c(INT64_MAX) + c(1), std::overflow_error);
   EXPECT_THROW(s0 * c(INT64_MAX) * c(2), std::overflow_error);
   EXPECT_EQ((s0 - c(INT64_MAX)).str(), "s0 - 9223372036854775807");
   EXPECT_EQ((c(INT64_MIN) + s0).str(), "s0 - 9223372036854775808");
-  EXPECT_THROW(compare(Cmp::kEq, c(INT64_MIN) + s0, c(0)), std::overflow_error);  // rendered as s0 == 2^63
+  // Not decided by the bounds (a product of symbols is unbounded above); `<` negates the
+  // difference s0*s1 + INT64_MIN.
+  EXPECT_THROW(compare(Cmp::kLt, s0 * Expr::symbol(1) - c(1), c(INT64_MAX)), std::overflow_error);
   const int64_t big[] = {INT64_MAX};
   EXPECT_THROW((s0 + c(1)).eval(big), std::overflow_error);
+}
+
+// Comparisons the operands' bounds decide never form the difference, so they cannot overflow:
+// wav2vec2's `arange(n)[:, None]` with n = (s0 - 10)//5 + 1 = (s0//5) - 1 asks `n <= INT64_MAX`
+// (PyTorch's full-slice check), whose difference has the constant INT64_MIN, negated by `<=`.
+TEST(SymExpr, ComparisonsWithInt64LimitsDecidedByBounds) {
+  Expr s0 = Expr::symbol(0);
+  Expr n = floordiv(s0 - c(10), c(5)) + c(1);
+  EXPECT_EQ(n.str(), "(s0//5) - 1");
+  EXPECT_EQ(known(compare(Cmp::kLe, n, c(INT64_MAX))), true);
+  EXPECT_EQ(known(compare(Cmp::kGe, c(INT64_MAX), n)), true);
+  // PyTorch's slice decomposition asks `end == sys.maxsize` of wav2vec2's `h[:, :, :-1]`: decided
+  // because symbols are at most 2^62. Undecided, the difference's constant INT64_MIN is rendered
+  // on the right unsigned.
+  EXPECT_EQ(known(compare(Cmp::kEq, n, c(INT64_MAX))), false);
+  Expr s1 = Expr::symbol(1);
+  Expr eq = compare(Cmp::kEq, s0 * s1 - c(1), c(INT64_MAX));
+  EXPECT_FALSE(known(eq).has_value());
+  EXPECT_EQ(eq.str(), "s0*s1 == 9223372036854775808");
+  const int64_t vals[] = {100, 3};
+  EXPECT_EQ(eq.eval(vals), 0);
+  EXPECT_EQ(known(compare(Cmp::kEq, s0, c(INT64_MIN))), false);
+  EXPECT_EQ(known(compare(Cmp::kNe, s0, c(INT64_MIN))), true);
+  EXPECT_EQ(known(compare(Cmp::kEq, c(INT64_MIN) + s0, c(0))), false);
+  EXPECT_EQ(known(compare(Cmp::kLe, s0, c(int64_t{1} << 62))), true);
+  EXPECT_FALSE(known(compare(Cmp::kLt, s0, c(int64_t{1} << 62))).has_value());
+  EXPECT_EQ(known(compare(Cmp::kLt, c(INT64_MIN), s0)), true);
+  EXPECT_EQ(known(compare(Cmp::kGt, s0, c(1))), true);
 }
 
 TEST(SymExpr, FloorDivAndModSimplify) {

@@ -324,3 +324,32 @@ def test_training_on_several_lengths_keeps_one_graph_and_compiles_each_length():
     statuses = [c["training"] for c in s["codegen"]]
     assert all(t.startswith("compiled forward and backward") for t in statuses), statuses
     assert "size signatures" in statuses[-1], statuses
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_full_slice_of_a_conv_output_length_is_captured(backend):
+    # wav2vec2 at a second audio length broke here: its mask builds `arange(n)[:, None, None, None]`
+    # with n = (L - 10)//5 + 1, and PyTorch's full-slice check asks n <= INT64_MAX, whose difference
+    # overflowed the symbolic form ("symbolic size arithmetic overflows int64", a graph break).
+    # Its positional conv then drops the last frame, `h[:, :, :-1]`, and the slice decomposition
+    # asks `n == sys.maxsize`, whose form has the constant INT64_MIN on the right.
+    def fn(x, w):
+        n = (x.shape[-1] - 10) // 5 + 1
+        h = F.conv1d(x[:, None], w, stride=5)[:, :, :-1]
+        return torch.arange(n)[:, None, None, None].float().sum() + h.sum()
+    w = torch.randn(3, 1, 10)
+    s = run_sizes(fn, lambda n: (torch.randn(2, n), w), [1600, 1066, 2066, 37, 41], backend=backend)
+    assert s["graph_breaks"] == 0, s["breaks"]
+    assert s["graphs"] == 2, s["graphs"]
+
+
+def test_ints_past_the_symbol_range_specialise():
+    # Symbols stand for values in [2, 2^62] (what lets `end == sys.maxsize` be decided); an int past
+    # that range fails the symbol's guard and runs a specialised entry, with the right value.
+    def fn(x, n):
+        return x + n % 7, n // 3
+    compiled = kiln.compile(fn, dynamic=True)
+    x = torch.randn(3)
+    for n in [5, 9, 2 ** 62, 2 ** 62 + 5, 2 ** 63 - 1, 11]:
+        assert_same(compiled(x, n), fn(x, n))
+    assert kiln.stats()["graphs"] == 3  # symbolic, then 2^62 + 5 and 2^63 - 1 each specialised

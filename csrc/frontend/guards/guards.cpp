@@ -90,7 +90,7 @@ bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
       if (!binding || !PyLong_CheckExact(v)) return false;
       int overflow = 0;
       long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-      if (overflow || x < 2) { PyErr_Clear(); return false; }
+      if (overflow || !sym::in_symbol_range(x)) { PyErr_Clear(); return false; }
       uint64_t bit = uint64_t{1} << length;
       if (binding->bound & bit) return binding->values[length] == x;
       binding->values[length] = x;

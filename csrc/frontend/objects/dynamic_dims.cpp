@@ -1,6 +1,8 @@
 // Choosing symbolic dimensions (see dynamic_dims.h).
 #include "frontend/objects/dynamic_dims.h"
 
+#include "symbolic/sym_expr.h"
+
 namespace kiln::frontend {
 
 // The dimensions named by a tensor attribute holding a set/list of ints (mark_dynamic's format).
@@ -48,14 +50,14 @@ uint64_t choose_dynamic_dims(PyObject* t, const std::string& source, const std::
   mask |= marked(t, "_dynamo_dynamic_indices", rank);
   mask &= ~marked(t, "_dynamo_static_indices", rank);
   for (size_t d = 0; d < rank; ++d)
-    if (sizes[d] < 2) mask &= ~(uint64_t{1} << d);
+    if (!sym::in_symbol_range(sizes[d])) mask &= ~(uint64_t{1} << d);
   return mask;
 }
 
 bool choose_dynamic_int(const std::string& source, int64_t value, DynamicPolicy policy, SizeHistory* history,
                         std::vector<std::string>* changes) {
   if (policy == DynamicPolicy::kStatic) return false;
-  if (policy == DynamicPolicy::kAll) return value >= 2;
+  if (policy == DynamicPolicy::kAll) return sym::in_symbol_range(value);
   if (!history) return false;
   // 0 and 1 are recorded too: a counter that goes 0, 1, 2 (a loop variable handed to a resume
   // function) is dynamic from 2 on, its first value past the specialised ones, not from 3.
@@ -65,7 +67,7 @@ bool choose_dynamic_int(const std::string& source, int64_t value, DynamicPolicy 
     if (changes) changes->push_back(source + " (an int): " + std::to_string(e.sizes[0]) + " -> " + std::to_string(value));
   }
   e.sizes = {value};
-  return value >= 2 && (e.dynamic & 1);
+  return sym::in_symbol_range(value) && (e.dynamic & 1);
 }
 
 }  // namespace kiln::frontend
