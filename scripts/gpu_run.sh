@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One lease call on a lent GPU machine, in stages chosen by GPU_STAGES (comma list, in order):
 #   build     kiln._C only (no C++ tests), against the PyTorch there
-#   tests     tests/python/test_cuda.py and test_fast_meta.py
+#   tests     tests/python/test_cuda*.py and test_fast_meta.py
 #   profile   scripts/gpu_profile.py for each of GPU_PROFILE_CASES (default nanogpt), inductor beside kiln and eager
 #   train     scripts/gpu_train_breakdown.py for each of GPU_TRAIN_CASES (host time of a training step, kiln's pieces)
 #   layout    scripts/gpu_layout_probe.py (ResNet-18 eager in NCHW and channels-last)
@@ -40,7 +40,7 @@ for stage in ${GPU_STAGES//,/ }; do
         note "build: FAILED"; grep -E 'error' "$OUT/build.log" | head -30 | tee -a "$S"; exit 1
       fi ;;
     tests)
-      timeout ${GPU_T_tests:-240} "$PY" -m pytest -q -rfE -p no:cacheprovider tests/python/test_cuda.py tests/python/test_fast_meta.py > "$OUT/tests.log" 2>&1
+      timeout ${GPU_T_tests:-240} "$PY" -m pytest -q -rfE -p no:cacheprovider tests/python/test_cuda*.py tests/python/test_fast_meta.py > "$OUT/tests.log" 2>&1
       note "tests: exit $?: $(tail -1 "$OUT/tests.log")"; grep -E '^(FAILED|ERROR)' "$OUT/tests.log" | head -20 | tee -a "$S" ;;
     profile)  # GPU_PROFILE_CASES: comma list; a case written case:noind leaves inductor out
       for pc in $(echo "${GPU_PROFILE_CASES:-nanogpt}" | tr , " "); do
