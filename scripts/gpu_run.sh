@@ -13,6 +13,7 @@
 #   robreak   scripts/gpu_ro_breakdown.py (where a reduce-overhead call's time goes)
 #   overhead  scripts/gpu_overhead.py (per-call overhead of a tiny CUDA graph, each mode)
 #   bw        scripts/gpu_bandwidth.py (achieved bandwidth of the memory-bound cases vs a copy)
+#   sizes     scripts/gpu_sizes.py (runtime sizes: how dyn_seq/decode_kv graphs serve their shapes, ms per shape)
 # Each stage has its own time limit (GPU_T_<stage> seconds); logs go under $OUT, a summary last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -79,6 +80,9 @@ for stage in ${GPU_STAGES//,/ }; do
     bw)
       timeout ${GPU_T_bw:-150} "$PY" scripts/gpu_bandwidth.py > "$OUT/bw.log" 2>&1
       note "bandwidth: exit $?"; grep -v Warn "$OUT/bw.log" | tail -6 | cut -c1-250 | tee -a "$S" ;;
+    sizes)
+      timeout ${GPU_T_sizes:-150} "$PY" scripts/gpu_sizes.py ${GPU_SIZES_CASES:-} > "$OUT/sizes.log" 2>&1
+      note "sizes: exit $?"; grep -v Warn "$OUT/sizes.log" | tail -30 | cut -c1-300 | tee -a "$S" ;;
     ro)
       timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
       note "reduce-overhead: exit $?"; tail -7 "$OUT/ro.log" | tee -a "$S" ;;
