@@ -128,3 +128,17 @@ def test_growing_kv_cache():
                     torch.randn(b, h, 1, hd, device=DEV), torch.randn(b, h, 1, hd, device=DEV))
     run_sizes(step, mk, sizes, rounds=1, rtol=1e-3, atol=1e-4)
     assert_few_builds(sized_graph(), served=len(sizes) - 8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_few_rows_with_a_bulk_copy_split_over_blocks(dtype):
+    # A decoding step's kernel: the layer norm of 8 tokens fused with a key cache's concatenation
+    # (a row split over many blocks that each recompute its statistics), at several cache lengths.
+    def fn(x, w, cache, k):
+        return F.layer_norm(x, (x.shape[-1],), w, w), torch.cat([cache, k], 2)
+    w = torch.randn(2048, device=DEV).to(dtype)
+    sizes = [64, 65, 66, 67, 100, 1, 129]
+    mk = lambda n: (torch.randn(8, 2048, device=DEV).to(dtype), w, torch.randn(8, 16, n, 128, device=DEV).to(dtype),  # noqa: E731
+                    torch.randn(8, 16, 1, 128, device=DEV).to(dtype))
+    tol = {} if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    run_sizes(fn, mk, sizes, **tol)

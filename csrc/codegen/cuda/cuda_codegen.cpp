@@ -146,6 +146,7 @@ class KernelWriter {
     else if (widest <= 16 || (column && (rows_symbolic || rows_ >= 4096))) s = Strategy::kRowPerThread;
     else if (widest <= 1024) s = Strategy::kRowPerWarp;
     else s = Strategy::kRowPerBlock;
+    if (config_.strategy < 0 && (split_ = row_split()) > 1) s = Strategy::kRowPerBlock;
     strategy_ = s;
     if (s == Strategy::kRowPerThread) {
       width_ = 1;
@@ -161,10 +162,52 @@ class KernelWriter {
       int64_t b = 128;
       while (!widest_symbolic && b < 1024 && b * 16 < widest) b *= 2;
       if (widest_symbolic) b = 256;
+      if (split_ > 1) b = 256;
       block_ = config_.block ? config_.block : static_cast<int>(b);
       width_ = block_;
-      launch_ = {static_cast<unsigned>(rows_), static_cast<unsigned>(block_)};
+      launch_ = {static_cast<unsigned>(rows_ * split_), static_cast<unsigned>(block_)};
     }
+  }
+
+  // Few rows, each with a bulk pointwise stage next to small reductions (a decoding step: the
+  // layer norm of 8 tokens fused with the copy of a 30 MB key cache into its concatenation): one
+  // block per row would leave most of the GPU idle. Each row then gets S blocks that all compute
+  // the row's reductions (small) and share its pointwise stages (block `part` takes every S-th
+  // group). Only where no stage reads what the kernel writes (blocks of a row do not synchronize)
+  // and the row count is a literal. Returns S (1: no split).
+  int row_split() const {
+    constexpr int64_t kTargetBlocks = 512;
+    if (any_symbolic(k_.outer_sizes) || rows_ <= 0 || rows_ * 4 > kTargetBlocks) return 1;
+    std::set<int> written;
+    for (const Stage& st : k_.stages)
+      for (int w : stage_outputs(st)) written.insert(w);
+    bool reads_written = false, bulk = false;
+    for (const Stage& st : k_.stages)
+      for_each_node(st.value, [&](const Expr& e) {
+        if (e.kind == Expr::kLoad && written.count(e.buffer)) reads_written = true;
+      });
+    if (reads_written) return 1;
+    // A stage's size: (symbolic factors, literal product) of its inner sizes.
+    auto size_of = [](const Stage& st) {
+      int sym = 0;
+      int64_t lit = 1;
+      for (const int64_t& n : st.inner_sizes) is_symbolic(n) ? ++sym : lit *= n;
+      return std::make_pair(sym, lit);
+    };
+    for (const Stage& pw : k_.stages) {
+      if (pw.kind != Stage::kPointwise) continue;
+      const auto [ps, pl] = size_of(pw);
+      if (ps == 0 && pl < 65536) continue;
+      bool larger = true;
+      for (const Stage& r : k_.stages) {
+        if (r.kind != Stage::kReduction) continue;
+        const auto [rs, rl] = size_of(r);
+        larger = larger && (ps > rs || (ps == rs && pl >= 64 * rl));
+      }
+      bulk = bulk || larger;
+    }
+    if (!bulk) return 1;
+    return static_cast<int>(std::min<int64_t>(64, (kTargetBlocks + rows_ - 1) / rows_));
   }
 
   void emit_body(StrBuilder& b) {
@@ -196,7 +239,12 @@ class KernelWriter {
         lane_ = "lane";
         break;
       default:
-        b << "  const " << IT_ << " row = blockIdx.x;\n";
+        if (split_ > 1) {
+          b << "  const " << IT_ << " row = blockIdx.x / " << split_ << ";\n";
+          b << "  const int part = blockIdx.x % " << split_ << ";  // this block's share of the row's pointwise stages\n";
+        } else {
+          b << "  const " << IT_ << " row = blockIdx.x;\n";
+        }
         b << "  const int lane = threadIdx.x;\n";
         lane_ = "lane";
     }
@@ -206,7 +254,7 @@ class KernelWriter {
     // L2 between stages, and the registers cost occupancy (pointwise_ln, 4096 floats a row, on an
     // H100: 0.19 ms with the cache, 0.155 without; softmax of 8192-float rows: the same either
     // way). Autotuning still tries it (an explicit row_per_block configuration).
-    const bool cache = config_.row_cache && (strategy_ != Strategy::kRowPerBlock || config_.strategy >= 0);
+    const bool cache = config_.row_cache && split_ == 1 && (strategy_ != Strategy::kRowPerBlock || config_.strategy >= 0);
     if (cache) plan_row_cache(b);
     std::set<int> written;
     for (const Stage& s : k_.stages) {
@@ -219,7 +267,11 @@ class KernelWriter {
       if (s.kind == Stage::kPointwise) {
         b << "  {\n";
         const int V = stage_vector_width(s, n_outer_, n_outer_ + static_cast<int>(s.inner_sizes.size()));
-        emit_space_loop(b, "    ", s, n_outer_, lane_, std::to_string(width_), V, pointwise_work(s));
+        if (split_ > 1)
+          emit_space_loop(b, "    ", s, n_outer_, "(" + lane_ + " + part * " + std::to_string(width_) + ")", std::to_string(width_ * split_), V,
+                          pointwise_work(s));
+        else
+          emit_space_loop(b, "    ", s, n_outer_, lane_, std::to_string(width_), V, pointwise_work(s));
         b << "  }\n";
       } else {
         emit_reduction(b, s);
@@ -664,6 +716,7 @@ class KernelWriter {
   int64_t rows_ = 1;
   Strategy strategy_ = Strategy::kPointwise;
   int width_ = 1, block_ = 256;
+  int split_ = 1;  // blocks per row (row_split)
   std::string lane_ = "0";
   CudaLaunch launch_;
   int vector_width_ = 1;
