@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One lease call on a lent GPU machine, in stages chosen by GPU_STAGES (comma list, in order):
 #   build     kiln._C only (no C++ tests), against the PyTorch there
-#   tests     tests/python/test_cuda.py and test_fast_meta.py
+#   tests     tests/python/test_cuda*.py and test_fast_meta.py
 #   profile   scripts/gpu_profile.py for each of GPU_PROFILE_CASES (default nanogpt), inductor beside kiln and eager
 #   train     scripts/gpu_train_breakdown.py for each of GPU_TRAIN_CASES (host time of a training step, kiln's pieces)
 #   layout    scripts/gpu_layout_probe.py (ResNet-18 eager in NCHW and channels-last)
@@ -13,6 +13,7 @@
 #   robreak   scripts/gpu_ro_breakdown.py (where a reduce-overhead call's time goes)
 #   overhead  scripts/gpu_overhead.py (per-call overhead of a tiny CUDA graph, each mode)
 #   bw        scripts/gpu_bandwidth.py (achieved bandwidth of the memory-bound cases vs a copy)
+#   sizes     scripts/gpu_sizes.py (runtime sizes: how dyn_seq/decode_kv graphs serve their shapes, ms per shape)
 # Each stage has its own time limit (GPU_T_<stage> seconds); logs go under $OUT, a summary last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +41,7 @@ for stage in ${GPU_STAGES//,/ }; do
         note "build: FAILED"; grep -E 'error' "$OUT/build.log" | head -30 | tee -a "$S"; exit 1
       fi ;;
     tests)
-      timeout ${GPU_T_tests:-240} "$PY" -m pytest -q -rfE -p no:cacheprovider tests/python/test_cuda.py tests/python/test_fast_meta.py > "$OUT/tests.log" 2>&1
+      timeout ${GPU_T_tests:-240} "$PY" -m pytest -q -rfE -p no:cacheprovider tests/python/test_cuda*.py tests/python/test_fast_meta.py > "$OUT/tests.log" 2>&1
       note "tests: exit $?: $(tail -1 "$OUT/tests.log")"; grep -E '^(FAILED|ERROR)' "$OUT/tests.log" | head -20 | tee -a "$S" ;;
     profile)  # GPU_PROFILE_CASES: comma list; a case written case:noind leaves inductor out
       for pc in $(echo "${GPU_PROFILE_CASES:-nanogpt}" | tr , " "); do
@@ -79,6 +80,9 @@ for stage in ${GPU_STAGES//,/ }; do
     bw)
       timeout ${GPU_T_bw:-150} "$PY" scripts/gpu_bandwidth.py > "$OUT/bw.log" 2>&1
       note "bandwidth: exit $?"; grep -v Warn "$OUT/bw.log" | tail -6 | cut -c1-250 | tee -a "$S" ;;
+    sizes)
+      timeout ${GPU_T_sizes:-150} "$PY" scripts/gpu_sizes.py ${GPU_SIZES_CASES:-} > "$OUT/sizes.log" 2>&1
+      note "sizes: exit $?"; grep -v Warn "$OUT/sizes.log" | tail -30 | cut -c1-300 | tee -a "$S" ;;
     ro)
       timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
       note "reduce-overhead: exit $?"; tail -7 "$OUT/ro.log" | tee -a "$S" ;;

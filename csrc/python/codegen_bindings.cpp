@@ -480,7 +480,7 @@ class CodegenGraph {
   std::optional<py::object> runtime_sizes(const std::vector<int64_t>& sig, const std::vector<at::Tensor>& inputs, const IntArgs& ints,
                                           py::args args) {
     if (sizes_off_ || rejected_.count(sig)) return std::nullopt;
-    if (state_ != kReady || !graph_ || graph_->on_cuda() || !same_layout(inputs, ints)) return std::nullopt;
+    if (state_ != kReady || !graph_ || !same_layout(inputs, ints)) return std::nullopt;
     Building guard(building_);
     bridge::TraceResult tr;
     try {
@@ -515,7 +515,10 @@ class CodegenGraph {
         size_status_ = "runtime sizes " + sizes_text(sym) + ": specialised (" + why + "); " + served_text();
         return result;
       }
-      add_sized(sig, std::move(tr), std::move(prog), sym);
+      if (!add_sized(sig, std::move(tr), std::move(prog), sym, &why)) {
+        rejected_.emplace(sig, 1);
+        size_status_ = "runtime sizes " + sizes_text(sym) + ": specialised (" + why + "); " + served_text();
+      }
       return result;
     }
     samples_.push_back({sig, dims, std::move(tr), std::move(prog)});
@@ -578,6 +581,15 @@ class CodegenGraph {
     std::vector<int> members;
     for (const Member& m : *group)
       if (m.sample >= 0) members.push_back(m.sample);
+    // The kernels are generated from the member whose sizes have the most factors of two (the
+    // last of equals): CUDA's vector accesses over a runtime-size stride are generated where the
+    // sample allows them, and serve the sizes that allow them too.
+    auto twos = [&](int i) {
+      int least = 64;
+      for (int64_t v : symbols_of(samples_[i].dims)) least = std::min(least, v > 0 ? __builtin_ctzll(static_cast<unsigned long long>(v)) : 64);
+      return least;
+    };
+    if (graph_->on_cuda()) std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return twos(a) < twos(b); });
     auto t0 = std::chrono::steady_clock::now();
     Sample& last = samples_.at(members.back());
     runtime::BuildResult r;
@@ -598,14 +610,16 @@ class CodegenGraph {
       Sample& s = samples_[i];
       if (static_cast<int>(i) == members.back()) continue;
       if (std::find(members.begin(), members.end(), static_cast<int>(i)) == members.end()) rejected_.emplace(s.sig, 1);
-      else add_sized(s.sig, std::move(s.trace), std::move(s.prog), symbols_of(s.dims));
+      else if (std::string why; !add_sized(s.sig, std::move(s.trace), std::move(s.prog), symbols_of(s.dims), &why)) rejected_.emplace(s.sig, 1);
     }
     samples_.clear();
     size_status_ = served_text();
     if (!on_compiled_.is_none()) on_compiled_(this);
   }
 
-  void add_sized(const std::vector<int64_t>& sig, bridge::TraceResult tr, ir::Program prog, std::vector<int64_t> sym) {
+  // False (`why` set) where the shared CUDA kernels do not serve this program's sizes
+  // (CompiledGraph::share_kernels): it is then specialised.
+  bool add_sized(const std::vector<int64_t>& sig, bridge::TraceResult tr, ir::Program prog, std::vector<int64_t> sym, std::string* why) {
     // Each size keeps its program and extern-call arguments: a graph called at ever new sizes (a
     // cache growing forever) forgets the oldest, which is checked again if it comes back.
     constexpr size_t kMaxSizes = 512;
@@ -614,10 +628,18 @@ class CodegenGraph {
       sized_order_.pop_front();
     }
     auto g = std::make_shared<runtime::CompiledGraph>(std::move(tr), std::move(prog));
-    g->share_kernels(*sized_base_, std::move(sym));
+    if (sized_base_->on_cuda()) {
+      auto spelling = ir::spell_ints(*template_, ir::program_ints(g->program()), why);  // the program's own fields
+      if (!spelling) return false;
+      const codegen::CudaSizes sizes{std::move(*spelling), template_->num_symbols};
+      if (!g->share_kernels(*sized_base_, std::move(sym), &sizes, why)) return false;
+    } else {
+      g->share_kernels(*sized_base_, std::move(sym));
+    }
     sized_[sig] = std::move(g);
     sized_order_.push_back(sig);
     size_status_ = served_text();
+    return true;
   }
   std::string sizes_text(const std::vector<int64_t>& sym) const {
     std::string s;
@@ -683,10 +705,9 @@ class CodegenGraph {
     return variants_.back().second->call(args);
   }
 
-  // How many size signatures get kernels of their own. CUDA kernels never take sizes at run time
-  // (a CPU graph's runtime-size kernels serve most sizes), and an NVRTC build is cheap next to a
-  // C++ compile: CUDA graphs get four times the option's number (a server's 16 sequence
-  // lengths all compiled rather than half of them op by op).
+  // How many size signatures get kernels of their own. An NVRTC build is cheap next to a C++
+  // compile: CUDA graphs get four times the option's number (sizes the runtime-size kernels do
+  // not serve, such as odd lengths where vector code differs, still compile rather than run op by op).
   int variant_limit() const { return opts_.cuda_device >= 0 ? 4 * max_variants_ : max_variants_; }
 
   py::object fall_back(const std::string& why, py::args args) {

@@ -90,10 +90,26 @@ bool CompiledGraph::load(const std::string& library, std::string* error) {
   return true;
 }
 
-void CompiledGraph::share_kernels(const CompiledGraph& base, std::vector<int64_t> symbols) {
+bool CompiledGraph::share_kernels(const CompiledGraph& base, std::vector<int64_t> symbols, const codegen::CudaSizes* sizes, std::string* why) {
+#ifdef KILN_WITH_CUDA
+  if (base.cuda_) {
+    std::string reason;
+    if (!sizes) reason = "CUDA kernels are shared only with this program's size spelling";
+    auto launches = sizes ? codegen::cuda_sized_launches(base.cuda_->defaults(), program_, *sizes, &reason) : std::nullopt;
+    if (!launches) {
+      if (why) *why = reason;
+      return false;
+    }
+    sized_launches_ = std::move(*launches);
+    use_cuda(base.cuda_, base.cuda_->device());
+  }
+#else
+  (void)sizes, (void)why;
+#endif
   handle_ = base.handle_;
   kernels_ = base.kernels_;
   symbols_ = std::move(symbols);
+  return true;
 }
 
 void CompiledGraph::use_cuda(std::shared_ptr<CudaKernels> kernels, int device) {
@@ -233,8 +249,14 @@ std::vector<at::Tensor> CompiledGraph::run_steps(const std::vector<at::Tensor>& 
       if (cuda_) {
 #ifdef KILN_WITH_CUDA
         int* err = device_error.defined() ? device_error.data_ptr<int>() : nullptr;
-        if (tuning) cuda_->tune(s.kernel, ptrs.data(), err);
-        else cuda_->launch(s.kernel, ptrs.data(), err);
+        if (tuning) {
+          cuda_->tune(s.kernel, ptrs.data(), err);
+        } else if (symbols_.empty()) {
+          cuda_->launch(s.kernel, ptrs.data(), err);
+        } else {
+          const CudaKernels::Sizes sizes{symbols_.data(), sized_launches_.empty() ? nullptr : sized_launches_.data()};
+          cuda_->launch(s.kernel, ptrs.data(), err, &sizes);
+        }
 #endif
       } else {
         kernels_[s.kernel](ptrs.data());

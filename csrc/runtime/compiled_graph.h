@@ -55,7 +55,13 @@ class CompiledGraph {
   // Runs `base`'s kernels, generated for runtime sizes (ir/size_template.h), with these values of
   // their size symbols: this graph's program is the template's at those values (checked by the
   // caller), so only its buffers, extern calls and the symbols differ from `base`.
-  void share_kernels(const CompiledGraph& base, std::vector<int64_t> symbols);
+  //
+  // CUDA kernels also depend on decisions made from the sizes (vector accesses, launch sizes):
+  // `sizes` (this program's spelling of the template) generates them again for this program, and
+  // share_kernels returns false with `why` set where they are not the kernels `base` runs
+  // (codegen::cuda_sized_launches); the caller then builds this program on its own.
+  bool share_kernels(const CompiledGraph& base, std::vector<int64_t> symbols, const codegen::CudaSizes* sizes = nullptr,
+                     std::string* why = nullptr);
   void set_size_symbols(std::vector<int64_t> symbols) { symbols_ = std::move(symbols); }
   const std::vector<int64_t>& size_symbols() const { return symbols_; }
   // With `device_flag` (CUDA graphs being captured: no host sync allowed), the kernels' error
@@ -86,6 +92,7 @@ class CompiledGraph {
   std::vector<int> donee_;                                // per buffer: who takes its memory, or -1
   std::vector<bool> input_on_cpu_;                        // per graph input: traced on the CPU
   std::vector<int64_t> symbols_;                          // size symbols the kernels read (runtime sizes)
+  std::vector<codegen::CudaSizedLaunch> sized_launches_;  // CUDA kernels shared at other sizes: per kernel, how it runs here
   // Extern view operators (view, t, transpose, expand...) whose result stays inside the graph are
   // made directly as an alias of their input's storage with the traced sizes and strides (no
   // dispatcher call: a NanoGPT layer has about ten of them around its matmuls).

@@ -89,27 +89,59 @@ std::shared_ptr<CudaKernels> CudaKernels::load(const std::vector<std::string>& c
   return k;
 }
 
-int CudaKernels::launch_variant(const Variant& v, void* const* ptrs, int* err, void* stream) const {
+std::vector<codegen::CudaKernel> CudaKernels::defaults() const {
+  std::vector<codegen::CudaKernel> out;
+  for (const auto& vs : variants_) out.push_back(vs[0].kernel);
+  return out;
+}
+
+int CudaKernels::launch_variant(const Variant& v, void* const* ptrs, int* err, void* stream, const int64_t* symbols,
+                                const codegen::CudaSizedLaunch* sized) const {
   const codegen::CudaKernel& kernel = v.kernel;
-  bool aligned = true;
+  bool aligned = kernel.vector_width == 1 || !sized || sized->vector;
   for (int b : kernel.aligned) aligned = aligned && reinterpret_cast<uintptr_t>(ptrs[b]) % 16 == 0;
   const bool vector = kernel.vector_width == 1 || aligned;
   void* f = vector ? v.function : v.scalar;
-  const codegen::CudaLaunch& l = vector ? kernel.launch : kernel.scalar_launch;
-  // Each argument is the address of a pointer value.
-  std::vector<void*> values(kernel.params.size() + 1);
-  std::vector<void*> args(values.size());
+  if (!(sized ? (vector ? sized->launch : sized->scalar_launch) : vector ? kernel.launch : kernel.scalar_launch).grid) return 0;  // no rows
+  const codegen::CudaLaunch& l = sized ? (vector ? sized->launch : sized->scalar_launch) : vector ? kernel.launch : kernel.scalar_launch;
+  // Each argument is the address of its value: the buffers' pointers, the error flag, then the
+  // size symbols in the kernel's index type.
+  constexpr size_t kMaxArgs = 64;
+  const size_t nargs = kernel.params.size() + 1 + static_cast<size_t>(kernel.symbols);
+  void* small_values[kMaxArgs];
+  void* small_args[kMaxArgs];
+  int small_sym32[kMaxArgs];
+  std::vector<void*> big_values, big_args;
+  std::vector<int> big_sym32;
+  void** values = small_values;
+  void** args = small_args;
+  int* sym32 = small_sym32;
+  if (nargs > kMaxArgs) {
+    big_values.resize(nargs), big_args.resize(nargs), big_sym32.resize(nargs);
+    values = big_values.data(), args = big_args.data(), sym32 = big_sym32.data();
+  }
   for (size_t i = 0; i < kernel.params.size(); ++i) values[i] = ptrs[kernel.params[i]];
-  values.back() = err;
-  for (size_t i = 0; i < values.size(); ++i) args[i] = &values[i];
+  values[kernel.params.size()] = err;
+  for (size_t i = 0; i <= kernel.params.size(); ++i) args[i] = &values[i];
+  for (int s = 0; s < kernel.symbols; ++s) {
+    const size_t a = kernel.params.size() + 1 + static_cast<size_t>(s);
+    if (kernel.index32) {
+      sym32[s] = static_cast<int>(symbols[s]);
+      args[a] = &sym32[s];
+    } else {
+      args[a] = const_cast<int64_t*>(&symbols[s]);
+    }
+  }
   const CudaApi& nv = *cuda_api(nullptr);  // loaded: the kernels were
-  return nv.cuLaunchKernel(f, l.grid, 1, 1, l.block, 1, 1, 0, stream, args.data(), nullptr);
+  return nv.cuLaunchKernel(f, l.grid, 1, 1, l.block, 1, 1, 0, stream, args, nullptr);
 }
 
-void CudaKernels::launch(int k, void* const* ptrs, int* err) const {
+void CudaKernels::launch(int k, void* const* ptrs, int* err, const Sizes* sizes) const {
   const Variant& v = variants_[k][choice_[k]];
   void* stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
-  if (int r = launch_variant(v, ptrs, err, stream); r != 0)
+  if (v.kernel.symbols && (!sizes || !sizes->symbols)) throw std::runtime_error("kernel " + v.kernel.name + " needs its size symbols");
+  const codegen::CudaSizedLaunch* sized = sizes && sizes->launches ? &sizes->launches[k] : nullptr;
+  if (int r = launch_variant(v, ptrs, err, stream, sizes ? sizes->symbols : nullptr, sized); r != 0)
     throw std::runtime_error("launching " + v.kernel.name + ": " + cu_error(*cuda_api(nullptr), r));
 }
 

@@ -20,7 +20,15 @@ class CudaKernels {
   // parameters are taken from the graph's buffer table `ptrs`, then the error flag `err` (device
   // memory, or null when no kernel checks anything). The scalar twin runs when a vectorized
   // buffer is not 16-byte aligned. Throws std::runtime_error when the launch fails.
-  void launch(int k, void* const* ptrs, int* err) const;
+  //
+  // Kernels for runtime sizes (CudaKernel::symbols) also take the size symbols' values and, for
+  // a program at other sizes than the one they were generated from, its launch per kernel
+  // (codegen::cuda_sized_launches; null: the kernel's own).
+  struct Sizes {
+    const int64_t* symbols = nullptr;
+    const codegen::CudaSizedLaunch* launches = nullptr;  // per kernel
+  };
+  void launch(int k, void* const* ptrs, int* err, const Sizes* sizes = nullptr) const;
   // Autotuning: times every configuration of kernel `k` on these buffers (CUDA events, on the
   // current stream), keeps the fastest and returns its index (0: the default). The kernel's
   // outputs hold its result afterwards, as after launch(). Each configuration is timed in
@@ -38,6 +46,8 @@ class CudaKernels {
   bool checks() const { return checks_; }
   int device() const { return device_; }
   const std::string& name(int k) const { return variants_[k][0].kernel.name; }
+  // The kernels in their default configuration (what cuda_sized_launches compares against).
+  std::vector<codegen::CudaKernel> defaults() const;
   // Where the tuned choices are kept (empty: not autotuned), and whether they are still to be found.
   std::string tune_path;
   bool needs_tuning = false;
@@ -49,7 +59,8 @@ class CudaKernels {
     void* scalar = nullptr;
     std::string config;
   };
-  int launch_variant(const Variant& v, void* const* ptrs, int* err, void* stream) const;
+  int launch_variant(const Variant& v, void* const* ptrs, int* err, void* stream, const int64_t* symbols = nullptr,
+                     const codegen::CudaSizedLaunch* sized = nullptr) const;
   std::vector<std::vector<Variant>> variants_;  // per kernel: the default, then the alternatives
   std::vector<int> choice_;
   std::vector<void*> modules_;  // CUmodule, never unloaded (kernels may outlive the graph)

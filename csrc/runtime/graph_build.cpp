@@ -68,10 +68,11 @@ void move_scalar_constants(bridge::TraceResult& trace, int device) {
 #ifdef KILN_WITH_CUDA
 // Generates CUDA for the program, compiles it with NVRTC (or loads the cubin from the cache) and
 // loads it on the device.
+// With `sizes`, the kernels are generated for runtime sizes (codegen::generate_cuda).
 std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program prog, int device, const BuildOptions& opts,
-                                          BuildResult& r) {
+                                          BuildResult& r, const codegen::CudaSizes* sizes = nullptr) {
   auto t1 = std::chrono::steady_clock::now();
-  codegen::CudaModule m = codegen::generate_cuda(prog, opts.autotune);
+  codegen::CudaModule m = codegen::generate_cuda(prog, opts.autotune && !sizes, sizes);
   r.source = "// ---- CUDA source (after kiln's CUDA prefix header); launches:\n";
   for (const auto& k : m.kernels) r.source += "//   " + codegen::launch_string(k) + "\n";
   r.source += m.source.substr(codegen::cuda_prefix_header().size());
@@ -128,7 +129,7 @@ std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program
   std::string err;
   auto kernels = CudaKernels::load(cubins, unit_of, std::move(m.kernels), device, &err);
   if (!kernels) throw std::runtime_error(err);
-  if (opts.autotune) {
+  if (opts.autotune && !sizes) {
     // The choices of an earlier process, kept beside the cubins, keyed by the source (with its
     // alternatives) and the architecture.
     kernels->tune_path = dir + "/" + hex(fnv1a(m.source + "\n// tune sm_" + std::to_string(arch))) + ".tune";
@@ -192,10 +193,20 @@ void build_cpu(bridge::TraceResult trace, ir::Program prog, const codegen::SizeS
 
 }  // namespace
 
-ir::Program lower_graph(const bridge::TraceResult& trace, const BuildOptions& opts) {
-  if (graph_cuda_device(trace, opts) >= 0) throw std::runtime_error("runtime sizes are generated for CPU graphs only");
+ir::Program lower_graph(bridge::TraceResult& trace, const BuildOptions& opts) {
+  const int device = graph_cuda_device(trace, opts);
+#ifndef KILN_WITH_CUDA
+  if (device >= 0) throw std::runtime_error("kiln was built without CUDA support (its PyTorch has no CUDA, or CUDA's headers were not found)");
+#endif
+  if (device >= 0) {
+    move_scalar_constants(trace, device);
+    if (!opts.extern_only)
+      for (const codegen::EpilogueFusion& f : codegen::fuse_matmul_epilogues(trace.graph))
+        trace.node_args.at(static_cast<size_t>(f.node)).push_back(c10::IValue(f.use_gelu));
+  }
   lowering::LoweringOptions lo;
   lo.fuse = opts.fuse;
+  lo.cuda = device >= 0;
   lo.extern_only = opts.extern_only;
   ir::Program prog = lowering::Lowerer(trace.graph, lo).run();
   schedule::plan_memory(prog);
@@ -206,15 +217,23 @@ BuildResult build_for_sizes(bridge::TraceResult trace, ir::Program prog, const i
                             const BuildOptions& opts) {
   BuildResult r;
   try {
-    if (graph_cuda_device(trace, opts) >= 0) throw std::runtime_error("runtime sizes are generated for CPU graphs only");
+    const int device = graph_cuda_device(trace, opts);
     const ir::ProgramInts ints = ir::program_ints(prog);
     std::string why;
     if (!ir::matches(tmpl, ints, symbols, &why)) throw std::runtime_error("the program is not the template's: " + why);
     auto spelling = ir::spell_ints(tmpl, ints, &why);
     if (!spelling) throw std::runtime_error(why);
-    codegen::SizeSymbols sizes{std::move(*spelling), tmpl.num_symbols};
-    if (prog.kernels.empty()) r.graph = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
-    else build_cpu(std::move(trace), std::move(prog), &sizes, opts, r);
+    if (prog.kernels.empty()) {
+      r.graph = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+    } else if (device >= 0) {
+#ifdef KILN_WITH_CUDA
+      codegen::CudaSizes sizes{std::move(*spelling), tmpl.num_symbols};
+      r.graph = build_cuda(std::move(trace), std::move(prog), device, opts, r, &sizes);
+#endif
+    } else {
+      codegen::SizeSymbols sizes{std::move(*spelling), tmpl.num_symbols};
+      build_cpu(std::move(trace), std::move(prog), &sizes, opts, r);
+    }
     r.graph->set_size_symbols(std::move(symbols));
   } catch (const std::exception& e) {
     r.graph.reset();
@@ -226,7 +245,11 @@ BuildResult build_for_sizes(bridge::TraceResult trace, ir::Program prog, const i
 BuildResult build_lowered(bridge::TraceResult trace, ir::Program prog, const BuildOptions& opts) {
   BuildResult r;
   try {
+    const int device = prog.kernels.empty() ? -1 : graph_cuda_device(trace, opts);
     if (prog.kernels.empty()) r.graph = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+#ifdef KILN_WITH_CUDA
+    else if (device >= 0) r.graph = build_cuda(std::move(trace), std::move(prog), device, opts, r);
+#endif
     else build_cpu(std::move(trace), std::move(prog), nullptr, opts, r);
   } catch (const std::exception& e) {
     r.graph.reset();
@@ -260,21 +283,7 @@ BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts) {
   try {
     auto t0 = std::chrono::steady_clock::now();
     const int device = graph_cuda_device(trace, opts);
-#ifndef KILN_WITH_CUDA
-    if (device >= 0) throw std::runtime_error("kiln was built without CUDA support (its PyTorch has no CUDA, or CUDA's headers were not found)");
-#endif
-    if (device >= 0) {
-      move_scalar_constants(trace, device);
-      if (!opts.extern_only)
-        for (const codegen::EpilogueFusion& f : codegen::fuse_matmul_epilogues(trace.graph))
-          trace.node_args.at(static_cast<size_t>(f.node)).push_back(c10::IValue(f.use_gelu));
-    }
-    lowering::LoweringOptions lo;
-    lo.fuse = opts.fuse;
-    lo.cuda = device >= 0;
-    lo.extern_only = opts.extern_only;
-    ir::Program prog = lowering::Lowerer(trace.graph, lo).run();
-    schedule::plan_memory(prog);
+    ir::Program prog = lower_graph(trace, opts);
     r.timings.push_back({"lower", since(t0)});
     if (prog.kernels.empty()) {  // nothing to generate: the program is its ATen calls
       r.graph = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));

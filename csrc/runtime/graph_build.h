@@ -40,14 +40,16 @@ struct BuildResult {
 
 BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts);
 
-// The program build_graph generates code for: a traced CPU graph lowered, its memory planned.
-ir::Program lower_graph(const bridge::TraceResult& trace, const BuildOptions& opts);
-// build_graph's code generation and compilation for a CPU program lowered from `trace` that is
+// The program build_graph generates code for: a traced graph lowered, its memory planned. A CUDA
+// graph's trace is first prepared for its device (scalar constants moved there, matmul
+// epilogues fused), so `trace` must be the one the program is built with.
+ir::Program lower_graph(bridge::TraceResult& trace, const BuildOptions& opts);
+// build_graph's code generation and compilation for a program (CPU or CUDA) lowered from `trace` that is
 // one sample of `tmpl` (ir/size_template.h), at size symbols `symbols`: its kernels are generated
 // for runtime sizes, so other graphs at other sizes can share them (CompiledGraph::share_kernels).
 BuildResult build_for_sizes(bridge::TraceResult trace, ir::Program prog, const ir::SizeTemplate& tmpl, std::vector<int64_t> symbols,
                             const BuildOptions& opts);
-// build_graph for a CPU program already lowered from `trace` (lower_graph).
+// build_graph for a program already lowered from `trace` (lower_graph).
 BuildResult build_lowered(bridge::TraceResult trace, ir::Program prog, const BuildOptions& opts);
 
 // Size templates in the kernel cache, keyed by the program's shape, with the caller's note (where

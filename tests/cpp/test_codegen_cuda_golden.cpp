@@ -77,6 +77,17 @@ return %3
 %5, %6, %7 = aten::native_layer_norm(%4, normalized_shape=[768], weight=%2, bias=%3, eps=1e-05) : bf16[64, 768]{768, 1}@device, f32[64, 1]{1, 1}@device, f32[64, 1]{1, 1}@device
 return %5
 )"},
+    // A decoding step's shape: the layer norm of 8 tokens fused with the concatenation of a key
+    // cache (133k elements a row): 8 rows split over many blocks, each recomputing its row's
+    // statistics and taking a share of the copy.
+    {"few_rows_bulk_pointwise_split", R"(%0 = input 0 : bf16[8, 2048]{2048, 1}@device
+%1 = input 1 : bf16[8, 16, 64, 128]{131072, 8192, 128, 1}@device
+%2 = input 2 : bf16[8, 16, 1, 128]{2048, 128, 128, 1}@device
+%3 = input 3 : bf16[2048]{1}@device
+%4, %5, %6 = aten::native_layer_norm(%0, normalized_shape=[2048], weight=%3, bias=%3, eps=1e-05) : bf16[8, 2048]{2048, 1}@device, f32[8, 1]{1, 1}@device, f32[8, 1]{1, 1}@device
+%7 = aten::cat([%1, %2], dim=2) : bf16[8, 16, 65, 128]{133120, 8320, 128, 1}@device
+return %4, %7
+)"},
     {"full_sum_max_int", R"(%0 = input 0 : i32[37, 5]{5, 1}@device
 %1 = aten::sum(%0, dtype=None) : i64[]{}@device
 %2 = aten::amax(%0, dim=[1], keepdim=False) : i32[37]{1}@device

@@ -548,9 +548,10 @@ def test_convolutions_run_channels_last():
         assert strides[1] == 1, line
 
 
-def test_cuda_graphs_specialise_more_sizes_than_the_option():
-    """CUDA kernels never take sizes at run time, so each size signature gets its own build: up to
-    four times KILN_SIZE_SPECIALIZATIONS (here 2, so 8) before calls run op by op."""
+def test_cuda_graphs_serve_other_sizes_with_runtime_size_kernels():
+    """After the recompile with symbolic sizes, one CUDA kernel set built for runtime sizes serves
+    the later lengths (odd ones through the scalar twin), however small the option: a few sizes
+    (where the generated code differs) get their own build."""
     kiln.reset()
     kiln._options.set("size_specializations", 2)
     try:
@@ -564,5 +565,4 @@ def test_cuda_graphs_specialise_more_sizes_than_the_option():
     s = kiln.stats()
     assert s["graphs"] == 2 and s["recompiles"] == 1, s
     dynamic = s["codegen"][1]
-    # The symbolic graph's first size (6), then 8 more of 7..15 with kernels of their own.
-    assert dynamic["status"] == "compiled" and dynamic["specializations"] == 8, s["codegen"]
+    assert dynamic["status"] == "compiled" and dynamic["size_builds"] == 1 and dynamic["specializations"] <= 2, s["codegen"]

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "codegen/common/op_spelling.h"
@@ -51,13 +52,14 @@ struct ElementWork {
 
 class KernelWriter {
  public:
-  KernelWriter(const Program& p, const Kernel& k, bool allow_vectors, const CudaConfig& config = {})
-      : p_(p), k_(k), allow_vectors_(allow_vectors && config.vectors), config_(config), n_outer_(static_cast<int>(k.outer_sizes.size())) {}
+  KernelWriter(const Program& p, const Kernel& k, bool allow_vectors, const CudaConfig& config = {}, int symbols = 0)
+      : p_(p), k_(k), allow_vectors_(allow_vectors && config.vectors), config_(config), n_outer_(static_cast<int>(k.outer_sizes.size())),
+        symbols_(symbols) {}
 
   CudaKernel write(StrBuilder& b, const std::string& name) {
     CudaKernel info;
     info.name = name;
-    info.index32 = kernel_fits_int32(p_, k_);
+    info.index32 = !config_.index64 && kernel_fits_int32(p_, k_);
     IT_ = info.index32 ? "int" : "long long";
     rows_ = product(k_.outer_sizes);
     choose_strategy();
@@ -83,7 +85,14 @@ class KernelWriter {
       b << (written.count(u) ? "" : "const ") << ct << "* __restrict__ b" << u << ", ";
       info.params.push_back(u);
     }
-    b << "int* __restrict__ kiln_err) {\n" << body.str() << "}\n\n";
+    b << "int* __restrict__ kiln_err";
+    // Kernels for runtime sizes: the size symbols, in the index type (32-bit math holds them:
+    // every index of the kernel fits).
+    for (int i = 0; i < symbols_; ++i) b << ", const " << IT_ << " s" << i;
+    b << ") {\n";
+    for (int i = 0; i < symbols_; ++i) b << "  (void)s" << i << ";\n";
+    b << body.str() << "}\n\n";
+    info.symbols = symbols_;
 
     info.vector_width = vector_width_;
     info.aligned.assign(aligned_.begin(), aligned_.end());
@@ -95,10 +104,21 @@ class KernelWriter {
   void choose_strategy() {
     bool has_reduction = false;
     int64_t widest = 1;
+    // Runtime sizes: a symbolic row length or row count cannot choose the strategy (the code
+    // must be the same at every size); the length's literal factor does.
+    bool widest_symbolic = false;
+    int64_t widest_literal = 1;
     for (const Stage& s : k_.stages) {
       has_reduction = has_reduction || s.kind == Stage::kReduction;
       widest = std::max(widest, product(s.inner_sizes));
+      if (any_symbolic(s.inner_sizes)) {
+        widest_symbolic = true;
+        int64_t lit = 1;
+        for (const int64_t& n : s.inner_sizes) lit *= is_symbolic(n) ? 1 : n;
+        widest_literal = std::max(widest_literal, lit);
+      }
     }
+    const bool rows_symbolic = any_symbolic(k_.outer_sizes);
     if (!has_reduction) {
       strategy_ = Strategy::kPointwise;
       block_ = config_.block ? config_.block : kPointwiseBlock;
@@ -122,9 +142,11 @@ class KernelWriter {
     }
     Strategy s;
     if (config_.strategy >= 0) s = static_cast<Strategy>(config_.strategy);  // autotuning's choice
-    else if (widest <= 16 || (column && rows_ >= 4096)) s = Strategy::kRowPerThread;
+    else if (widest_symbolic) s = column && rows_symbolic ? Strategy::kRowPerThread : widest_literal >= 512 ? Strategy::kRowPerBlock : Strategy::kRowPerWarp;
+    else if (widest <= 16 || (column && (rows_symbolic || rows_ >= 4096))) s = Strategy::kRowPerThread;
     else if (widest <= 1024) s = Strategy::kRowPerWarp;
     else s = Strategy::kRowPerBlock;
+    if (config_.strategy < 0 && (split_ = row_split()) > 1) s = Strategy::kRowPerBlock;
     strategy_ = s;
     if (s == Strategy::kRowPerThread) {
       width_ = 1;
@@ -138,11 +160,54 @@ class KernelWriter {
     } else {
       // About 8 to 16 elements per thread for a vectorized row of floats.
       int64_t b = 128;
-      while (b < 1024 && b * 16 < widest) b *= 2;
+      while (!widest_symbolic && b < 1024 && b * 16 < widest) b *= 2;
+      if (widest_symbolic) b = 256;
+      if (split_ > 1) b = 256;
       block_ = config_.block ? config_.block : static_cast<int>(b);
       width_ = block_;
-      launch_ = {static_cast<unsigned>(rows_), static_cast<unsigned>(block_)};
+      launch_ = {static_cast<unsigned>(rows_ * split_), static_cast<unsigned>(block_)};
     }
+  }
+
+  // Few rows, each with a bulk pointwise stage next to small reductions (a decoding step: the
+  // layer norm of 8 tokens fused with the copy of a 30 MB key cache into its concatenation): one
+  // block per row would leave most of the GPU idle. Each row then gets S blocks that all compute
+  // the row's reductions (small) and share its pointwise stages (block `part` takes every S-th
+  // group). Only where no stage reads what the kernel writes (blocks of a row do not synchronize)
+  // and the row count is a literal. Returns S (1: no split).
+  int row_split() const {
+    constexpr int64_t kTargetBlocks = 512;
+    if (any_symbolic(k_.outer_sizes) || rows_ <= 0 || rows_ * 4 > kTargetBlocks) return 1;
+    std::set<int> written;
+    for (const Stage& st : k_.stages)
+      for (int w : stage_outputs(st)) written.insert(w);
+    bool reads_written = false, bulk = false;
+    for (const Stage& st : k_.stages)
+      for_each_node(st.value, [&](const Expr& e) {
+        if (e.kind == Expr::kLoad && written.count(e.buffer)) reads_written = true;
+      });
+    if (reads_written) return 1;
+    // A stage's size: (symbolic factors, literal product) of its inner sizes.
+    auto size_of = [](const Stage& st) {
+      int sym = 0;
+      int64_t lit = 1;
+      for (const int64_t& n : st.inner_sizes) is_symbolic(n) ? ++sym : lit *= n;
+      return std::make_pair(sym, lit);
+    };
+    for (const Stage& pw : k_.stages) {
+      if (pw.kind != Stage::kPointwise) continue;
+      const auto [ps, pl] = size_of(pw);
+      if (ps == 0 && pl < 65536) continue;
+      bool larger = true;
+      for (const Stage& r : k_.stages) {
+        if (r.kind != Stage::kReduction) continue;
+        const auto [rs, rl] = size_of(r);
+        larger = larger && (ps > rs || (ps == rs && pl >= 64 * rl));
+      }
+      bulk = bulk || larger;
+    }
+    if (!bulk) return 1;
+    return static_cast<int>(std::min<int64_t>(64, (kTargetBlocks + rows_ - 1) / rows_));
   }
 
   void emit_body(StrBuilder& b) {
@@ -174,17 +239,22 @@ class KernelWriter {
         lane_ = "lane";
         break;
       default:
-        b << "  const " << IT_ << " row = blockIdx.x;\n";
+        if (split_ > 1) {
+          b << "  const " << IT_ << " row = blockIdx.x / " << split_ << ";\n";
+          b << "  const int part = blockIdx.x % " << split_ << ";  // this block's share of the row's pointwise stages\n";
+        } else {
+          b << "  const " << IT_ << " row = blockIdx.x;\n";
+        }
         b << "  const int lane = threadIdx.x;\n";
         lane_ = "lane";
     }
-    b << "  if (row >= " << rows_ << ") return;\n";
+    b << "  if (row >= " << product_text(k_.outer_sizes) << ") return;\n";
     define_vars(b, "  ", "row", 0, n_outer_);
     // Rows of a block (over 1024 elements) keep the cache off by default: a block's row stays in
     // L2 between stages, and the registers cost occupancy (pointwise_ln, 4096 floats a row, on an
     // H100: 0.19 ms with the cache, 0.155 without; softmax of 8192-float rows: the same either
     // way). Autotuning still tries it (an explicit row_per_block configuration).
-    const bool cache = config_.row_cache && (strategy_ != Strategy::kRowPerBlock || config_.strategy >= 0);
+    const bool cache = config_.row_cache && split_ == 1 && (strategy_ != Strategy::kRowPerBlock || config_.strategy >= 0);
     if (cache) plan_row_cache(b);
     std::set<int> written;
     for (const Stage& s : k_.stages) {
@@ -197,7 +267,11 @@ class KernelWriter {
       if (s.kind == Stage::kPointwise) {
         b << "  {\n";
         const int V = stage_vector_width(s, n_outer_, n_outer_ + static_cast<int>(s.inner_sizes.size()));
-        emit_space_loop(b, "    ", s, n_outer_, lane_, std::to_string(width_), V, pointwise_work(s));
+        if (split_ > 1)
+          emit_space_loop(b, "    ", s, n_outer_, "(" + lane_ + " + part * " + std::to_string(width_) + ")", std::to_string(width_ * split_), V,
+                          pointwise_work(s));
+        else
+          emit_space_loop(b, "    ", s, n_outer_, lane_, std::to_string(width_), V, pointwise_work(s));
         b << "  }\n";
       } else {
         emit_reduction(b, s);
@@ -232,7 +306,7 @@ class KernelWriter {
   // Groups per thread of a row stage's vector loop, or 0 where it does not qualify (tails,
   // element-wise stages, more groups than kMaxCacheGroups).
   int cache_groups(const Stage& s, int V) const {
-    if (V <= 1 || s.inner_sizes.empty()) return 0;
+    if (V <= 1 || s.inner_sizes.empty() || any_symbolic(s.inner_sizes)) return 0;
     const int64_t last = s.inner_sizes.back();
     if (last % V != 0) return 0;
     const int64_t groups = product(s.inner_sizes) / V;
@@ -242,13 +316,13 @@ class KernelWriter {
   // A load's identity across stages: the same index string means the same element only where
   // the stages' loops (inner sizes, vector width) are the same.
   std::string load_key(const Stage& s, const Expr& e, int V, int G) const {
-    std::string key = "b" + std::to_string(e.buffer) + " + (" + e.index.to_string() + ")|" + std::to_string(V) + "|" + std::to_string(G) + "|";
+    std::string key = "b" + std::to_string(e.buffer) + " + (" + index_text(e.index) + ")|" + std::to_string(V) + "|" + std::to_string(G) + "|";
     for (int64_t n : s.inner_sizes) key += std::to_string(n) + ",";
     return key;
   }
   // Which loads to cache; declares their register arrays.
   void plan_row_cache(StrBuilder& b) {
-    const bool latency_bound = launch_.grid <= kLatencyBoundGrid;
+    const bool latency_bound = launch_.grid <= kLatencyBoundGrid && !any_symbolic(k_.outer_sizes);
     std::map<std::string, std::tuple<const Stage*, const Expr*, int, int>> invariant;
     std::vector<std::string> invariant_order;
     std::set<int> written;
@@ -343,7 +417,7 @@ class KernelWriter {
         b << "    " << (guard ? "if (g < " + std::to_string(groups) + ") {" : "{") << "\n";
         if (end_var - 1 > n_outer_) define_vars(b, "      ", "g / " + std::to_string(groups_per_row), n_outer_, end_var - 1, &s);
         b << "      const " << IT_ << " x" << end_var - 1 << " = (g % " << groups_per_row << ") * " << c.V << ";\n";
-        b << "      " << c.name << "[" << j << "] = kiln::load_vec<" << c.V << ">(b" << c.load->buffer << " + (" << c.load->index.to_string()
+        b << "      " << c.name << "[" << j << "] = kiln::load_vec<" << c.V << ">(b" << c.load->buffer << " + (" << index_text(c.load->index)
           << "));\n";
         b << "    }\n  }\n";
       }
@@ -353,18 +427,20 @@ class KernelWriter {
 
   // Defines variables first..last-1 (extents from the kernel and stage) from a flat index.
   void define_vars(StrBuilder& b, const std::string& ind, const std::string& flat, int first, int last, const Stage* s = nullptr) {
-    std::vector<int64_t> sizes;
-    for (int v = first; v < last; ++v) sizes.push_back(v < n_outer_ ? k_.outer_sizes[v] : s->inner_sizes[v - n_outer_]);
-    int64_t inner = 1;
+    int64_t inner_literal = 1;  // the product of the extents inside: literal and spelled factors
+    std::string inner_symbolic;
     for (int v = last - 1; v >= first; --v) {
-      const int64_t n = sizes[v - first];
+      const int64_t& n = v < n_outer_ ? k_.outer_sizes[v] : s->inner_sizes[v - n_outer_];
+      std::string inner = std::to_string(inner_literal);
+      if (!inner_symbolic.empty()) inner = inner_literal == 1 ? "(" + inner_symbolic + ")" : "(" + inner + "*" + inner_symbolic + ")";
       b << ind << "const " << IT_ << " x" << v << " = ";
-      if (n == 1) b << "0";
-      else if (v == first) b << (inner == 1 ? flat : "(" + flat + ") / " + std::to_string(inner));
-      else if (inner == 1) b << "(" << flat << ") % " << n;
-      else b << "((" << flat << ") / " << inner << ") % " << n;
+      if (!is_symbolic(n) && n == 1) b << "0";
+      else if (v == first) b << (inner == "1" ? flat : "(" + flat + ") / " + inner);
+      else if (inner == "1") b << "(" << flat << ") % " << int_text(n);
+      else b << "((" << flat << ") / " << inner << ") % " << int_text(n);
       b << ";\n";
-      inner *= n;
+      if (is_symbolic(n)) inner_symbolic += (inner_symbolic.empty() ? "" : "*") + int_text(n);
+      else inner_literal *= n;
     }
   }
 
@@ -373,8 +449,9 @@ class KernelWriter {
   int stage_vector_width(const Stage& s, int first_var, int end_var) {
     if (!allow_vectors_ || end_var <= first_var) return 1;
     const int v = end_var - 1;
-    const int64_t extent = v < n_outer_ ? k_.outer_sizes[v] : s.inner_sizes[v - n_outer_];
-    if (extent < 2) return 1;
+    const int64_t& extent = v < n_outer_ ? k_.outer_sizes[v] : s.inner_sizes[v - n_outer_];
+    const bool symbolic = is_symbolic(extent);  // a runtime size: its tail code covers short rows
+    if (!symbolic && extent < 2) return 1;
     for (int V : {8, 4, 2}) {
       std::set<int> bufs;
       bool store_ok = s.out_buffer >= 0 && element_size(p_.buffers[s.out_buffer].dtype) * V <= 16 && vector_access(s.out_index, v, V);
@@ -384,7 +461,7 @@ class KernelWriter {
         if (vector_load(p_, e, v, V)) bufs.insert(e.buffer);
       });
       if (bufs.empty() || (s.kind == Stage::kReduction && bufs.size() == (store_ok ? 1u : 0u))) continue;
-      if (extent < V) continue;
+      if (!symbolic && extent < V) continue;
       aligned_.insert(bufs.begin(), bufs.end());
       vector_width_ = std::max(vector_width_, V);
       return V;
@@ -398,7 +475,7 @@ class KernelWriter {
     w.body = [&p, &s](ExprEmitter& em, StrBuilder& b, const std::string& ind, bool vector_store) {
       std::string v = em.emit(s.value);
       if (vector_store) return v;
-      b << ind << store(p, s.out_buffer, s.out_index.to_string(), v) << "\n";
+      b << ind << store(p, s.out_buffer, index_text(s.out_index), v) << "\n";
       return std::string();
     };
     return w;
@@ -411,11 +488,12 @@ class KernelWriter {
   void emit_space_loop(StrBuilder& b, const std::string& ind, const Stage& s, int first_var, const std::string& start,
                        const std::string& step, int V, const ElementWork& work) {
     const int end_var = n_outer_ + static_cast<int>(s.inner_sizes.size());
-    auto extent = [&](int v) { return v < n_outer_ ? k_.outer_sizes[v] : s.inner_sizes[v - n_outer_]; };
+    std::vector<const int64_t*> extents;  // the program's fields (runtime sizes spell them)
+    for (int v = first_var; v < end_var; ++v) extents.push_back(v < n_outer_ ? &k_.outer_sizes[v] : &s.inner_sizes[v - n_outer_]);
     int64_t n = 1;
-    for (int v = first_var; v < end_var; ++v) n *= extent(v);
+    for (const int64_t* e : extents) n *= *e;
     if (V == 1) {
-      b << ind << "for (" << IT_ << " i = " << start << "; i < " << n << "; i += " << step << ") {\n";
+      b << ind << "for (" << IT_ << " i = " << start << "; i < " << product_text(extents) << "; i += " << step << ") {\n";
       define_vars(b, ind + "  ", "i", first_var, end_var, &s);
       ExprEmitter em(p_, b, ind + "  ", counter_);
       work.body(em, b, ind + "  ", false);
@@ -423,9 +501,15 @@ class KernelWriter {
       return;
     }
     const int v = end_var - 1;
-    const int64_t last = extent(v);
-    const int64_t groups_per_row = (last + V - 1) / V;
-    const int64_t groups = n / last * groups_per_row;
+    const int64_t& last = *extents.back();
+    const int64_t groups = n / last * ((last + V - 1) / V);
+    // Groups per row and in all, as C++.
+    const std::string groups_per_row =
+        is_symbolic(last) ? "((" + int_text(last) + " + " + std::to_string(V - 1) + ") / " + std::to_string(V) + ")" : std::to_string((last + V - 1) / V);
+    extents.pop_back();
+    const std::string rows = product_text(extents);
+    std::string groups_text = std::to_string(groups);
+    if (is_symbolic(last) || rows.front() == '(') groups_text = rows == "1" ? groups_per_row : "(" + rows + "*" + groups_per_row + ")";
     const std::string xv = "x" + std::to_string(v);
     // A row stage with cached loads: the group loop unrolled, group j of the thread at g.
     const int G = !cache_.empty() && first_var == n_outer_ && start == lane_ && step == std::to_string(width_) ? cache_groups(s, V) : 0;
@@ -453,7 +537,7 @@ class KernelWriter {
         }
       return;
     }
-    b << ind << "for (" << IT_ << " g = " << start << "; g < " << groups << "; g += " << step << ") {\n";
+    b << ind << "for (" << IT_ << " g = " << start << "; g < " << groups_text << "; g += " << step << ") {\n";
     emit_group(b, ind + "  ", s, first_var, end_var, V, work, groups_per_row, last, xv, -1, 0);
     b << ind << "}\n";
   }
@@ -461,14 +545,14 @@ class KernelWriter {
   // One vector group of a stage's loop at flat group position `g` (defined by the caller):
   // j >= 0 is the thread's group number in a cached (unrolled) loop of G groups.
   void emit_group(StrBuilder& b, const std::string& in, const Stage& s, int first_var, int end_var, int V, const ElementWork& work,
-                  int64_t groups_per_row, int64_t last, const std::string& xv, int j, int G) {
+                  const std::string& groups_per_row, const int64_t& last, const std::string& xv, int j, int G) {
     const int v = end_var - 1;
-    if (end_var - 1 > first_var) define_vars(b, in, "g / " + std::to_string(groups_per_row), first_var, end_var - 1, &s);
+    if (end_var - 1 > first_var) define_vars(b, in, "g / " + groups_per_row, first_var, end_var - 1, &s);
     b << in << "const " << IT_ << " base = (g % " << groups_per_row << ") * " << V << ";\n";
-    const bool tail = last % V != 0;
+    const bool tail = is_symbolic(last) || last % V != 0;  // a runtime length may leave a partial group
     std::string vin = in;
     if (tail) {
-      b << in << "if (base + " << V << " <= " << last << ") {\n";
+      b << in << "if (base + " << V << " <= " << int_text(last) << ") {\n";
       vin = in + "  ";
     }
     // Vector loads, at lane 0 of the group.
@@ -481,7 +565,7 @@ class KernelWriter {
     ExprEmitter lem(p_, loads, vin + "  ", counter_);
     for_each_node(s.value, [&](const Expr& e) {
       if (e.kind != Expr::kLoad || !aligned_.count(e.buffer) || !vector_load(p_, e, v, V)) return;
-      std::string key = "b" + std::to_string(e.buffer) + " + (" + e.index.to_string() + ")";
+      std::string key = "b" + std::to_string(e.buffer) + " + (" + index_text(e.index) + ")";
       if (!e.indirect.empty()) {
         key = "b" + std::to_string(e.buffer) + " + (" + lem.address(e) + ")";
       }
@@ -518,11 +602,11 @@ class KernelWriter {
     if (work.after_group) work.after_group(b, vin, V);
     if (vstore) {
       b << vin << "{\n" << vin << "  const " << IT_ << " " << xv << " = base;\n";
-      b << vin << "  kiln::store_vec<" << V << ">(b" << s.out_buffer << " + (" << s.out_index.to_string() << "), vs);\n" << vin << "}\n";
+      b << vin << "  kiln::store_vec<" << V << ">(b" << s.out_buffer << " + (" << index_text(s.out_index) << "), vs);\n" << vin << "}\n";
     }
     if (tail) {
       b << in << "} else {\n";
-      b << in << "  for (" << IT_ << " " << xv << " = base; " << xv << " < " << last << "; ++" << xv << ") {\n";
+      b << in << "  for (" << IT_ << " " << xv << " = base; " << xv << " < " << int_text(last) << "; ++" << xv << ") {\n";
       ExprEmitter sem(p_, b, in + "    ", counter_);
       work.body(sem, b, in + "    ", false);
       b << in << "  }\n" << in << "}\n";
@@ -547,13 +631,13 @@ class KernelWriter {
     std::string position = "0";
     for (size_t j = 0; j < s.inner_sizes.size(); ++j) {
       std::string x = "static_cast<long long>(x" + std::to_string(n_outer_ + static_cast<int>(j)) + ")";
-      position = j ? "(" + position + ") * " + std::to_string(s.inner_sizes[j]) + " + " + x : x;
+      position = j ? "(" + position + ") * " + int_text(s.inner_sizes[j]) + " + " + x : x;
     }
     ElementWork w;
     const Program& p = p_;
     w.body = [&, welford, arg, position](ExprEmitter& em, StrBuilder& out, const std::string& ind, bool) {
       std::string v = em.emit(s.value);
-      if (s.out_buffer >= 0) out << ind << store(p, s.out_buffer, s.out_index.to_string(), v) << "\n";
+      if (s.out_buffer >= 0) out << ind << store(p, s.out_buffer, index_text(s.out_index), v) << "\n";
       // In a vector group the group's values are folded together after its loop (welford_group):
       // one division per group rather than one per element, which chained through a row.
       if (welford && !em.lane.empty()) out << ind << "wv[" << em.lane << "] = " << v << ";\n";
@@ -596,7 +680,7 @@ class KernelWriter {
       b << "  if (" << lane_ << " == 0) {\n";
       for (size_t part = 0; part < s.store_buffers.size(); ++part)
         if (s.store_buffers[part] >= 0)
-          b << "    " << store(p_, s.store_buffers[part], s.store_index[part].to_string(), r + "_" + std::to_string(part)) << "\n";
+          b << "    " << store(p_, s.store_buffers[part], index_text(s.store_index[part]), r + "_" + std::to_string(part)) << "\n";
       b << "  }\n";
     }
   }
@@ -627,10 +711,12 @@ class KernelWriter {
   bool allow_vectors_;
   CudaConfig config_;
   int n_outer_;
+  int symbols_ = 0;  // size symbols the kernel takes (runtime sizes)
   std::string IT_ = "int";
   int64_t rows_ = 1;
   Strategy strategy_ = Strategy::kPointwise;
   int width_ = 1, block_ = 256;
+  int split_ = 1;  // blocks per row (row_split)
   std::string lane_ = "0";
   CudaLaunch launch_;
   int vector_width_ = 1;
@@ -642,13 +728,20 @@ class KernelWriter {
 
 namespace {
 
-// A kernel and its scalar twin, rendered with one configuration under `name`.
-CudaKernel write_kernel(const Program& p, const Kernel& k, const std::string& name, const CudaConfig& config, StrBuilder& b) {
-  CudaKernel info = KernelWriter(p, k, true, config).write(b, name);
+// A kernel and its scalar twin, rendered with one configuration under `name`. With `symbols`
+// (runtime sizes), each function's text is also kept in the record (CudaKernel::text).
+CudaKernel write_kernel(const Program& p, const Kernel& k, const std::string& name, const CudaConfig& config, StrBuilder& b, int symbols = 0) {
+  StrBuilder vb;
+  CudaKernel info = KernelWriter(p, k, true, config, symbols).write(vb, name);
+  b << vb.str();
+  if (symbols) info.text = vb.str();
   if (info.vector_width > 1) {
-    CudaKernel scalar = KernelWriter(p, k, false, config).write(b, name + "_scalar");
+    StrBuilder sb;
+    CudaKernel scalar = KernelWriter(p, k, false, config, symbols).write(sb, name + "_scalar");
+    b << sb.str();
     info.scalar_name = scalar.name;
     info.scalar_launch = scalar.launch;
+    if (symbols) info.scalar_text = sb.str();
   }
   return info;
 }
@@ -675,13 +768,16 @@ std::string config_string(const CudaConfig& c) {
   return s;
 }
 
-CudaModule generate_cuda(const Program& p, bool autotune) {
+CudaModule generate_cuda(const Program& p, bool autotune, const CudaSizes* sizes) {
   CudaModule m;
   StrBuilder all;
   all << cuda_prefix_header() << "\n";
+  SpellingScope scope(sizes ? &sizes->spelling : nullptr);
+  const int symbols = sizes ? sizes->num_symbols : 0;
+  if (symbols) autotune = false;  // one configuration serves every size
   for (const Kernel& k : p.kernels) {
     StrBuilder b;
-    CudaKernel info = write_kernel(p, k, k.name, {}, b);
+    CudaKernel info = write_kernel(p, k, k.name, {}, b, symbols);
     info.config = "default";
     if (autotune) {
       // Each distinct alternative (rendered under a common name to compare) as <name>_t<i>.
@@ -708,6 +804,58 @@ CudaModule generate_cuda(const Program& p, bool autotune) {
   return m;
 }
 
+std::optional<std::vector<CudaSizedLaunch>> cuda_sized_launches(const std::vector<CudaKernel>& kernels, const Program& p, const CudaSizes& sizes,
+                                                                 std::string* why) {
+  if (kernels.size() != p.kernels.size()) {
+    *why = "the program has another number of kernels";
+    return std::nullopt;
+  }
+  SpellingScope scope(&sizes.spelling);
+  std::vector<CudaSizedLaunch> out;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const CudaKernel& base = kernels[i];
+    const Kernel& k = p.kernels[i];
+    CudaConfig config;
+    config.index64 = !base.index32;  // a 64-bit kernel serves sizes that would fit 32 bits
+    StrBuilder vb;
+    CudaKernel here = KernelWriter(p, k, true, config, sizes.num_symbols).write(vb, base.name);
+    CudaSizedLaunch l;
+    if (vb.str() == base.text) {
+      l.launch = here.launch;
+      if (l.vector) {
+        StrBuilder sb;
+        l.scalar_launch = KernelWriter(p, k, false, config, sizes.num_symbols).write(sb, base.scalar_name).launch;
+      }
+      out.push_back(l);
+      continue;
+    }
+    // Vector accesses that do not hold at these sizes (an odd row length moves a row's start off
+    // a group boundary): the scalar twin serves, if its code is the same.
+    if (base.vector_width > 1) {
+      StrBuilder sb;
+      CudaKernel scalar = KernelWriter(p, k, false, config, sizes.num_symbols).write(sb, base.scalar_name);
+      if (sb.str() == base.scalar_text) {
+        l.vector = false;
+        l.launch = l.scalar_launch = scalar.launch;
+        out.push_back(l);
+        continue;
+      }
+    }
+    if (base.vector_width == 1) {  // a kernel without vector accesses, which these sizes would allow
+      StrBuilder sb;
+      CudaKernel scalar = KernelWriter(p, k, false, config, sizes.num_symbols).write(sb, base.name);
+      if (sb.str() == base.text) {
+        l.launch = l.scalar_launch = scalar.launch;
+        out.push_back(l);
+        continue;
+      }
+    }
+    *why = "kernel " + base.name + " is generated differently at these sizes";
+    return std::nullopt;
+  }
+  return out;
+}
+
 std::string launch_string(const CudaKernel& k) {
   StrBuilder b;
   b << k.name << ": " << k.strategy << " grid=" << static_cast<int64_t>(k.launch.grid) << " block=" << static_cast<int64_t>(k.launch.block);
@@ -717,6 +865,7 @@ std::string launch_string(const CudaKernel& k) {
   }
   b << (k.index32 ? " index32" : " index64") << (k.checks ? " checks" : "") << " params=[";
   b.join(k.params) << "]";
+  if (k.symbols) b << " symbols=" << k.symbols;
   return b.str();
 }
 

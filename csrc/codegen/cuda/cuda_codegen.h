@@ -26,6 +26,7 @@
 // buffer's address is not 16-byte aligned at run time (a view with an odd storage offset).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,7 @@ struct CudaConfig {
   int block = 0;
   bool vectors = true;
   bool row_cache = true;  // row kernels keep a row's repeated vector loads in registers
+  bool index64 = false;   // 64-bit index math even where 32 bits would do
 };
 std::string config_string(const CudaConfig& c);
 
@@ -64,6 +66,11 @@ struct CudaKernel {
   // With autotuning: the same kernel under other configurations, named <name>_t1, _t2, ...
   // (each with its own scalar twin), in the same module; launches may use any of them.
   std::vector<CudaKernel> alternatives;
+  // Kernels for runtime sizes: the size symbols s0.. passed after the error flag (in the index
+  // type), and the source of the function and of its scalar twin, which a program at other
+  // sizes must reproduce to run them (cuda_sized_launches).
+  int symbols = 0;
+  std::string text, scalar_text;
 };
 
 struct CudaModule {
@@ -72,10 +79,35 @@ struct CudaModule {
   std::vector<std::string> kernel_sources;  // per kernel: its functions (twin, alternatives), no prefix
 };
 
+// Runtime sizes (ir/size_template.h, issue 10): the program is one sample of a size template;
+// the integers in `spelling` are rendered over the size symbols s0.. (kernel parameters), and
+// every decision the generator makes from a spelled size is one that holds at any size (a
+// symbolic row length gets tail code and no row cache; the row strategy follows its literal
+// factor). Decisions that still depend on the sample's values (vector accesses whose stride is
+// a symbolic multiple, 32-bit index math) are checked per size by cuda_sized_launches.
+struct CudaSizes {
+  ir::IntSpelling spelling;
+  int num_symbols = 0;
+};
+
 std::string cuda_prefix_header();
 // `autotune`: each kernel also gets its alternative configurations (CudaKernel::alternatives);
-// without it the source is each kernel in its default configuration.
-CudaModule generate_cuda(const ir::Program& p, bool autotune = false);
+// without it the source is each kernel in its default configuration. With `sizes`, kernels for
+// runtime sizes (no autotuning).
+CudaModule generate_cuda(const ir::Program& p, bool autotune = false, const CudaSizes* sizes = nullptr);
+
+// How the kernels generated for runtime sizes (`kernels`, from generate_cuda with sizes) run a
+// program `p` of the same template at other sizes (`sizes`: p's spelling): per kernel, its launch
+// there and whether the vector kernel or the scalar twin runs. Each kernel is generated again for
+// `p`; it serves only where that code is the code of `kernels` (vector kernel, else scalar twin):
+// a decision the generator makes differently at these sizes returns nullopt with `why` set, and the
+// program is then built for its own sizes.
+struct CudaSizedLaunch {
+  bool vector = true;  // the vector kernel may run (where its buffers are aligned); else the scalar twin
+  CudaLaunch launch, scalar_launch;
+};
+std::optional<std::vector<CudaSizedLaunch>> cuda_sized_launches(const std::vector<CudaKernel>& kernels, const ir::Program& p, const CudaSizes& sizes,
+                                                                 std::string* why);
 // The textual form of a kernel's launch record (golden tests, logs):
 // "kernel3: row_per_warp grid=128 block=256 vec=4 index32 params=[0, 2, 5]".
 std::string launch_string(const CudaKernel& k);

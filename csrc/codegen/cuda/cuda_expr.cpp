@@ -10,6 +10,41 @@
 
 namespace kiln::codegen::cuda {
 
+namespace {
+thread_local const IntSpelling* t_spelling = nullptr;
+}
+
+SpellingScope::SpellingScope(const IntSpelling* s) { t_spelling = s; }
+SpellingScope::~SpellingScope() { t_spelling = nullptr; }
+
+std::string int_text(const int64_t& field) {
+  if (t_spelling)
+    if (auto it = t_spelling->find(&field); it != t_spelling->end()) return it->second;
+  return std::to_string(field);
+}
+bool is_symbolic(const int64_t& field) { return t_spelling && t_spelling->count(&field); }
+bool any_symbolic(const std::vector<int64_t>& fields) {
+  for (const int64_t& f : fields)
+    if (is_symbolic(f)) return true;
+  return false;
+}
+std::string index_text(const Index& i) { return i.to_string(t_spelling); }
+std::string product_text(const std::vector<int64_t>& fields) {
+  std::vector<const int64_t*> f;
+  for (const int64_t& x : fields) f.push_back(&x);
+  return product_text(f);
+}
+std::string product_text(const std::vector<const int64_t*>& fields) {
+  int64_t literal = 1;
+  std::string symbolic;
+  for (const int64_t* x : fields) {
+    if (is_symbolic(*x)) symbolic += (symbolic.empty() ? "" : "*") + int_text(*x);
+    else literal *= *x;
+  }
+  if (symbolic.empty()) return std::to_string(literal);
+  return literal == 1 ? "(" + symbolic + ")" : "(" + std::to_string(literal) + "*" + symbolic + ")";
+}
+
 bool is_half(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
 // Element types as C++ spells them (NVRTC has no <cstdint>), 16-bit floats as the prefix's.
 const char* cuda_ctype(DType t) {
@@ -173,11 +208,11 @@ bool vector_load(const Program& p, const Expr& e, int v, int V) {
 // ---- expressions ---------------------------------------------------------------------------
 
 std::string ExprEmitter::address(const Expr& e) {
-  std::string idx = e.index.to_string();
+  std::string idx = index_text(e.index);
   for (const auto& ind : e.indirect) {
     std::string v = emit(ind.value);
-    idx = "(" + idx + ") + " + std::to_string(ind.stride) + "ll * kiln::checked_index(static_cast<long long>(" + v + "), " +
-          std::to_string(ind.bound) + "ll)";
+    auto ll = [](const int64_t& f) { return is_symbolic(f) ? "static_cast<long long>(" + int_text(f) + ")" : std::to_string(f) + "ll"; };
+    idx = "(" + idx + ") + " + ll(ind.stride) + " * kiln::checked_index(static_cast<long long>(" + v + "), " + ll(ind.bound) + ")";
   }
   return idx;
 }
@@ -195,8 +230,11 @@ std::string ExprEmitter::emit(const ExprPtr& e) {
 std::string ExprEmitter::render(const ExprPtr& e) {
   const DType t = e->dtype;
   switch (e->kind) {
-    case Expr::kConst: return literal(e->value, t);
-    case Expr::kIndexValue: return std::string("static_cast<") + temp_type(t) + ">(" + e->index.to_string() + ")";
+    case Expr::kConst:
+      if (t_spelling)  // an element count of runtime sizes (a mean's divisor)
+        if (auto it = t_spelling->find(&e->value); it != t_spelling->end()) return std::string("static_cast<") + temp_type(t) + ">(" + it->second + ")";
+      return literal(e->value, t);
+    case Expr::kIndexValue: return std::string("static_cast<") + temp_type(t) + ">(" + index_text(e->index) + ")";
     case Expr::kLocal: return "r" + std::to_string(e->local) + "_" + std::to_string(e->local_part);
     case Expr::kLoad: {
       const DType bt = p_.buffers[e->buffer].dtype;

@@ -20,6 +20,25 @@ constexpr int64_t kMaxGrid = 65536;  // pointwise grids loop (grid-stride) past 
 // grid stride added to an index before the loop test).
 constexpr int64_t kIndex32Limit = (int64_t{1} << 31) - (int64_t{1} << 25);
 
+// Kernels for runtime sizes (ir/size_template.h): while a SpellingScope is alive on this thread,
+// the program's integers listed in the spelling are rendered as C++ over the size symbols
+// s0, s1... (kernel parameters) instead of as literals.
+class SpellingScope {
+ public:
+  explicit SpellingScope(const IntSpelling* s);
+  ~SpellingScope();
+};
+// An integer field of the program: its spelling, else its literal; whether it is spelled.
+std::string int_text(const int64_t& field);
+bool is_symbolic(const int64_t& field);
+bool any_symbolic(const std::vector<int64_t>& fields);
+// An index with its symbolic integers spelled out.
+std::string index_text(const Index& i);
+// A product of integer fields (empty: 1) as C++: a literal when none is symbolic, else
+// "(literal*spelled*...)" (the literal left out when 1).
+std::string product_text(const std::vector<const int64_t*>& fields);
+std::string product_text(const std::vector<int64_t>& fields);
+
 bool is_half(DType t);
 // Element types as C++ spells them (NVRTC has no <cstdint>), 16-bit floats as the prefix's.
 const char* cuda_ctype(DType t);

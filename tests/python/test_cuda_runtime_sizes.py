@@ -1,0 +1,144 @@
+"""CUDA kernels for runtime sizes (issue 10 item 3 on CUDA): after a size changes, one CUDA
+kernel set that takes the sizes as kernel parameters serves every later size of the dynamic
+dimensions, with launches computed per size, vector code where the size allows it and the scalar
+twin where it does not (odd lengths).
+
+Each case runs the compiled function over many sizes (1, odd ones for vector tails and
+misaligned row starts, non-contiguous inputs) against eager on fresh values, then asserts how
+many kernel sets were built. Skips without a CUDA device."""
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import kiln
+from kiln import _codegen
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: kiln's CUDA path is not run here")
+
+DEV = "cuda"
+
+
+def close(a, b, rtol=1e-4, atol=1e-5):
+    a = a if isinstance(a, (tuple, list)) else (a,)
+    b = b if isinstance(b, (tuple, list)) else (b,)
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.shape == y.shape and x.dtype == y.dtype, (x.shape, y.shape, x.dtype, y.dtype)
+        torch.testing.assert_close(x, y, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def run_sizes(fn, make, sizes, rounds=2, **tol):
+    compiled = kiln.compile(fn)
+    with torch.no_grad():
+        for _ in range(rounds):
+            for n in sizes:
+                args = make(n)
+                cp = (lambda a: a.clone() if isinstance(a, torch.Tensor) else a)
+                expected = fn(*[cp(a) for a in args])
+                actual = compiled(*[cp(a) for a in args])
+                torch.cuda.synchronize()
+                close(actual, expected, **tol)
+    return compiled
+
+
+def sized_graph():
+    graphs = [g for g in _codegen.GRAPHS if g.compiled and g.num_size_builds]
+    assert graphs, [(g.status, g.size_status) for g in _codegen.GRAPHS]
+    return graphs[-1]
+
+
+def assert_few_builds(g, served, specialised=2):
+    # One static build (the first size) plus one for runtime sizes; a few sizes (1, where loops
+    # vanish) may get their own.
+    assert g.num_size_builds == 1, g.size_status
+    assert g.num_specializations <= specialised, g.size_status
+    assert g.num_sizes_served >= served, g.size_status
+
+
+def test_softmax_over_the_dynamic_length_many_sizes():
+    # Scores [b, h, t, t]: the row length and the row stride are the runtime size.
+    def fn(x):
+        return torch.softmax(x * 0.5, -1), x.amax(-1), x.sum(-1)
+    sizes = [16, 24, 40, 33, 7, 64, 1, 2, 129, 31, 48, 17]
+    run_sizes(fn, lambda t: (torch.randn(2, 3, t, t, device=DEV),), sizes)
+    assert_few_builds(sized_graph(), served=len(sizes) - 5)
+
+
+def test_layer_norm_and_pointwise_rows_with_tails():
+    def fn(x, w, b):
+        y = F.gelu(x * w + b, approximate="tanh")
+        return F.layer_norm(y, (x.shape[-1],), w, b) + x, y.mean(0)
+    w, b = torch.randn(96, device=DEV), torch.randn(96, device=DEV)
+    sizes = [8, 12, 20, 1, 3, 5, 77, 1000, 9, 256]
+    run_sizes(fn, lambda t: (torch.randn(t, 96, device=DEV), w, b), sizes)
+    assert_few_builds(sized_graph(), served=len(sizes) - 5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_types_odd_lengths(dtype):
+    def fn(x):
+        return (x.float().exp() * 2).to(dtype), x.var(-1)
+    sizes = [32, 48, 64, 31, 33, 17, 1, 100, 257]
+    run_sizes(fn, lambda n: (torch.randn(4, n, device=DEV).to(dtype),), sizes, rtol=2e-2, atol=2e-2)
+    assert_few_builds(sized_graph(), served=len(sizes) - 5)
+
+
+def test_non_contiguous_and_misaligned_inputs():
+    def fn(x):
+        y = x.transpose(0, 1)
+        return y.exp().sum(-1), y.cos() + 1
+    sizes = [8, 16, 24, 5, 13, 40, 2, 64]
+    run_sizes(fn, lambda n: (torch.randn(n + 1, 5, device=DEV)[1:],), sizes)
+    assert_few_builds(sized_graph(), served=len(sizes) - 5)
+
+
+class Block(nn.Module):
+    def __init__(self, d=64, heads=4):
+        super().__init__()
+        self.ln, self.qkv, self.proj, self.h = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d), heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln(x)).split(d, -1)
+        q, k, v = (z.view(b, t, self.h, d // self.h).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.h))
+        mask = torch.ones(t, t, device=x.device, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        return x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+
+
+def test_attention_block_over_sequence_lengths():
+    m = Block().to(DEV).eval()
+    sizes = [16, 24, 32, 40, 17, 9, 64, 33, 48, 5]
+    run_sizes(m, lambda t: (torch.randn(2, t, 64, device=DEV),), sizes, rtol=1e-3, atol=1e-4)
+    assert_few_builds(sized_graph(), served=len(sizes) - 5)
+
+
+def test_growing_kv_cache():
+    def step(q, k_cache, v_cache, k, v):
+        k, v = torch.cat([k_cache, k], 2), torch.cat([v_cache, v], 2)
+        att = ((q @ k.transpose(-2, -1)) * 0.125).softmax(-1)
+        return att @ v, k, v
+    b, h, hd = 1, 4, 64
+    sizes = list(range(10, 30))
+    mk = lambda n: (torch.randn(b, h, 1, hd, device=DEV), torch.randn(b, h, n, hd, device=DEV), torch.randn(b, h, n, hd, device=DEV),  # noqa: E731
+                    torch.randn(b, h, 1, hd, device=DEV), torch.randn(b, h, 1, hd, device=DEV))
+    run_sizes(step, mk, sizes, rounds=1, rtol=1e-3, atol=1e-4)
+    assert_few_builds(sized_graph(), served=len(sizes) - 8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_few_rows_with_a_bulk_copy_split_over_blocks(dtype):
+    # A decoding step's kernel: the layer norm of 8 tokens fused with a key cache's concatenation
+    # (a row split over many blocks that each recompute its statistics), at several cache lengths.
+    def fn(x, w, cache, k):
+        return F.layer_norm(x, (x.shape[-1],), w, w), torch.cat([cache, k], 2)
+    w = torch.randn(2048, device=DEV).to(dtype)
+    sizes = [64, 65, 66, 67, 100, 1, 129]
+    mk = lambda n: (torch.randn(8, 2048, device=DEV).to(dtype), w, torch.randn(8, 16, n, 128, device=DEV).to(dtype),  # noqa: E731
+                    torch.randn(8, 16, 1, 128, device=DEV).to(dtype))
+    tol = {} if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    run_sizes(fn, mk, sizes, **tol)
