@@ -1231,3 +1231,26 @@ def with_then_break_in_a_loop(n, length):
             else:
                 log.append(-n)
     return log
+
+
+# A finally block ending in an if, then code after the try: 3.11's normal-exit copy of the block
+# ends in the jump to that code, which was taken for the if's branch end and dropped, so the
+# `return r` vanished (shutil.make_archive returned None; found by the corpus behaviour check).
+@case((lambda: 1, None, None), (lambda: 2, lambda: None, None), (lambda: 3, lambda: None, lambda: None))
+def finally_ending_in_an_if(a, b, c):
+    log = []
+    try:
+        r = a()
+    finally:
+        if b is not None:
+            if c is not None:
+                log.append(c())
+            log.append(b())
+    return r, log
+
+
+# A def's docstring has no instruction (it is the first constant): it was dropped.
+@case(())
+def documented():
+    """The docstring, with 'quotes' and "more"."""
+    return documented.__doc__

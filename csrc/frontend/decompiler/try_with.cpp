@@ -111,7 +111,12 @@ int Decompiler::finally_copy_end(int lo, int hi, int pos, int* tail) const {
     // with LOAD_FAST in the normal exit's copy, where it is not)
     const bool same_op = x.opcode == y.opcode || (is(x, "LOAD_FAST_CHECK") && is(y, "LOAD_FAST"));
     if (same_op && (x.target >= 0 || x.arg == y.arg)) ++a, ++b;
-    else if (reraise && is_uncond_jump(b)) ++a, ++b;
+    else if (reraise && is_uncond_jump(b)) {
+      // a branch of the finally block that ends the block (its RERAISE 0 just before the last
+      // one): the normal copy's jump there is also the copy's exit to the code after the try
+      if (a + 1 >= hi) return b;
+      ++a, ++b;
+    }
     else if (reraise && is(y, "RETURN_CONST") && code.consts.at(y.arg).is_none) ++a, ++b;
     else if (reraise && is(y, "LOAD_CONST") && code.consts.at(y.arg).is_none && b + 1 < bc.size() &&
              is(bc.at(b + 1), "RETURN_VALUE"))
