@@ -12,6 +12,7 @@ Results per corpus key: ["same" | "differs" | "not run", why]. Class bodies ran 
 was imported and are not re-run. Runs under 3.11 and 3.12 (no kiln import); called by
 tools/decompiler_corpus.py in the process that compiled the code."""
 import collections
+import copy
 import gc
 import importlib
 import os
@@ -66,7 +67,8 @@ def live_functions():
     for o in gc.get_objects():
         if type(o) is types.FunctionType:
             c = o.__code__
-            out[(os.path.realpath(c.co_filename), c.co_qualname, c.co_firstlineno)].append(o)
+            f = c.co_filename if c.co_filename.startswith("<") else os.path.realpath(c.co_filename)
+            out[(f, c.co_qualname, c.co_firstlineno)].append(o)
     return out
 
 
@@ -79,6 +81,7 @@ def check(codes, sources, module_of, recompiled):
     module_of: source path (the key's first part) -> (import name, file, imported names);
     recompiled(code, src, imported) -> the code object the source defines."""
     sys.path.insert(0, HERE)
+    global W
     import decompiler_workloads as W
     res = {}
     groups = collections.defaultdict(list)  # workload -> keys
@@ -161,6 +164,27 @@ def _quiet():
     return stack
 
 
+def check_direct(code, src, imported, name, inputs, recompiled):
+    """A module function its C implementation replaced (posixpath.normpath on 3.12): the original
+    and the recompiled code as functions in the module's globals, called on the inputs."""
+    module = importlib.import_module(name)
+    try:
+        new = dressed(code, recompiled(code, src, imported))
+    except Exception as e:  # noqa: BLE001 - reported
+        return ["not run", f"no code: {type(e).__name__}: {e}"]
+    a, b = types.FunctionType(code, vars(module)), types.FunctionType(new, vars(module))
+    for args in inputs:
+        # (each call on its own copy of the arguments, which it may change, and the arguments after)
+        x, y = copy.deepcopy(args), copy.deepcopy(args)
+        ra, rb = run(lambda: (a(*x), x)), run(lambda: (b(*y), y))
+        if ra != rb:
+            return ["differs", f"{args!r}: {first_difference(ra, rb)}"]
+    return ["same", ""]
+
+
+W = None
+
+
 def check_group(workload, keys, codes, sources, module_of, recompiled, live, res):
     swaps = {}  # key -> [(function object, original code, new code)]
     watch = {}  # id(new code) -> key
@@ -170,9 +194,14 @@ def check_group(workload, keys, codes, sources, module_of, recompiled, live, res
         path = key.split(":")[0]
         name, file, imported = module_of[path]
         code = codes[key]
-        fns = live.get((os.path.realpath(file), code.co_qualname, code.co_firstlineno), [])
+        # (a frozen module's functions, posixpath's say, name their file `<frozen posixpath>`)
+        fns = (live.get((os.path.realpath(file), code.co_qualname, code.co_firstlineno)) or
+               live.get((f"<frozen {name}>", code.co_qualname, code.co_firstlineno), []))
+        if not fns and (name, code.co_qualname) in W.DIRECT:
+            res[key] = check_direct(code, sources[key], imported, name, W.DIRECT[(name, code.co_qualname)], recompiled)
+            continue
         if not fns:
-            res.setdefault(key, ["not run", "no live function (nested: runs inside its parent)"])
+            res.setdefault(key, ["not run", "no live function (replaced by a C implementation, or nested in one not run)"])
             continue
         try:
             new = dressed(code, recompiled(code, sources[key], imported))

@@ -238,7 +238,7 @@ def report(label, results, show):
         diff_ran = [r for r in ran if not r.get("same")]
         bad = [k for k, r in results.items() if r.get("behaviour") == "differs"]
         ndiff = sum(1 for r in results.values() if r.get("compiles") and not r.get("same"))
-        print(f"{label} behaviour: run under a workload {len(ran)} of {comp} compiled "
+        print(f"{label} behaviour: checked {len(ran)} of {comp} compiled "
               f"(of the {ndiff} with different bytecode: {len(diff_ran)}), behave the same {len(ran) - len(bad)}, differ {len(bad)}")
         for k in bad:
             print(f"  DIFFERS {k}: {results[k]['behaviour_why'][:300]}")

@@ -45,6 +45,11 @@ def w_json():
               "NaN", "[1, 2] x", '{"a" 1}', '[1 2]', '{"a": 1,}'):
         out.append(_catch(json.loads, s))
     out.append(json.loads('{"a": 1.5, "b": [2]}', parse_float=str, object_pairs_hook=list))
+    import json.scanner
+    dec = json.JSONDecoder()  # the pure-Python scanner, which calls decoder.JSONArray and JSONObject
+    dec.scan_once = json.scanner.py_make_scanner(dec)
+    for s in ('{"a": [1, [], {}, [2, [3]]], "b": {"c": null}}', "[1, 2,]", '[1 2]', '{"a" 1}', "[", '{"a": 1, }'):
+        out.append(_catch(dec.decode, s))
     return out
 
 
@@ -70,6 +75,12 @@ def w_shlex():
         out.append(_catch(list, lex))
         out.append(_catch(list, shlex.shlex(s)))
     out += [shlex.quote("a b'c"), shlex.join(["x", "y z", ""])]
+    import contextlib
+    buf = io.StringIO()
+    if hasattr(shlex, "_print_tokens"):
+        with contextlib.redirect_stdout(buf):
+            shlex._print_tokens(shlex.shlex("a 'b c' d"))
+    out.append(buf.getvalue())
     return out
 
 
@@ -229,6 +240,10 @@ def w_ast():
            _catch(ast.literal_eval, "f(x)"), ast.unparse(ast.parse("a[1:2, ::3] = not -x ** 2 < y is not z")),
            ast.get_source_segment(src, tree.body[0].body[1]), ast.unparse(ast.Constant(value=float("inf"))),
            ast.unparse(ast.Set(elts=[])), ast.unparse(ast.Constant(value=(1, "a", ...)))]
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out += [ast.dump(ast.Num(5)), ast.dump(ast.Str("s")), _catch(ast.Num, "x"), _catch(ast.Num, 1, 2, 3)]
     ast.increment_lineno(tree, 3)
     out.append(tree.body[0].lineno)
     out.append(ast.unparse(ast.fix_missing_locations(ast.Expression(body=ast.BinOp(ast.Constant(1), ast.Add(), ast.Name("x"))))))
@@ -391,6 +406,8 @@ def w_typing():
     import typing
     from typing import (Any, Callable, ClassVar, Concatenate, Dict, Generic, List, Literal, NewType, Optional, ParamSpec, Protocol,
                         Tuple, TypeVar, TypeVarTuple, Union, Unpack, get_args, get_origin, get_type_hints, runtime_checkable)
+    for clear in typing._cleanups:  # typing's caches, cleared so that each run computes its results
+        clear()
     T = TypeVar("T")
     P = ParamSpec("P")
     Ts = TypeVarTuple("Ts")
@@ -498,6 +515,29 @@ def w_enum():
     class Dc(enum.Enum):
         A = 1.5
     out.append(repr(Dc.A))
+    import dataclasses
+    import types
+
+    @dataclasses.dataclass
+    class Pt:
+        a: int
+        b: int = 0
+
+    class PtEnum(Pt, enum.Enum):
+        ORIGIN = 0, 0
+        ONE = 1
+    out += [repr(PtEnum.ORIGIN), repr(PtEnum.ONE)]
+    fake = types.ModuleType("kiln_decompiler_fake_constants")
+    fake.A_X, fake.A_Y, fake.B_Z = 1, 2, 3
+    sys.modules[fake.__name__] = fake
+    try:
+        E = enum.IntEnum._convert_("AConst", fake.__name__, lambda n: n.startswith("A_"))
+        out += [sorted(E.__members__), repr(fake.A_X)]
+        if hasattr(enum, "_old_convert_"):
+            E2 = enum._old_convert_(enum.IntEnum, "BConst", fake.__name__, lambda n: n.startswith("B_"))
+            out.append(sorted(E2.__members__))
+    finally:
+        del sys.modules[fake.__name__]
     return out
 
 
@@ -719,7 +759,8 @@ def w_asyncio():
                 log.append(("woke", i))
 
         tasks = [asyncio.create_task(worker(i)) for i in range(3)]
-        await asyncio.sleep(0.001)
+        for _ in range(5):  # (no timed sleeps: the order of events must not depend on speed)
+            await asyncio.sleep(0)
         log.append(len(asyncio.all_tasks()))
         ev.set()
         async with cond:
@@ -741,6 +782,12 @@ def w_asyncio():
             await asyncio.sleep(0)
         return "done"
     log.append(asyncio.run(main()))
+
+    async def main_py_tasks():  # the pure-Python Task (Task.__step, __wakeup), where the C one is the default
+        asyncio.get_running_loop().set_task_factory(lambda loop, coro, **kw: asyncio.tasks._PyTask(coro, loop=loop, **kw))
+        return await asyncio.create_task(main())
+    if hasattr(asyncio.tasks, "_PyTask"):
+        log.append(asyncio.run(main_py_tasks()))
     return log
 
 
@@ -827,7 +874,10 @@ def w_ipaddress():
 
 
 def w_fractions():
+    import fractions
     from fractions import Fraction as F
+    if hasattr(getattr(fractions, "_hash_algorithm", None), "cache_clear"):
+        fractions._hash_algorithm.cache_clear()  # (cached across runs: the replaced code would not run)
     out = [F(3, 4) + F(1, 6), F("1.25e-2"), F(" -3/7 "), F(0.1), F(1.5).limit_denominator(10), F(22, 7).limit_denominator(3),
            _catch(F, "x"), _catch(F, 1, 0), F(7, 3) // 2, F(7, 3) % F(1, 2), divmod(F(7, 3), 1), F(2, 3) ** 2, F(4, 9) ** F(1, 2),
            round(F(7, 2)), round(F(5, 2)), round(F(17, 7), 2), hash(F(1, 3)), hash(F(5)), F(3, 4) < 0.8, F(1, 3) == 1 / 3,
@@ -903,7 +953,33 @@ def w_tokenize_pprint_calendar_gettext():
     out.append(gettext.find("nothing", localedir="/nonexistent", all=True))
     t = gettext.NullTranslations()
     out += [t.ngettext("a", "b", 2), t.npgettext("c", "a", "b", 1)]
+    gt = gettext.GNUTranslations(io.BytesIO(_mo_file({"": "Content-Type: text/plain; charset=UTF-8\nPlural-Forms: nplurals=2; plural=n != 1;\n",
+                                                     "hello": "hallo", "dog\x00dogs": "Hund\x00Hunde",
+                                                     "ctx\x04cat\x00cats": "Katze\x00Katzen", "ctx\x04hi": "moin"})))
+    for n in (0, 1, 2):
+        out += [gt.ngettext("dog", "dogs", n), gt.npgettext("ctx", "cat", "cats", n), gt.ngettext("x", "xs", n),
+                gt.npgettext("zz", "y", "ys", n)]
+    out += [gt.gettext("hello"), gt.gettext("nope"), gt.pgettext("ctx", "hi"), gt.pgettext("ctx", "nope"), gt.info()]
     return out
+
+
+def _mo_file(messages):
+    """A GNU .mo catalogue (little-endian) of the messages, original -> translation."""
+    import struct
+    keys = sorted(messages)
+    ids = b"".join(k.encode() + b"\0" for k in keys)
+    strs = b"".join(messages[k].encode() + b"\0" for k in keys)
+    start = 7 * 4 + 16 * len(keys)
+    offs, o = [], 0
+    for k in keys:
+        offs.append((len(k.encode()), start + o))
+        o += len(k.encode()) + 1
+    toffs, o = [], 0
+    for k in keys:
+        toffs.append((len(messages[k].encode()), start + len(ids) + o))
+        o += len(messages[k].encode()) + 1
+    head = struct.pack("<7I", 0x950412DE, 0, len(keys), 7 * 4, 7 * 4 + 8 * len(keys), 0, 0)
+    return head + b"".join(struct.pack("<2I", *x) for x in offs + toffs) + ids + strs
 
 
 def w_torch_nn():
@@ -995,6 +1071,18 @@ def w_torch_optim():
     am.update_parameters(lin)
     out.append(am.n_averaged)
     return out
+
+
+# Functions whose C implementation replaces them in their module (so no workload runs them):
+# (module, qualname) -> argument tuples, called directly.
+_PATHS = ["/a/./b/../c//d", "", "../..", "a/b/", "/", "//x", "///x/..", ".", "a/../..", b"/x/../y", b""]
+DIRECT = {("posixpath", "normpath"): [(p,) for p in _PATHS] + [(None,)],
+          ("operator", "truth"): [(0,), (1,), ([],), ("a",), (None,)],
+          ("heapq", "heappush"): [([1, 3, 5], 2), ([], 0)], ("heapq", "heappop"): [([1, 3, 5],), ([],)],
+          ("heapq", "heapify"): [([5, 1, 4, 2],)], ("heapq", "heapreplace"): [([1, 3, 5], 4), ([], 1)],
+          ("heapq", "heappushpop"): [([1, 3, 5], 4), ([2], 1)], ("bisect", "bisect_left"): [([1, 2, 2, 4], 2), ([1, 2], 3, 0, 1)],
+          ("bisect", "bisect_right"): [([1, 2, 2, 4], 2), ([1, 2], 0, 1)], ("bisect", "insort_left"): [([1, 3], 2)],
+          ("bisect", "insort_right"): [([1, 3], 3)]}
 
 
 def _has_torch():
