@@ -124,6 +124,8 @@ def describe(v):
         return ("class", v.__name__, sorted(v.__dict__))
     if isinstance(v, types.CellType):
         return "cell"
+    if isinstance(v, (set, frozenset)):  # (equal sets built in another order iterate in another order)
+        return (type(v).__name__, sorted(map(canon, v)))
     return canon(v)
 
 

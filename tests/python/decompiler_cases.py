@@ -1254,3 +1254,69 @@ def finally_ending_in_an_if(a, b, c):
 def documented():
     """The docstring, with 'quotes' and "more"."""
     return documented.__doc__
+
+
+# An if inside a while-else's else block whose branch ends in a break of the outer loop, where
+# a nested if jumps to the code after the branch: the break was read as a jump over an else block
+# (textwrap.TextWrapper._wrap_chunks was refused; the shape can also give a wrong else).
+@case(([1, 2], [], [0, 0], 0), ([1], [5], [0], 0), ([1], [2], [0], 0), ([1, 2, 3], [], [], None), ([1], [7], [1], 0))
+def break_in_a_while_else_branch(chunks, lines, cur, mx):
+    while chunks:
+        chunks.pop()
+        if cur:
+            if mx is None or len(lines) < mx:
+                lines.append(1)
+            else:
+                while cur:
+                    if cur[-1]:
+                        lines.append(2)
+                        break
+                    del cur[-1]
+                else:
+                    if lines:
+                        p = lines[-1]
+                        if p > 3:
+                            lines[-1] = 0
+                            break
+                    lines.append(9)
+                break
+    return lines, chunks
+
+
+class _Giveup(Exception):
+    pass
+
+
+def _fast(log, how):
+    log.append(how)
+    if how == "giveup":
+        raise _Giveup
+    if how == "key":
+        raise KeyError(how)
+
+
+# An if branch ending in a try whose handler falls through past an elif (3.11 places the handler
+# after the branch's return): the handler's jump to the code after the if/elif was taken for no
+# block's end (shutil.copyfile was refused).
+@case(("ok", False), ("giveup", False), ("key", False), (None, True), (None, False), ("key", True))
+def try_ending_an_if_branch_before_an_elif(fast, slow):
+    log = []
+    with _Ctx(log):
+        try:
+            with _Ctx(log):
+                if fast:
+                    try:
+                        _fast(log, fast)
+                        return "fast", log
+                    except _Giveup:
+                        pass
+                elif slow:
+                    log.append(2)
+                    return "slow", log
+                log.append(3)
+        except KeyError as e:
+            if slow:
+                raise ValueError() from e
+            else:
+                raise
+    return "end", log

@@ -167,6 +167,9 @@ class Decompiler {
   // (*tail: where the copy's branches end in copies of one return block, the first of them, else -1)
   int finally_copy_end(int lo, int hi, int pos, int* tail = nullptr) const;  // where a try/finally body ended at its finally copy (set by region)
   int handler_depth(int handler) const;
+  // the jump targets out of the handlers (placed at or after hi, as 3.12 does) of the trys whose
+  // protected code lies wholly in [lo, hi): where their except blocks that fall through go
+  std::vector<int> inner_handler_exits(int lo, int hi) const;
   int span_end(int handler) const;  // index after the last range protected by `handler`
   std::set<int> handled_try_;
   std::vector<int> cover_;          // per instruction: index into exc, or -1

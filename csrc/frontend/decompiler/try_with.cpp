@@ -6,6 +6,8 @@
 // calls disappear as values of the WithExit marker.
 #include <cstring>
 
+#include <algorithm>
+
 #include "frontend/decompiler/decompiler_state.h"
 
 namespace kiln::decompiler {
@@ -73,6 +75,33 @@ int Decompiler::span_end(int handler) const {
   if (end < 0) return -1;
   int idx = bc.index_of_offset(end);
   return idx < 0 ? bc.size() : idx;
+}
+
+std::vector<int> Decompiler::inner_handler_exits(int lo, int hi) const {
+  std::vector<int> out;
+  if (lo >= hi || hi > bc.size()) return out;
+  const int lo_off = bc.at(lo).offset, hi_off = hi < bc.size() ? bc.at(hi).offset : bc.at(bc.size() - 1).offset + 2;
+  std::vector<int> done;
+  for (auto& e : exc) {
+    const int h = bc.index_of_offset(e.target);
+    // (an except or with handler; not an await's or yield from's CLEANUP_THROW)
+    if (h < hi || h >= bc.size() || !is(bc.at(h), "PUSH_EXC_INFO") || std::find(done.begin(), done.end(), h) != done.end()) continue;
+    done.push_back(h);
+    bool inner = true;
+    for (auto& f : exc)
+      if (f.target == e.target) inner = inner && f.start >= lo_off && f.end <= hi_off;
+    if (!inner) continue;
+    int end = h;  // the handler runs to its cleanup `COPY 3; POP_EXCEPT; RERAISE 1`
+    while (end + 2 < bc.size() && !(is(bc.at(end), "COPY") && bc.at(end).arg == 3 && is(bc.at(end + 1), "POP_EXCEPT") &&
+                                    is(bc.at(end + 2), "RERAISE") && bc.at(end + 2).arg == 1))
+      ++end;
+    if (end + 2 >= bc.size()) continue;
+    for (int q = h; q < end; ++q) {
+      const int t = bc.at(q).target;
+      if (t >= 0 && (t < h || t > end + 2)) out.push_back(t);
+    }
+  }
+  return out;
 }
 
 int Decompiler::finally_copy_end(int lo, int hi, int pos, int* tail) const {
