@@ -1320,3 +1320,30 @@ def try_ending_an_if_branch_before_an_elif(fast, slow):
             else:
                 raise
     return "end", log
+
+
+# A while loop ending the function, with a continue: 3.11 ends the bottom test with its own copy
+# of the `return None` the top test jumps to, so the loop seemed to have two exits
+# (pprint.PrettyPrinter._format_items was refused). Its result is None: what it does is checked
+# by the corpus behaviour check (the pprint workload), here that it runs, or fails alike.
+@case(([1, 2, 3], True), ([5, 6], False), ([], True), ([None], True))
+def while_ending_the_function_with_a_continue(items, compact):
+    it = iter(items)
+    out = []
+    last = False
+    width = 3
+    while not last:
+        try:
+            ent = next(it)
+        except StopIteration:
+            last = True
+            ent = None
+        if compact:
+            w = len(str(ent))
+            if width >= w:
+                width -= w
+                out.append(ent)
+                continue
+        out.append(-1)
+        if len(out) > 2:
+            out.pop(5)

@@ -290,6 +290,13 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     int glen = B - stmt_start, last = F - 1, tail = -1;
     if (minor == 11 && is_cond_jump(last) && bc.at(last).target == B) tail = F - glen;
     if (minor >= 12 && is_uncond_jump(last) && bc.at(last).target == B) tail = F - 1 - glen;
+    // the final test leaves the loop into a copy of the exit block F holds (`return None`): 3.11
+    // falls out of its backward jump into it, 3.12 jumps over its JUMP_BACKWARD to it
+    for (int L = F - 2; tail < 0 && L > B; --L)
+      if ((minor == 11 ? is_cond_jump(L) : is_uncond_jump(L)) && bc.at(L).target == B) {
+        if (block_copy_length(L + 1, F) == F - L - 1) tail = (minor == 11 ? L + 1 : L) - glen;
+        break;
+      }
     // a guard with a comparison chain: its copy ends in a backward jump into the body (3.11: the
     // final test; 3.12: a JUMP_BACKWARD after it), followed by the copy's cleanup and exit path
     bool chain_guard = false;
