@@ -302,8 +302,8 @@ def test_corpus_recompiles_to_the_same_bytecode():
     (tools/decompiler_corpus.py): the decompiled source must compile, and recompiling it must give
     the original's bytecode for nearly all, and run in place of the original under the modules'
     workloads (tools/decompiler_behaviour.py) it must give the same results. Measured on 3.11:
-    3770 of 3775 decompiled, 3690 the same bytecode, the rest clear DecompileErrors; 1890
-    behaviour-checked (76 of the 80 with different bytecode), all the same."""
+    3775 of 3775 decompiled, 3712 the same bytecode; 1895 behaviour-checked (61 of the 63 with
+    different bytecode), all the same."""
     tool = _corpus_tool()
     items = tool.corpus(os.path.dirname(torch.__file__))
     res = tool.decompile_all(items)
@@ -320,8 +320,8 @@ def test_corpus_recompiles_to_the_same_bytecode():
     assert n >= 3000
     assert not crashes, "\n".join(crashes[:20])
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.998 * n
-    assert same >= 0.975 * n
+    assert len(decompiled) >= 0.999 * n
+    assert same >= 0.98 * n
     behaved = tool.behaviour(codes, {k: res[k]["src"] for k in decompiled})
     checked = [k for k, (state, _) in behaved.items() if state != "not run"]
     differs = [f"{k}: {why}" for k, (state, why) in behaved.items() if state == "differs"]
@@ -330,6 +330,14 @@ def test_corpus_recompiles_to_the_same_bytecode():
     assert not differs, "\n".join(differs[:20])
     assert len(checked) >= 1800
     assert len(other) >= 0.9 * (len(decompiled) - same)
+    # Layouts that were refused or rebuilt wrong, each found in this corpus: a finally block ending
+    # in an if dropped the code after the try (make_archive returned None); a break ending an if
+    # branch with a nested if jumping past it (_wrap_chunks); an except block falling through past
+    # an elif (copyfile); a while loop's final test leaving into a copy of `return None`
+    # (_format_items). Each must now decompile and behave the same.
+    for key in ("python3.11/shutil.py:make_archive:1083", "python3.11/textwrap.py:TextWrapper._wrap_chunks:238",
+                "python3.11/shutil.py:copyfile:226", "python3.11/pprint.py:PrettyPrinter._format_items:413"):
+        assert key in res and behaved.get(key, ["missing"])[0] == "same", (key, res.get(key), behaved.get(key))
 
 
 PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
@@ -339,8 +347,8 @@ PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
 def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
     decompiles the descriptions here, and the 3.12 interpreter recompiles, compares and runs the
-    workloads (no torch there: torch's functions are not run). Measured: 3764 of 3786 decompiled,
-    3602 the same bytecode; 1488 behaviour-checked (133 of the 162 with different bytecode), all
+    workloads (no torch there: torch's functions are not run). Measured: 3774 of 3786 decompiled,
+    3632 the same bytecode; 1498 behaviour-checked (115 of the 142 with different bytecode), all
     the same."""
     import subprocess
     tool_path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
@@ -356,13 +364,21 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     print(r.stdout)
     assert n >= 3000
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.99 * n
-    assert same >= 0.95 * n
+    assert len(decompiled) >= 0.996 * n
+    assert same >= 0.955 * n
     differs = [f"{k}: {v['behaviour_why']}" for k, v in res.items() if v.get("behaviour") == "differs"]
     assert not differs, "\n".join(differs[:20])
     checked = [k for k, v in res.items() if v.get("behaviour") in ("same", "differs")]
     assert len(checked) >= 1400
-    assert sum(1 for k in checked if not res[k].get("same")) >= 120
+    assert sum(1 for k in checked if not res[k].get("same")) >= 100
+    # 3.12 layouts that were refused: an except block placed after the code falling through past an
+    # elif (copyfile); a while loop's final test jumping to a copy of `return None` (_format_items,
+    # Path.walk); an if branch jumping straight to where the enclosing if/elif chain goes on
+    # (Fraction.__new__, _EnumDict.__setitem__). Each must decompile and behave the same.
+    for key in ("python3.12/shutil.py:copyfile:230", "python3.12/pprint.py:PrettyPrinter._format_items:413",
+                "python3.12/pathlib.py:Path.walk:1112", "python3.12/fractions.py:Fraction.__new__:186",
+                "python3.12/enum.py:_EnumDict.__setitem__:383"):
+        assert res.get(key, {}).get("behaviour") == "same", (key, res.get(key))
     # A try/finally inside a try/except: 3.12's layout was rebuilt with the code after the outer
     # try moved inside it (wrong source), then refused; now the outer body ends before the handlers
     # of the tries nested in it, and it recompiles to the same bytecode.

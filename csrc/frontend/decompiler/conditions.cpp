@@ -367,7 +367,7 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   sub.pure = ctx.pure;
   // the false branch leaves the block: break / continue / end of the enclosing block
   if (F <= i || F > hi) {
-    if (ctx.follow >= 0 && same_label(F, ctx.follow)) {
+    if (is_follow(ctx, F)) {
       if (ctx.pure) throw NotPure{};
       Stmt s;
       s.kind = Stmt::Kind::If;
@@ -462,6 +462,9 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     }
   }
   sub.follow = join;
+  // a join at the end of the enclosing region: the branches may also jump straight to where that
+  // region goes on (its follow), threaded past it (fractions.Fraction.__new__, 3.12)
+  if (join == hi && ctx.follow >= 0 && !same_label(hi, ctx.follow)) sub.follow_alt = ctx.follow, sub.follow_alt_for = join;
   sub.base = static_cast<int>(st.size());
   Stack s1 = st;
   std::vector<Stmt> body1, body2;

@@ -37,6 +37,9 @@ struct PendingExit {
 
 struct RegionCtx {
   int follow = -1;                 // where control goes after falling off the region's end
+  // a second label that falling off the end also reaches (an if branch whose join is the end of the
+  // enclosing region: that region's follow); valid while `follow` is still follow_alt_for
+  int follow_alt = -1, follow_alt_for = -2;
   const LoopInfo* loop = nullptr;  // innermost enclosing loop
   bool pure = false;               // scanning a condition atom: statements are not allowed
   int base = 0;                    // stack depth of the statement level
@@ -170,6 +173,8 @@ class Decompiler {
   // the jump targets out of the handlers (placed at or after hi, as 3.12 does) of the trys whose
   // protected code lies wholly in [lo, hi): where their except blocks that fall through go
   std::vector<int> inner_handler_exits(int lo, int hi) const;
+  // the target is where falling off the region's end goes (its follow, or a valid follow_alt)
+  bool is_follow(const RegionCtx& ctx, int target) const;
   int span_end(int handler) const;  // index after the last range protected by `handler`
   std::set<int> handled_try_;
   std::vector<int> cover_;          // per instruction: index into exc, or -1
