@@ -317,45 +317,6 @@ def w_random():
             r.lognormvariate(0, 1), r.normalvariate(0, 1), sorted(r.sample(["a", "b", "c"], counts=[2, 1, 1], k=3))]
 
 
-def w_copy_operator_weakref():
-    import copy
-    import operator
-    import weakref
-
-    class N:
-        def __init__(self, v):
-            self.v = v
-            self.me = self
-
-    x = {"a": [1, (2, [3])], "t": (N(1), 2), "e": ()}
-    y = copy.deepcopy(x)
-    out = [y["a"], y["t"][0].v, y["t"][0].me is y["t"][0], copy.copy(x)["a"] is x["a"], copy.deepcopy((1, 2)), copy.deepcopy(((), [1]))]
-    out += [operator.truth(0), operator.truth([1]), operator.itemgetter(1, 0)("ab"), operator.attrgetter("v")(N(3)),
-            operator.methodcaller("upper")("x"), operator.length_hint([1, 2]), operator.countOf([1, 1, 2], 1), operator.indexOf("abc", "c")]
-
-    class O:
-        pass
-    objs = [O() for _ in range(3)]
-    wk = weakref.WeakKeyDictionary({o: i for i, o in enumerate(objs)})
-    for k in list(wk.keys()):
-        pass
-    it = iter(wk.items())
-    next(it)
-    del objs[0]
-    del it
-    out.append(sorted(wk.values()))
-    wv = weakref.WeakValueDictionary({i: o for i, o in enumerate(objs)})
-    out.append(sorted(wv.keys()))
-    ws = weakref.WeakSet(objs)
-    out.append(len(ws))
-    log = []
-    fin = weakref.finalize(objs[0], log.append, "fin")
-    out += [fin.alive, fin.peek()[2:] if fin.peek() else None]
-    objs.clear()
-    out += [log, fin.alive]
-    return out
-
-
 def w_tokenize_pprint_calendar_gettext():
     import calendar
     import gettext
