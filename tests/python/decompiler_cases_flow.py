@@ -560,3 +560,29 @@ def while_ending_the_function_with_a_continue(items, compact):
         out.append(-1)
         if len(out) > 2:
             out.pop(5)
+
+
+# A try whose body is a nested try, with code after both: 3.12 protects the outer body only where
+# the nested handler is placed (after the code), so the outer body took in the code after the try
+# (enum._proto_member.__set_name__ was refused).
+@case(({1: "a"}, 1, True, []), ({1: "a"}, 2, True, [0]), ({1: "a"}, 2, False, [0]), ({1: "a"}, [], True, []),
+      ({1: [2]}, [2], True, []))
+def try_whose_body_is_a_try(d, v, flag, names):
+    names = list(names)
+    try:
+        try:
+            m = d[v]
+        except TypeError:
+            for n, c in d.items():
+                if c == v:
+                    m = c
+                    break
+            else:
+                raise KeyError
+    except KeyError:
+        if flag:
+            names.append(v)
+    out = []
+    for k in names:
+        out.append(k)
+    return out

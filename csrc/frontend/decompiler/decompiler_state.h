@@ -175,7 +175,8 @@ class Decompiler {
   std::vector<int> inner_handler_exits(int lo, int hi) const;
   // the target is where falling off the region's end goes (its follow, or a valid follow_alt)
   bool is_follow(const RegionCtx& ctx, int target) const;
-  int span_end(int handler) const;  // index after the last range protected by `handler`
+  // index after the last range protected by `handler` (for the try starting at `from`, if known)
+  int span_end(int handler, int from = -1) const;
   std::set<int> handled_try_;
   std::vector<int> cover_;          // per instruction: index into exc, or -1
  public:

@@ -36,7 +36,7 @@ int Decompiler::handler_depth(int handler) const {
   return -1;
 }
 
-int Decompiler::span_end(int handler) const {
+int Decompiler::span_end(int handler, int from) const {
   int end = -1;
   // 3.12 places handlers after the code: a nested try's handler code (its finally block, its
   // cleanup) re-raises into this handler from there. Those ranges are not the body: the body's
@@ -47,6 +47,9 @@ int Decompiler::span_end(int handler) const {
       const int first = bc.index_of_offset(e.start);
       if (first >= 0 && (body_start < 0 || first < body_start)) body_start = first;
     }
+  // (a try whose body begins with a nested try: 3.12 protects this handler's body only where the
+  // nested try's handler is placed, after the code; the body starts where the try starts)
+  if (from >= 0 && (body_start < 0 || from < body_start)) body_start = from;
   if (minor >= 12 && body_start >= 0)
     for (auto& e : exc) {
       const int t = bc.index_of_offset(e.target);
@@ -214,7 +217,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     ~Active() { set.erase(h); }
   } active{handled_try_, h};
   handled_try_.insert(h);
-  int E = span_end(h);
+  int E = span_end(h, i);
   const int C = covering_handler(h);
   if (E < 0 || C < 0 || E > h) fail("try block with an unexpected exception table", i);
   bool is_except = is(bc.at(h + 1), "POP_TOP");
