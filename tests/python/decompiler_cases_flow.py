@@ -586,3 +586,28 @@ def try_whose_body_is_a_try(d, v, flag, names):
     for k in names:
         out.append(k)
     return out
+
+
+# A try/finally around a loop of with blocks (two context managers), ending the function: 3.12
+# places the with blocks' handlers after the finally copy's return, where they were walked as code
+# after the try (shutil._unpack_zipfile: "unsupported instruction PUSH_EXC_INFO").
+@case((["a", "/b", "c"],), ([],), (["x", "bad"],))
+def with_blocks_in_a_loop_in_try_finally(names):
+    log = []
+
+    def run():
+        try:
+            for name in names:
+                if name.startswith("/"):
+                    continue
+                with _Ctx(log) as s, _Ctx(log) as t:
+                    if name == "bad":
+                        raise KeyError(name)
+                    log.append((name, s is t))
+        finally:
+            log.append("closed")
+    try:
+        run()
+    except KeyError:
+        log.append("raised")
+    return log

@@ -173,6 +173,11 @@ class Decompiler {
   // the jump targets out of the handlers (placed at or after hi, as 3.12 does) of the trys whose
   // protected code lies wholly in [lo, hi): where their except blocks that fall through go
   std::vector<int> inner_handler_exits(int lo, int hi) const;
+  // the start of the cleanup `COPY 3; POP_EXCEPT; RERAISE 1` that ends the handler at h, or -1
+  int handler_cleanup(int h) const;
+  // past the handler at k (PUSH_EXC_INFO) when every range it protects lies in [lo, hi) or among
+  // the handlers skipped before it, from `skipped` on (a nested handler's exit), else k
+  int past_nested_handler(int k, int lo, int hi, int skipped = -1) const;
   // the target is where falling off the region's end goes (its follow, or a valid follow_alt)
   bool is_follow(const RegionCtx& ctx, int target) const;
   // index after the last range protected by `handler` (for the try starting at `from`, if known)

@@ -80,6 +80,26 @@ int Decompiler::span_end(int handler, int from) const {
   return idx < 0 ? bc.size() : idx;
 }
 
+int Decompiler::handler_cleanup(int h) const {
+  for (int q = h; q + 2 < bc.size(); ++q)
+    if (is(bc.at(q), "COPY") && bc.at(q).arg == 3 && is(bc.at(q + 1), "POP_EXCEPT") && is(bc.at(q + 2), "RERAISE") &&
+        bc.at(q + 2).arg == 1)
+      return q;
+  return -1;
+}
+
+int Decompiler::past_nested_handler(int k, int lo, int hi, int skipped) const {
+  if (k >= bc.size() || !is(bc.at(k), "PUSH_EXC_INFO") || lo >= hi) return k;
+  const int lo_off = bc.at(lo).offset, hi_off = hi < bc.size() ? bc.at(hi).offset : bc.at(bc.size() - 1).offset + 2;
+  const int skipped_off = skipped >= 0 && skipped < k ? bc.at(skipped).offset : bc.at(k).offset;
+  bool any = false, inner = true;
+  for (auto& e : exc)
+    if (bc.index_of_offset(e.target) == k)
+      any = true, inner = inner && ((e.start >= lo_off && e.end <= hi_off) || (e.start >= skipped_off && e.end <= bc.at(k).offset));
+  const int c = handler_cleanup(k);
+  return any && inner && c >= 0 ? c + 3 : k;
+}
+
 std::vector<int> Decompiler::inner_handler_exits(int lo, int hi) const {
   std::vector<int> out;
   if (lo >= hi || hi > bc.size()) return out;
@@ -94,11 +114,8 @@ std::vector<int> Decompiler::inner_handler_exits(int lo, int hi) const {
     for (auto& f : exc)
       if (f.target == e.target) inner = inner && f.start >= lo_off && f.end <= hi_off;
     if (!inner) continue;
-    int end = h;  // the handler runs to its cleanup `COPY 3; POP_EXCEPT; RERAISE 1`
-    while (end + 2 < bc.size() && !(is(bc.at(end), "COPY") && bc.at(end).arg == 3 && is(bc.at(end + 1), "POP_EXCEPT") &&
-                                    is(bc.at(end + 2), "RERAISE") && bc.at(end + 2).arg == 1))
-      ++end;
-    if (end + 2 >= bc.size()) continue;
+    const int end = handler_cleanup(h);  // the handler runs to its cleanup
+    if (end < 0) continue;
     for (int q = h; q < end; ++q) {
       const int t = bc.at(q).target;
       if (t >= 0 && (t < h || t > end + 2)) out.push_back(t);
@@ -303,6 +320,13 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
       Stack s2 = st;
       if (region(tail, end + 1, ctx, s2, out) >= 0) fail("return block after a try/finally that does not return", tail);
       return -1;
+    }
+    // 3.12 places the handlers of the trys and with blocks nested in the body after the finally
+    // copy (which then ends in a return): they are no code after the try
+    for (int guard = 0, first = k; guard < 16 && k < h; ++guard) {
+      const int past = past_nested_handler(k, i, E, first);
+      if (past == k) break;
+      k = past;
     }
     if (k >= h) return -1;
     if (is_uncond_jump(k)) {
