@@ -508,6 +508,12 @@ def w_asyncio():
         return await asyncio.create_task(main())
     if hasattr(asyncio.tasks, "_PyTask"):
         log.append(asyncio.run(main_py_tasks()))
+
+    async def main_eager():  # 3.12's eager tasks (Task.__eager_start), pure-Python ones
+        asyncio.get_running_loop().set_task_factory(asyncio.create_eager_task_factory(asyncio.tasks._PyTask))
+        return await asyncio.create_task(main())
+    if hasattr(asyncio, "create_eager_task_factory") and hasattr(asyncio.tasks, "_PyTask"):
+        log.append(asyncio.run(main_eager()))
     return log
 
 

@@ -611,3 +611,31 @@ def with_blocks_in_a_loop_in_try_finally(names):
     except KeyError:
         log.append("raised")
     return log
+
+
+# A try/finally in a finally block, ending the function: the exceptional copy of the outer block
+# starts with the nested `try:`'s NOP, which the normal copy's matching skipped on one side only,
+# and 3.12 places the nested handler after the normal copy's return (asyncio Task.__eager_start
+# was refused: "finally block without its normal-exit copy").
+@case((1, 2, False), (0, 2, False), (1, 2, True), (0, 2, True))
+def finally_in_a_finally(a, b, fail):
+    log = []
+
+    def run():
+        try:
+            log.append(a)
+            if fail:
+                raise KeyError(a)
+        finally:
+            try:
+                log.append(b)
+            finally:
+                if a:
+                    log.append(1)
+                else:
+                    log.append(2)
+    try:
+        run()
+    except KeyError:
+        log.append("raised")
+    return log

@@ -152,6 +152,9 @@ int Decompiler::finally_copy_end(int lo, int hi, int pos, int* tail) const {
   while (a < hi) {
     if (a != lo) a = past_handler(a);
     if (b != pos) b = past_handler(b);
+    // (a line's NOP, such as a nested `try:`'s, may stand in one copy and not in the other)
+    while (a < hi && is(bc.at(a), "NOP")) ++a;
+    while (b < bc.size() && is(bc.at(b), "NOP") && (a >= hi || !is(bc.at(a), "NOP"))) ++b;
     if (a >= hi) break;
     if (b >= bc.size() || (b != pos && b == lo - 1)) return -1;
     const auto &x = bc.at(a), &y = bc.at(b);
@@ -321,10 +324,10 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
       if (region(tail, end + 1, ctx, s2, out) >= 0) fail("return block after a try/finally that does not return", tail);
       return -1;
     }
-    // 3.12 places the handlers of the trys and with blocks nested in the body after the finally
-    // copy (which then ends in a return): they are no code after the try
+    // 3.12 places the handlers of the trys and with blocks nested in the body or in the finally
+    // copy after that copy (which then ends in a return): they are no code after the try
     for (int guard = 0, first = k; guard < 16 && k < h; ++guard) {
-      const int past = past_nested_handler(k, i, E, first);
+      const int past = past_nested_handler(k, i, first, first);
       if (past == k) break;
       k = past;
     }
