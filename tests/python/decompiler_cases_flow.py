@@ -639,3 +639,22 @@ def finally_in_a_finally(a, b, fail):
     except KeyError:
         log.append("raised")
     return log
+
+
+# A try/finally ending a loop body, whose finally block is an if around a try/except: 3.12 inverts
+# the normal copy's if around its jump back to the loop (POP_JUMP_IF_TRUE over a JUMP_BACKWARD)
+# and places the nested handler after the loop (shutil._rmtree_safe_fd was refused: "finally
+# block without its normal-exit copy").
+@case(([1, 0, 2],), ([],), ([3, "x"],))
+def finally_if_try_in_a_loop(items):
+    log = []
+    for x in items:
+        try:
+            log.append(x)
+        finally:
+            if x:
+                try:
+                    log.append(-x)
+                except TypeError as err:
+                    log.append(type(err).__name__)
+    return log

@@ -166,9 +166,14 @@ int Decompiler::finally_copy_end(int lo, int hi, int pos, int* tail) const {
     else if (reraise && is_uncond_jump(b)) {
       // a branch of the finally block that ends the block (its RERAISE 0 just before the last
       // one): the normal copy's jump there is also the copy's exit to the code after the try
-      if (a + 1 >= hi) return b;
+      if (a + 1 >= hi || past_handler(a + 1) >= hi) return b;
       ++a, ++b;
     }
+    // a branch to the block's end (its RERAISE 0) that the normal copy inverts around its jump
+    // out (3.12: `POP_JUMP_IF_TRUE over; JUMP_BACKWARD` where the finally block's if ends a loop body)
+    else if (is_cond_jump(a) && is_cond_jump(b) && x.opcode != y.opcode && x.target >= 0 && x.target < bc.size() &&
+             is(bc.at(x.target), "RERAISE") && bc.at(x.target).arg == 0 && y.target == b + 2 && is_uncond_jump(b + 1))
+      ++a, b += 2;
     else if (reraise && is(y, "RETURN_CONST") && code.consts.at(y.arg).is_none) ++a, ++b;
     else if (reraise && is(y, "LOAD_CONST") && code.consts.at(y.arg).is_none && b + 1 < bc.size() &&
              is(bc.at(b + 1), "RETURN_VALUE"))
