@@ -42,11 +42,12 @@ TORCH = ["nn/functional", "nn/modules/module", "nn/modules/linear", "nn/modules/
 
 
 def source_files(torch_dir):
+    """(file, module import name) for each corpus module present."""
     lib = sysconfig.get_paths()["stdlib"]
-    files = [os.path.join(lib, m + ".py") for m in STDLIB]
+    files = [(os.path.join(lib, m + ".py"), m.replace("/__init__", "").replace("/", ".")) for m in STDLIB]
     if torch_dir:
-        files += [os.path.join(torch_dir, m + ".py") for m in TORCH]
-    return [f for f in files if os.path.exists(f)]
+        files += [(os.path.join(torch_dir, m + ".py"), "torch." + m.replace("/", ".")) for m in TORCH]
+    return [(f, name) for f, name in files if os.path.exists(f)]
 
 
 def is_name(s):
@@ -63,18 +64,20 @@ def walk(code, path, out):
 
 # Per source file: the names its module scope binds by import. The compiler reads them: a method
 # call on an imported module (`re.sub(...)`) compiles to LOAD_ATTR rather than LOAD_METHOD, so the
-# recompiled source is compiled below such imports.
+# recompiled source is compiled below such imports. MODULE: per source file, its import name and path.
 IMPORTED = {}
+MODULE = {}
 
 
 def corpus(torch_dir):
     import symtable
     out = []
-    for f in source_files(torch_dir):
+    for f, name in source_files(torch_dir):
         with open(f, encoding="utf-8") as fh:
             src = fh.read()
         top = compile(src, f, "exec", dont_inherit=True)
         rel = os.path.relpath(f, os.path.dirname(os.path.dirname(f)))
+        MODULE[rel] = (name, f)
         IMPORTED[rel] = sorted(s.get_name() for s in symtable.symtable(src, f, "exec").get_symbols() if s.is_imported())
         walk(top, rel, out)
     return out
@@ -184,18 +187,31 @@ def worker_describe(torch_dir, path):
         json.dump(items, f)
 
 
-def worker_check(torch_dir, sources_path, out_path):
+def worker_check(torch_dir, sources_path, out_path, behave="0"):
     codes = dict(corpus(torch_dir))
     with open(sources_path) as f:
         sources = json.load(f)
     res = {}
     for key, src in sources.items():
         try:
-            res[key] = check(codes[key], src, IMPORTED[key.split(':')[0]])
+            res[key] = list(check(codes[key], src, IMPORTED[key.split(':')[0]]))
         except Exception as e:  # noqa: BLE001 - reported
-            res[key] = (False, False, f"{type(e).__name__}: {e}")
+            res[key] = [False, False, f"{type(e).__name__}: {e}"]
+    if behave == "1":
+        compiled = {k: sources[k] for k, r in res.items() if r[0]}
+        for k, b in behaviour(codes, compiled).items():
+            res[k] += b
     with open(out_path, "w") as f:
         json.dump(res, f)
+
+
+def behaviour(codes, sources):
+    """Corpus key -> [state, why] from tools/decompiler_behaviour.py (the decompiled code run in
+    place of the original under the modules' workloads)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import decompiler_behaviour
+    module_of = {path: (name, f, IMPORTED[path]) for path, (name, f) in MODULE.items()}
+    return decompiler_behaviour.check(codes, sources, module_of, recompiled)
 
 
 # ---- driver ----------------------------------------------------------------------------------
@@ -217,6 +233,15 @@ def report(label, results, show):
     same = sum(1 for r in results.values() if r.get("same"))
     print(f"{label}: tried {n}, decompiled {dec}, DecompileError {err}, other errors {crash}, "
           f"compile {comp}, same bytecode {same}")
+    if any("behaviour" in r for r in results.values()):
+        ran = [r for r in results.values() if r.get("behaviour") in ("same", "differs")]
+        diff_ran = [r for r in ran if not r.get("same")]
+        bad = [k for k, r in results.items() if r.get("behaviour") == "differs"]
+        ndiff = sum(1 for r in results.values() if r.get("compiles") and not r.get("same"))
+        print(f"{label} behaviour: checked {len(ran)} of {comp} compiled "
+              f"(of the {ndiff} with different bytecode: {len(diff_ran)}), behave the same {len(ran) - len(bad)}, differ {len(bad)}")
+        for k in bad:
+            print(f"  DIFFERS {k}: {results[k]['behaviour_why'][:300]}")
     reasons = collections.Counter()
     for r in results.values():
         if r["status"] != "decompiled":
@@ -253,6 +278,7 @@ def main():
     ap.add_argument("--show", type=int, default=25)
     ap.add_argument("--json", default=None)
     ap.add_argument("--worker", nargs="*")
+    ap.add_argument("--behaviour", action="store_true", help="also run the decompiled code under the modules' workloads")
     args = ap.parse_args()
     if args.worker:
         what, torch_dir, *paths = args.worker
@@ -268,6 +294,10 @@ def main():
     for key, r in res.items():
         if r["status"] == "decompiled":
             r["compiles"], r["same"], r["why"] = check(codes[key], r["src"], IMPORTED[key.split(":")[0]])
+    if args.behaviour:
+        compiled = {k: r["src"] for k, r in res.items() if r.get("compiles")}
+        for k, (state, why) in behaviour(codes, compiled).items():
+            res[k].update(behaviour=state, behaviour_why=why)
     report("3.11", res, args.show)
     all_results["3.11"] = res
     if args.py312:
@@ -282,11 +312,14 @@ def main():
             outp = os.path.join(tmp, "out.json")
             with open(srcs, "w") as f:
                 json.dump({k: r["src"] for k, r in res.items() if r["status"] == "decompiled"}, f)
-            subprocess.run([args.py312, __file__, "--worker", "check", torch_dir, srcs, outp], check=True)
+            subprocess.run([args.py312, __file__, "--worker", "check", torch_dir, srcs, outp, "1" if args.behaviour else "0"],
+                           check=True)
             with open(outp) as f:
                 checked = json.load(f)
-            for k, (c, s, why) in checked.items():
-                res[k].update(compiles=c, same=s, why=why)
+            for k, row in checked.items():
+                res[k].update(compiles=row[0], same=row[1], why=row[2])
+                if len(row) > 3:
+                    res[k].update(behaviour=row[3], behaviour_why=row[4])
         report("3.12", res, args.show)
         all_results["3.12"] = res
     if args.json:

@@ -300,10 +300,10 @@ def _corpus_tool():
 def test_corpus_recompiles_to_the_same_bytecode():
     """Every function of ~40 standard-library modules and ~20 torch.nn/torch.optim modules
     (tools/decompiler_corpus.py): the decompiled source must compile, and recompiling it must give
-    the original's bytecode (so it behaves the same) for nearly all. Measured on 3.11: 3770 of
-    3775 decompiled, 3687 the same bytecode, the rest clear DecompileErrors. (A decompiled function
-    whose bytecode differs is not proven to behave the same; each one that changed from the same
-    bytecode to a different one was read when it changed.)"""
+    the original's bytecode for nearly all, and run in place of the original under the modules'
+    workloads (tools/decompiler_behaviour.py) it must give the same results. Measured on 3.11:
+    3775 of 3775 decompiled, 3712 the same bytecode; 1895 behaviour-checked (61 of the 63 with
+    different bytecode), all the same."""
     tool = _corpus_tool()
     items = tool.corpus(os.path.dirname(torch.__file__))
     res = tool.decompile_all(items)
@@ -320,8 +320,24 @@ def test_corpus_recompiles_to_the_same_bytecode():
     assert n >= 3000
     assert not crashes, "\n".join(crashes[:20])
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.998 * n
-    assert same >= 0.975 * n
+    assert len(decompiled) >= 0.999 * n
+    assert same >= 0.98 * n
+    behaved = tool.behaviour(codes, {k: res[k]["src"] for k in decompiled})
+    checked = [k for k, (state, _) in behaved.items() if state != "not run"]
+    differs = [f"{k}: {why}" for k, (state, why) in behaved.items() if state == "differs"]
+    other = [k for k in checked if not res[k]["same"]]
+    print(f"behaviour-checked {len(checked)} ({len(other)} of {len(decompiled) - same} with different bytecode), differ {len(differs)}")
+    assert not differs, "\n".join(differs[:20])
+    assert len(checked) >= 1800
+    assert len(other) >= 0.9 * (len(decompiled) - same)
+    # Layouts that were refused or rebuilt wrong, each found in this corpus: a finally block ending
+    # in an if dropped the code after the try (make_archive returned None); a break ending an if
+    # branch with a nested if jumping past it (_wrap_chunks); an except block falling through past
+    # an elif (copyfile); a while loop's final test leaving into a copy of `return None`
+    # (_format_items). Each must now decompile and behave the same.
+    for key in ("python3.11/shutil.py:make_archive:1083", "python3.11/textwrap.py:TextWrapper._wrap_chunks:238",
+                "python3.11/shutil.py:copyfile:226", "python3.11/pprint.py:PrettyPrinter._format_items:413"):
+        assert key in res and behaved.get(key, ["missing"])[0] == "same", (key, res.get(key), behaved.get(key))
 
 
 PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
@@ -330,12 +346,16 @@ PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
 @pytest.mark.skipif(not os.path.exists(PY312), reason="no 3.12 interpreter to record and recompile with")
 def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
-    decompiles the descriptions here, and the 3.12 interpreter recompiles and compares. Measured:
-    3764 of 3786 decompiled, 3602 the same bytecode."""
+    decompiles the descriptions here, and the 3.12 interpreter recompiles, compares and runs the
+    workloads (no torch there: torch's functions are not run). Measured: 3780 of 3786 decompiled,
+    3635 the same bytecode; 1506 behaviour-checked (118 of the 145 with different bytecode), all
+    the same; the 6 DecompileErrors: PEP 695 generic scopes (3), a finally block whose loop and
+    handlers 3.12 lays out apart (asyncio Condition.wait, and its class), a while loop whose final
+    test 3.12 places after a handler (heapq.merge)."""
     import subprocess
     tool_path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
     out = tmp_path / "c.json"
-    r = subprocess.run([sys.executable, tool_path, "--py312", PY312, "--show", "0", "--json", str(out)],
+    r = subprocess.run([sys.executable, tool_path, "--py312", PY312, "--behaviour", "--show", "0", "--json", str(out)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.load(open(out))["3.12"]
@@ -346,8 +366,27 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     print(r.stdout)
     assert n >= 3000
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.99 * n
-    assert same >= 0.95 * n
+    assert len(decompiled) >= 0.998 * n
+    assert same >= 0.955 * n
+    differs = [f"{k}: {v['behaviour_why']}" for k, v in res.items() if v.get("behaviour") == "differs"]
+    assert not differs, "\n".join(differs[:20])
+    checked = [k for k, v in res.items() if v.get("behaviour") in ("same", "differs")]
+    assert len(checked) >= 1400
+    assert sum(1 for k in checked if not res[k].get("same")) >= 100
+    # 3.12 layouts that were refused: an except block placed after the code falling through past an
+    # elif (copyfile); a while loop's final test jumping to a copy of `return None` (_format_items,
+    # Path.walk); an if branch jumping straight to where the enclosing if/elif chain goes on
+    # (Fraction.__new__, _EnumDict.__setitem__); a try whose body is a nested try, protected only
+    # where the nested handler is placed (__set_name__); with blocks' handlers placed after a
+    # finally copy's return (_unpack_zipfile); a try/finally in a finally block (__eager_start);
+    # a finally block's if inverted around a loop's back edge (_rmtree_safe_fd). Each must
+    # decompile and behave the same.
+    for key in ("python3.12/shutil.py:copyfile:230", "python3.12/pprint.py:PrettyPrinter._format_items:413",
+                "python3.12/pathlib.py:Path.walk:1112", "python3.12/fractions.py:Fraction.__new__:186",
+                "python3.12/enum.py:_EnumDict.__setitem__:383", "python3.12/enum.py:_proto_member.__set_name__:249",
+                "python3.12/shutil.py:_unpack_zipfile:1259", "asyncio/tasks.py:Task.__eager_start:272",
+                "python3.12/shutil.py:_rmtree_safe_fd:643"):
+        assert res.get(key, {}).get("behaviour") == "same", (key, res.get(key))
     # A try/finally inside a try/except: 3.12's layout was rebuilt with the code after the outer
     # try moved inside it (wrong source), then refused; now the outer body ends before the handlers
     # of the tries nested in it, and it recompiles to the same bytecode.

@@ -290,6 +290,13 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     int glen = B - stmt_start, last = F - 1, tail = -1;
     if (minor == 11 && is_cond_jump(last) && bc.at(last).target == B) tail = F - glen;
     if (minor >= 12 && is_uncond_jump(last) && bc.at(last).target == B) tail = F - 1 - glen;
+    // the final test leaves the loop into a copy of the exit block F holds (`return None`): 3.11
+    // falls out of its backward jump into it, 3.12 jumps over its JUMP_BACKWARD to it
+    for (int L = F - 2; tail < 0 && L > B; --L)
+      if ((minor == 11 ? is_cond_jump(L) : is_uncond_jump(L)) && bc.at(L).target == B) {
+        if (block_copy_length(L + 1, F) == F - L - 1) tail = (minor == 11 ? L + 1 : L) - glen;
+        break;
+      }
     // a guard with a comparison chain: its copy ends in a backward jump into the body (3.11: the
     // final test; 3.12: a JUMP_BACKWARD after it), followed by the copy's cleanup and exit path
     bool chain_guard = false;
@@ -360,7 +367,7 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   sub.pure = ctx.pure;
   // the false branch leaves the block: break / continue / end of the enclosing block
   if (F <= i || F > hi) {
-    if (ctx.follow >= 0 && same_label(F, ctx.follow)) {
+    if (is_follow(ctx, F)) {
       if (ctx.pure) throw NotPure{};
       Stmt s;
       s.kind = Stmt::Kind::If;
@@ -392,6 +399,7 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   }
   int then_end = F, else_lo = -1, else_end = -1, join = F;
   int last = F - 1;
+
   while (last > B && skip_[last]) --last;
   // a try ending the branch: 3.11 puts its handlers after the jump that ends its body
   for (int guard = 0; guard < 16 && last > B && !std::strcmp(bc.at(last).name, "RERAISE"); ++guard) {
@@ -406,7 +414,12 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   // (in a finally block's exceptional copy, a branch ending in RERAISE 0 goes to the block's end)
   const bool to_finally_end = last >= B && ctx.finally_end >= 0 && last != ctx.finally_end &&
                               !std::strcmp(bc.at(last).name, "RERAISE") && bc.at(last).arg == 0;
-  if (last >= B && (is_uncond_jump(last) || to_finally_end)) {
+  // A jump inside the branch to F: F is reached from the branch too, so it is where the if ends and
+  // the branch's final jump is a break (or continue) of its own, not a jump over an else block.
+  bool branch_reaches_f = false;
+  for (int j = B; j < last && !branch_reaches_f; ++j)
+    branch_reaches_f = !skip_[j] && (is_cond_jump(j) || is_uncond_jump(j)) && bc.at(j).target == F;
+  if (last >= B && (is_uncond_jump(last) || to_finally_end) && !branch_reaches_f) {
     int J = to_finally_end ? ctx.finally_end : bc.at(last).target;
     if (J > F && (J < hi || (J == hi && ctx.follow >= 0 && same_label(J, ctx.follow)))) { then_end = last; else_lo = F; else_end = J; join = J; }
     else if (J > hi && ctx.follow >= 0 && same_label(J, ctx.follow)) { then_end = last; else_lo = F; else_end = hi; join = hi; }
@@ -416,9 +429,11 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     // no jump over an else block: CPython drops the unreachable one. An else is still there when
     // jumps inside the branch go past F to one label J (an inner if's end, threaded through the
     // dropped jump): [F, J) is then reached only from the condition, the else block.
+    // (the handlers of a try ending the branch, placed after its end, count: an except block that
+    // falls through jumps to J too)
     int J = -1;
     bool ok = true;
-    for (int j = B; j <= last && ok; ++j) {
+    for (int j = B; j < F && ok; ++j) {
       if (skip_[j] || !(is_cond_jump(j) || is_uncond_jump(j))) continue;
       const int t = bc.at(j).target;
       if (t == F) ok = false;  // the branch reaches F: F is where the if ends, not an else
@@ -432,6 +447,14 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
       if (J < 0) J = t;
       else if (!same_label(J, t)) ok = false;
     }
+    // 3.12 places the handlers of a try inside the branch after all the code: an except block
+    // that falls through jumps from there to J
+    for (int t : inner_handler_exits(B, F))
+      if (t == F) ok = false;
+      else if (t > F) {
+        if (J < 0) J = t;
+        else if (!same_label(J, t)) ok = false;
+      }
     // (not when F and J are copies of one exit block: 3.11 duplicates `return None` per path)
     if (ok && J > F && !same_label(F, J) && !same_exit_block(F, J)) {
       if (J < hi || (J == hi && ctx.follow >= 0 && same_label(J, ctx.follow))) { else_lo = F; else_end = J; join = J; }
@@ -439,6 +462,9 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
     }
   }
   sub.follow = join;
+  // a join at the end of the enclosing region: the branches may also jump straight to where that
+  // region goes on (its follow), threaded past it (fractions.Fraction.__new__, 3.12)
+  if (join == hi && ctx.follow >= 0 && !same_label(hi, ctx.follow)) sub.follow_alt = ctx.follow, sub.follow_alt_for = join;
   sub.base = static_cast<int>(st.size());
   Stack s1 = st;
   std::vector<Stmt> body1, body2;

@@ -37,6 +37,9 @@ struct PendingExit {
 
 struct RegionCtx {
   int follow = -1;                 // where control goes after falling off the region's end
+  // a second label that falling off the end also reaches (an if branch whose join is the end of the
+  // enclosing region: that region's follow); valid while `follow` is still follow_alt_for
+  int follow_alt = -1, follow_alt_for = -2;
   const LoopInfo* loop = nullptr;  // innermost enclosing loop
   bool pure = false;               // scanning a condition atom: statements are not allowed
   int base = 0;                    // stack depth of the statement level
@@ -167,7 +170,18 @@ class Decompiler {
   // (*tail: where the copy's branches end in copies of one return block, the first of them, else -1)
   int finally_copy_end(int lo, int hi, int pos, int* tail = nullptr) const;  // where a try/finally body ended at its finally copy (set by region)
   int handler_depth(int handler) const;
-  int span_end(int handler) const;  // index after the last range protected by `handler`
+  // the jump targets out of the handlers (placed at or after hi, as 3.12 does) of the trys whose
+  // protected code lies wholly in [lo, hi): where their except blocks that fall through go
+  std::vector<int> inner_handler_exits(int lo, int hi) const;
+  // the start of the cleanup `COPY 3; POP_EXCEPT; RERAISE 1` that ends the handler at h, or -1
+  int handler_cleanup(int h) const;
+  // past the handler at k (PUSH_EXC_INFO) when every range it protects lies in [lo, hi) or among
+  // the handlers skipped before it, from `skipped` on (a nested handler's exit), else k
+  int past_nested_handler(int k, int lo, int hi, int skipped = -1) const;
+  // the target is where falling off the region's end goes (its follow, or a valid follow_alt)
+  bool is_follow(const RegionCtx& ctx, int target) const;
+  // index after the last range protected by `handler` (for the try starting at `from`, if known)
+  int span_end(int handler, int from = -1) const;
   std::set<int> handled_try_;
   std::vector<int> cover_;          // per instruction: index into exc, or -1
  public:

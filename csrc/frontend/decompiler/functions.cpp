@@ -99,7 +99,11 @@ std::string def_source(const FunctionInfo& fn, const std::string& name) {
   for (auto& [an, av] : fn.annotations)
     if (an == "return") ret = " -> " + av;
   head += std::string(c.flags & (kCoCoroutine | kCoAsyncGenerator) ? "async " : "") + "def " + name + "(" + parameters(c, fn) + ")" + ret + ":\n";
-  std::string decl = declarations(d, "    ");
+  // a def's docstring is its first constant (3.11/3.12 put None there when it has none); it has
+  // no instruction of its own, so it is printed from the constant, ahead of everything else
+  std::string doc;
+  if (!c.consts.empty() && c.consts[0].kind == ConstDesc::Kind::Value && c.consts[0].is_str) doc = "    " + c.consts[0].source + "\n";
+  std::string decl = doc + declarations(d, "    ");
   std::string text = print_block(body, 1);
   // a generator whose body never yields (after dead-code removal) must stay a generator
   if ((c.flags & kCoGenerator) && text.find("yield") == std::string::npos) text += "    if False:\n        yield\n";

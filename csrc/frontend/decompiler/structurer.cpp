@@ -60,8 +60,13 @@ int Decompiler::resolve(int index) const {
   return index;
 }
 
+bool Decompiler::is_follow(const RegionCtx& ctx, int target) const {
+  return (ctx.follow >= 0 && same_label(target, ctx.follow)) ||
+         (ctx.follow_alt >= 0 && ctx.follow_alt_for == ctx.follow && same_label(target, ctx.follow_alt));
+}
+
 int Decompiler::handle_jump(int i, int target, int hi, const RegionCtx& ctx, std::vector<Stmt>& out) {
-  if (ctx.follow >= 0 && same_label(target, ctx.follow)) return hi;
+  if (is_follow(ctx, target)) return hi;
   if (ctx.loop) {
     for (int c : ctx.loop->continue_labels)
       if (same_label(target, c)) {

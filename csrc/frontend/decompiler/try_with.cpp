@@ -6,6 +6,8 @@
 // calls disappear as values of the WithExit marker.
 #include <cstring>
 
+#include <algorithm>
+
 #include "frontend/decompiler/decompiler_state.h"
 
 namespace kiln::decompiler {
@@ -34,7 +36,7 @@ int Decompiler::handler_depth(int handler) const {
   return -1;
 }
 
-int Decompiler::span_end(int handler) const {
+int Decompiler::span_end(int handler, int from) const {
   int end = -1;
   // 3.12 places handlers after the code: a nested try's handler code (its finally block, its
   // cleanup) re-raises into this handler from there. Those ranges are not the body: the body's
@@ -45,6 +47,9 @@ int Decompiler::span_end(int handler) const {
       const int first = bc.index_of_offset(e.start);
       if (first >= 0 && (body_start < 0 || first < body_start)) body_start = first;
     }
+  // (a try whose body begins with a nested try: 3.12 protects this handler's body only where the
+  // nested try's handler is placed, after the code; the body starts where the try starts)
+  if (from >= 0 && (body_start < 0 || from < body_start)) body_start = from;
   if (minor >= 12 && body_start >= 0)
     for (auto& e : exc) {
       const int t = bc.index_of_offset(e.target);
@@ -75,6 +80,50 @@ int Decompiler::span_end(int handler) const {
   return idx < 0 ? bc.size() : idx;
 }
 
+int Decompiler::handler_cleanup(int h) const {
+  for (int q = h; q + 2 < bc.size(); ++q)
+    if (is(bc.at(q), "COPY") && bc.at(q).arg == 3 && is(bc.at(q + 1), "POP_EXCEPT") && is(bc.at(q + 2), "RERAISE") &&
+        bc.at(q + 2).arg == 1)
+      return q;
+  return -1;
+}
+
+int Decompiler::past_nested_handler(int k, int lo, int hi, int skipped) const {
+  if (k >= bc.size() || !is(bc.at(k), "PUSH_EXC_INFO") || lo >= hi) return k;
+  const int lo_off = bc.at(lo).offset, hi_off = hi < bc.size() ? bc.at(hi).offset : bc.at(bc.size() - 1).offset + 2;
+  const int skipped_off = skipped >= 0 && skipped < k ? bc.at(skipped).offset : bc.at(k).offset;
+  bool any = false, inner = true;
+  for (auto& e : exc)
+    if (bc.index_of_offset(e.target) == k)
+      any = true, inner = inner && ((e.start >= lo_off && e.end <= hi_off) || (e.start >= skipped_off && e.end <= bc.at(k).offset));
+  const int c = handler_cleanup(k);
+  return any && inner && c >= 0 ? c + 3 : k;
+}
+
+std::vector<int> Decompiler::inner_handler_exits(int lo, int hi) const {
+  std::vector<int> out;
+  if (lo >= hi || hi > bc.size()) return out;
+  const int lo_off = bc.at(lo).offset, hi_off = hi < bc.size() ? bc.at(hi).offset : bc.at(bc.size() - 1).offset + 2;
+  std::vector<int> done;
+  for (auto& e : exc) {
+    const int h = bc.index_of_offset(e.target);
+    // (an except or with handler; not an await's or yield from's CLEANUP_THROW)
+    if (h < hi || h >= bc.size() || !is(bc.at(h), "PUSH_EXC_INFO") || std::find(done.begin(), done.end(), h) != done.end()) continue;
+    done.push_back(h);
+    bool inner = true;
+    for (auto& f : exc)
+      if (f.target == e.target) inner = inner && f.start >= lo_off && f.end <= hi_off;
+    if (!inner) continue;
+    const int end = handler_cleanup(h);  // the handler runs to its cleanup
+    if (end < 0) continue;
+    for (int q = h; q < end; ++q) {
+      const int t = bc.at(q).target;
+      if (t >= 0 && (t < h || t > end + 2)) out.push_back(t);
+    }
+  }
+  return out;
+}
+
 int Decompiler::finally_copy_end(int lo, int hi, int pos, int* tail) const {
   // the same instructions as the handler's copy [lo, hi) (jump targets aside), except that where a
   // branch of the handler's copy re-raises (RERAISE 0) this copy returns None or jumps on
@@ -103,6 +152,9 @@ int Decompiler::finally_copy_end(int lo, int hi, int pos, int* tail) const {
   while (a < hi) {
     if (a != lo) a = past_handler(a);
     if (b != pos) b = past_handler(b);
+    // (a line's NOP, such as a nested `try:`'s, may stand in one copy and not in the other)
+    while (a < hi && is(bc.at(a), "NOP")) ++a;
+    while (b < bc.size() && is(bc.at(b), "NOP") && (a >= hi || !is(bc.at(a), "NOP"))) ++b;
     if (a >= hi) break;
     if (b >= bc.size() || (b != pos && b == lo - 1)) return -1;
     const auto &x = bc.at(a), &y = bc.at(b);
@@ -111,7 +163,17 @@ int Decompiler::finally_copy_end(int lo, int hi, int pos, int* tail) const {
     // with LOAD_FAST in the normal exit's copy, where it is not)
     const bool same_op = x.opcode == y.opcode || (is(x, "LOAD_FAST_CHECK") && is(y, "LOAD_FAST"));
     if (same_op && (x.target >= 0 || x.arg == y.arg)) ++a, ++b;
-    else if (reraise && is_uncond_jump(b)) ++a, ++b;
+    else if (reraise && is_uncond_jump(b)) {
+      // a branch of the finally block that ends the block (its RERAISE 0 just before the last
+      // one): the normal copy's jump there is also the copy's exit to the code after the try
+      if (a + 1 >= hi || past_handler(a + 1) >= hi) return b;
+      ++a, ++b;
+    }
+    // a branch to the block's end (its RERAISE 0) that the normal copy inverts around its jump
+    // out (3.12: `POP_JUMP_IF_TRUE over; JUMP_BACKWARD` where the finally block's if ends a loop body)
+    else if (is_cond_jump(a) && is_cond_jump(b) && x.opcode != y.opcode && x.target >= 0 && x.target < bc.size() &&
+             is(bc.at(x.target), "RERAISE") && bc.at(x.target).arg == 0 && y.target == b + 2 && is_uncond_jump(b + 1))
+      ++a, b += 2;
     else if (reraise && is(y, "RETURN_CONST") && code.consts.at(y.arg).is_none) ++a, ++b;
     else if (reraise && is(y, "LOAD_CONST") && code.consts.at(y.arg).is_none && b + 1 < bc.size() &&
              is(bc.at(b + 1), "RETURN_VALUE"))
@@ -180,7 +242,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     ~Active() { set.erase(h); }
   } active{handled_try_, h};
   handled_try_.insert(h);
-  int E = span_end(h);
+  int E = span_end(h, i);
   const int C = covering_handler(h);
   if (E < 0 || C < 0 || E > h) fail("try block with an unexpected exception table", i);
   bool is_except = is(bc.at(h + 1), "POP_TOP");
@@ -266,6 +328,13 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
       Stack s2 = st;
       if (region(tail, end + 1, ctx, s2, out) >= 0) fail("return block after a try/finally that does not return", tail);
       return -1;
+    }
+    // 3.12 places the handlers of the trys and with blocks nested in the body or in the finally
+    // copy after that copy (which then ends in a return): they are no code after the try
+    for (int guard = 0, first = k; guard < 16 && k < h; ++guard) {
+      const int past = past_nested_handler(k, i, first, first);
+      if (past == k) break;
+      k = past;
     }
     if (k >= h) return -1;
     if (is_uncond_jump(k)) {
