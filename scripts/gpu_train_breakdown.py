@@ -1,8 +1,7 @@
 """Where a training step's host time goes on a GPU, kiln beside eager (and inductor): the bench's
-step (gradients cleared, forward, a float mean-square loss, backward) timed whole, then kiln's
-pieces alone: the compiled forward and backward graphs called directly (TrainingStages.forward /
-backward), the autograd node's forward without a backward, and the top Python functions of the
-step under cProfile.
+step (gradients cleared, forward, a float mean-square loss, backward) timed whole, then the
+compiled call with and without grad and eager's forward alone, and the top Python functions of the
+step under cProfile (kiln's training call and its backward node are C++: csrc/python/training_node.cpp).
 
     python3 scripts/gpu_train_breakdown.py train_mlp [--inductor] [--n 20]
 
@@ -17,7 +16,6 @@ import torch
 import gpu_common  # noqa: E402  (kiln and the bench suite on sys.path)
 
 import kiln  # noqa: E402
-from kiln import _autograd  # noqa: E402
 from suite import CASES  # noqa: E402
 
 
@@ -30,17 +28,6 @@ def main():
     torch.manual_seed(0)
     model, x, _ = CASES[a.case]("cuda")
     x = x if isinstance(x, tuple) else tuple(x)[0]
-    seen = {}
-    real_run, real_forward = _autograd.run, _autograd._Forward.__init__
-
-    def spy_run(stages, *inputs):
-        seen["stages"], seen["inputs"] = stages, list(inputs)
-        return real_run(stages, *inputs)
-
-    def spy_forward(self, stages, inputs):
-        real_forward(self, stages, inputs)
-        seen["fw"] = self
-    _autograd.run, _autograd._Forward.__init__ = spy_run, spy_forward
     cm = kiln.compile(model)
     steps = {"eager": gpu_common.training_step(model, model), "kiln": gpu_common.training_step(cm, model)}
     if a.inductor:
@@ -49,17 +36,8 @@ def main():
         call = (lambda step: lambda: step(*x))(step)
         print(f"{name}: step wall {gpu_common.sync_ms(call, 30, 3):.3f} ms (synchronized, median), "
               f"host {gpu_common.host_us(call, a.n):.1f} us/step (GPU busy)")
-    _autograd.run, _autograd._Forward.__init__ = real_run, real_forward
-    st, inputs, fw = seen["stages"], seen["inputs"], seen["fw"]
-    n_fwd = len(fw.outputs)
-    print(f"kiln pieces (host us per call, GPU busy): {st.describe}")
+    print("host us per call (GPU busy):")
     with torch.no_grad():
-        print(f"  stages.forward alone: {gpu_common.host_us(lambda: st.forward(list(inputs)), a.n):.1f}")
-        saved = [t.detach() for t in fw.aliases]
-        tangents = [torch.randn(s, dtype=d, device=dev) for s, d, dev in fw.tangent_meta]
-        print(f"  stages.backward alone: {gpu_common.host_us(lambda: st.backward(saved + tangents), a.n):.1f}")
-        outs = st.forward(list(inputs))
-        print(f"  _saved_aliases of {len(outs) - n_fwd} saved outputs: {gpu_common.host_us(lambda: kiln._C._saved_aliases(outs[n_fwd:]), a.n):.1f}")
         print(f"  compiled call, no grad (inference graph): {gpu_common.host_us(lambda: cm(*x), a.n):.1f}")
     print(f"  compiled call with grad, no backward: {gpu_common.host_us(lambda: cm(*x), a.n):.1f}")
     print(f"  eager forward with grad, no backward: {gpu_common.host_us(lambda: model(*x), a.n):.1f}")

@@ -327,9 +327,11 @@ class CodegenGraph {
 
   std::string status() const { return status_; }
   // A text of both halves of a training graph, headed "# forward" and "# backward".
+  // The backward's text says so until its first call builds it.
   template <class TextOf>
   std::string training_text(TextOf text_of) const {
-    return "# forward\n" + text_of(*training_->fwd) + "# backward\n" + text_of(*training_->bwd);
+    std::shared_ptr<runtime::CompiledGraph> bwd = training_->backward_if_built();
+    return "# forward\n" + text_of(*training_->fwd) + "# backward\n" + (bwd ? text_of(*bwd) : std::string("# built on the first backward call\n"));
   }
   std::string graph_text() const {
     if (training_) return training_text([](const runtime::CompiledGraph& g) { return g.trace().graph.to_string(); });
@@ -355,8 +357,14 @@ class CodegenGraph {
     if (training_) return training_text([&](const runtime::CompiledGraph& g) { return unfused(g.trace()); });
     return graph_ && !opts_.extern_only ? unfused(graph_->trace()) : "";
   }
-  std::string source() const { return source_; }
-  py::dict timings() const { return timings_; }
+  std::string source() const { return source_of_training_ && training_ ? training_->source() : source_; }
+  py::dict timings() const {
+    if (!training_ || training_->backward_build_s() < 0) return timings_;
+    auto t = py::reinterpret_steal<py::dict>(PyDict_Copy(timings_.ptr()));  // a copy: the backward's build, on its first call, is not in timings_
+    t["backward_build"] = training_->backward_build_s();
+    t["backward_cache_hit"] = training_->backward_cache_hit();
+    return t;
+  }
   bool compiled() const { return state_ == kReady; }
   size_t num_kernels() const { return graph_ ? graph_->num_kernels() : 0; }
   size_t num_externs() const { return graph_ ? graph_->num_externs() : 0; }
@@ -601,6 +609,7 @@ class CodegenGraph {
     template_ = std::move(*t);
     ++size_builds_;
     timings_["runtime_sizes_build"] = since(t0);
+    source_of_training_ = false;
     source_ += "// ==== kernels for runtime sizes (" + served_text() + ") ====\n" + r.source;
     runtime::store_size_template(opts_, *template_, note());
     sized_base_ = r.graph;
@@ -741,6 +750,7 @@ class CodegenGraph {
     timings_["total"] = total;
     timings_["cache_hit"] = r.cache_hit;
     source_ = std::move(r.source);
+    source_of_training_ = false;
     if (r.graph) {
       graph_ = std::move(r.graph);
       state_ = kReady;
@@ -794,10 +804,7 @@ class CodegenGraph {
       return eager_(*args);
     }
     if (!found->second) return eager_(*args);
-    static py::handle run = py::object(py::module_::import("kiln._autograd").attr("run")).release();  // never freed: outlives Python
-    py::tuple r = run(py::cast(found->second), *args);
-    if (single_) return r[0];
-    return as_list_ ? py::object(py::list(r)) : py::object(r);
+    return pack(run_training_call(found->second, inputs));
   }
 
   // Traces the joint graph at these inputs, partitions it and builds both halves; null (with
@@ -806,7 +813,9 @@ class CodegenGraph {
     Building guard(building_);
     auto t0 = std::chrono::steady_clock::now();
     try {
-      std::shared_ptr<TrainingStages> st = build_training_stages(inputs, runner_with(ints), opts_, min_cut_, &source_);
+      // The backward builds on its first call, unless a debug dump (written now) is to show it.
+      std::shared_ptr<TrainingStages> st = build_training_stages(inputs, runner_with(ints), opts_, min_cut_, /*lazy_backward=*/!debug_);
+      source_of_training_ = true;
       training_status_ = "compiled forward and backward; " + st->describe;
       if (!trainings_.empty()) training_status_ += " (" + std::to_string(trainings_.size() + 1) + " size signatures)";
       timings_["training_build"] = since(t0);
@@ -910,6 +919,7 @@ class CodegenGraph {
   State state_ = kNew;
   std::string status_ = "not compiled yet";
   std::string trace_text_, source_;
+  bool source_of_training_ = false;  // source() is the training pair's (training_->source())
   double trace_s_ = 0;
   py::dict timings_;
   std::unique_ptr<runtime::BackgroundBuild> pending_;

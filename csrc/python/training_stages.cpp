@@ -3,11 +3,11 @@
 #include "python/training_stages.h"
 
 #include <pybind11/stl.h>
-#include <torch/csrc/autograd/python_variable.h>
 
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <stdexcept>
 
@@ -16,16 +16,51 @@
 
 namespace kiln::python {
 
-py::list TrainingStages::run(runtime::CompiledGraph& g, py::list in) {
-  std::vector<at::Tensor> ts = unpack_tensors(in, "inputs");
-  std::vector<at::Tensor> outs;
-  {
-    py::gil_scoped_release nogil;
-    outs = g.run(ts);
+// Seconds since t0.
+static double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+runtime::CompiledGraph& TrainingStages::backward() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (bwd_) return *bwd_;
+  auto t0 = std::chrono::steady_clock::now();
+  runtime::BuildResult b = runtime::build_graph(bwd_trace, opts);
+  if (!b.graph) {
+    // The forward already ran compiled: its backward runs op by op rather than not at all.
+    runtime::BuildOptions aten = opts;
+    aten.extern_only = true;
+    std::string why = b.error;
+    b = runtime::build_graph(bwd_trace, aten);
+    if (!b.graph) throw std::runtime_error("kiln: building the training graph's backward failed: " + why + "; op by op: " + b.error);
+    b.source = "// generated code failed (" + why + "): ATen calls only\n";
   }
-  py::list r;
-  for (auto& t : outs) r.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(t)));
-  return r;
+  bwd_source_ = std::move(b.source);
+  bwd_cache_hit_ = b.cache_hit;
+  bwd_build_s_ = seconds_since(t0);
+  bwd_ = std::move(b.graph);
+  return *bwd_;
+}
+
+std::shared_ptr<runtime::CompiledGraph> TrainingStages::backward_if_built() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bwd_;
+}
+
+std::string TrainingStages::source() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return "// ==== forward ====\n" + fwd_source + "// ==== backward ====\n" +
+         (bwd_ ? bwd_source_ : std::string("// built on the first backward call\n"));
+}
+
+double TrainingStages::backward_build_s() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bwd_build_s_;
+}
+
+bool TrainingStages::backward_cache_hit() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bwd_cache_hit_;
 }
 
 // The boxed arguments of an inserted aten::zeros (autograd/absent_tangents.cpp): size, dtype,
@@ -37,18 +72,15 @@ static std::vector<c10::IValue> zeros_args(const ir::AtenGraph& g, const ir::Ate
 }
 
 const TrainingStages::Pruned& TrainingStages::pruned_for(const std::vector<bool>& given) {
-  auto it = pruned.find(given);
-  if (it != pruned.end()) return it->second;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pruned_.find(given);
+  if (it != pruned_.end()) return it->second;
   autograd::PrunedBackward p = autograd::prune_absent_tangents(bwd_trace.graph, first_tangent, given);
   bridge::TraceResult t;
   t.graph = std::move(p.graph);
   t.constants = bwd_trace.constants;
   for (int n : p.origin) t.node_args.push_back(n >= 0 ? bwd_trace.node_args.at(n) : zeros_args(t.graph, t.graph.nodes[t.node_args.size()], opts.cuda_device));
-  runtime::BuildResult b;
-  {
-    py::gil_scoped_release nogil;
-    b = runtime::build_graph(std::move(t), opts);
-  }
+  runtime::BuildResult b = runtime::build_graph(std::move(t), opts);
   if (!b.graph) throw std::runtime_error("kiln: building the backward for the outputs that got a gradient failed: " + b.error);
   std::vector<int> reads;
   std::vector<int> uses = b.graph->trace().graph.use_counts();
@@ -56,31 +88,7 @@ const TrainingStages::Pruned& TrainingStages::pruned_for(const std::vector<bool>
     const ir::AtenValue& val = b.graph->trace().graph.values[v];
     if (val.kind == ir::AtenValue::kInput && val.index < first_tangent && uses[v] > 0) reads.push_back(val.index);
   }
-  return pruned.emplace(given, Pruned{b.graph, std::move(p.zero_output), std::move(reads)}).first->second;
-}
-
-py::list TrainingStages::backward_given(const std::vector<bool>& given, py::list in) {
-  const Pruned& p = pruned_for(given);
-  py::list got = run(*p.graph, in);
-  py::list r;
-  size_t k = 0;
-  for (bool z : p.zero_output) r.append(z ? py::none() : py::object(got[k++]));
-  return r;
-}
-
-// A tensor over `t`'s memory with its sizes and strides and no autograd history, made without a
-// dispatcher call (several per training call): with a version counter of its own, or sharing t's.
-// Tensors of a Python subclass or not strided take the dispatcher's route.
-static at::Tensor shallow_alias(const at::Tensor& t, bool share_version) {
-  if (t.layout() != c10::kStrided || t.key_set().has(c10::DispatchKey::Python) || !t.has_storage()) {
-    at::Tensor a = share_version ? t.detach() : at::empty({0}, t.options().requires_grad(false));
-    if (!share_version) a.set_(t.storage(), t.storage_offset(), t.sizes(), t.strides());
-    return a;
-  }
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set() - c10::autograd_dispatch_keyset, t.dtype());
-  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  if (share_version) impl->set_version_counter(t.unsafeGetTensorImpl()->version_counter());
-  return at::Tensor(std::move(impl));
+  return pruned_.emplace(given, Pruned{b.graph, std::move(p.zero_output), std::move(reads)}).first->second;
 }
 
 // TrainingStages::component_outputs / component_grads: union-find over the tangents, joined by
@@ -119,7 +127,7 @@ static bridge::TraceResult split_trace(const ir::AtenGraph& g, const std::vector
 }
 
 std::shared_ptr<TrainingStages> build_training_stages(const std::vector<at::Tensor>& inputs, const bridge::GraphRunner& run,
-                                                      runtime::BuildOptions& opts, bool min_cut, std::string* source) {
+                                                      runtime::BuildOptions& opts, bool min_cut, bool lazy_backward) {
   std::string why;
   if (!note_cuda_device(inputs, opts, &why)) throw std::runtime_error(why);
   bridge::JointTrace jt = bridge::trace_joint(inputs, run, [](const std::function<void()>& block) {
@@ -136,17 +144,14 @@ std::shared_ptr<TrainingStages> build_training_stages(const std::vector<at::Tens
   autograd::JointSplit split = autograd::partition_joint(jt.trace.graph, jt.num_primals, jt.num_fwd_outputs,
                                                          min_cut ? autograd::Partitioner::kMinCut : autograd::Partitioner::kSaveAll);
   auto st = std::make_shared<TrainingStages>();
-  runtime::BuildResult f, b;
+  runtime::BuildResult f;
   {
     py::gil_scoped_release nogil;
     f = runtime::build_graph(split_trace(split.forward, split.forward_nodes, split.forward_constants, jt.trace), opts);
-    if (f.graph) b = runtime::build_graph(split_trace(split.backward, split.backward_nodes, split.backward_constants, jt.trace), opts);
   }
   if (!f.graph) throw std::runtime_error("forward: " + f.error);
-  if (!b.graph) throw std::runtime_error("backward: " + b.error);
   st->fwd = f.graph;
-  st->bwd = b.graph;
-  *source = "// ==== forward ====\n" + f.source + "// ==== backward ====\n" + b.source;
+  st->fwd_source = std::move(f.source);
   st->num_inputs = jt.num_primals;
   st->num_outputs = jt.num_fwd_outputs - static_cast<int>(jt.mutated_inputs.size());
   st->mutated_inputs = jt.mutated_inputs;
@@ -154,51 +159,38 @@ std::shared_ptr<TrainingStages> build_training_stages(const std::vector<at::Tens
   st->grad_of = jt.grad_of;
   st->output_requires_grad = jt.output_requires_grad;
   st->grad_tangents = jt.grad_outputs;
-  for (int i = 0; i < jt.num_primals; ++i)
-    if (std::find(jt.grad_of.begin(), jt.grad_of.end(), i) == jt.grad_of.end()) st->unreached_inputs.push_back(i);
   group_outputs(*st);
   st->describe = split.describe();
   st->bwd_trace = split_trace(split.backward, split.backward_nodes, split.backward_constants, jt.trace);
   st->first_tangent = static_cast<int>(split.saved_primals.size()) + split.num_saved_values;
   st->opts = opts;
+  st->num_tangents = static_cast<int>(std::count(st->output_requires_grad.begin(), st->output_requires_grad.end(), true));
+  if (!lazy_backward) {
+    py::gil_scoped_release nogil;
+    st->backward();
+  }
   return st;
+}
+
+// Runs one of the halves on a list of tensors (GIL released), for scripts that time them alone.
+static py::tuple run_half(runtime::CompiledGraph* g, TrainingStages& s, py::handle in) {
+  std::vector<at::Tensor> ts = unpack_tensors(in, "inputs");
+  std::vector<at::Tensor> outs;
+  {
+    py::gil_scoped_release nogil;
+    outs = (g ? *g : s.backward()).run(ts);
+  }
+  return wrap_tensors(outs);
 }
 
 void bind_training(py::module_& m) {
   py::class_<TrainingStages, std::shared_ptr<TrainingStages>>(m, "TrainingStages")
-      .def("forward", [](TrainingStages& s, py::list in) { return s.run(*s.fwd, in); })
-      .def("backward", [](TrainingStages& s, py::list in) { return s.run(*s.bwd, in); })
-      .def("saved_read", [](TrainingStages& s, const std::vector<bool>& given) { return s.pruned_for(given).reads; },
-           "the saved tensors the backward for these given tangents reads (building it on first use)")
-      .def("backward_given", &TrainingStages::backward_given, py::arg("given"), py::arg("inputs"),
-           "the backward for a call where only the tangents marked given came: gradients, None where structurally zero")
-      .def_readonly("num_inputs", &TrainingStages::num_inputs)
+      .def("forward", [](TrainingStages& s, py::handle in) { return run_half(s.fwd.get(), s, in); },
+           "the compiled forward alone: the outputs, the new contents of mutated inputs, then the saved values")
+      .def("backward", [](TrainingStages& s, py::handle in) { return run_half(nullptr, s, in); },
+           "the compiled backward alone (built on first use) on the saved primals, saved values and tangents")
       .def_readonly("num_outputs", &TrainingStages::num_outputs)
-      .def_readonly("saved_primals", &TrainingStages::saved_primals)
-      .def_readonly("grad_of", &TrainingStages::grad_of)
-      .def_readonly("mutated_inputs", &TrainingStages::mutated_inputs)
-      .def_readonly("output_requires_grad", &TrainingStages::output_requires_grad)
-      .def_readonly("grad_tangents", &TrainingStages::grad_tangents)
-      .def_readonly("unreached_inputs", &TrainingStages::unreached_inputs)
-      .def_readonly("component_outputs", &TrainingStages::component_outputs)
-      .def_readonly("component_grads", &TrainingStages::component_grads)
-      .def_readonly("tangent_of_output", &TrainingStages::tangent_of_output)
       .def_readonly("describe", &TrainingStages::describe);
-  // For kiln/_autograd.py: per tensor a training node saves, an alias of its memory with a version
-  // counter of its own (what the node saves: autograd's own check would fire when the caller
-  // writes the tensor in place even where the backward of this call does not read it), a
-  // detached alias sharing its version counter (to check the ones that are read), and that version.
-  m.def("_saved_aliases", [](py::list in) {
-    py::list aliases, witnesses, versions;
-    for (py::handle h : in) {
-      if (!THPVariable_Check(h.ptr())) throw py::type_error("saved tensors must be tensors");
-      const at::Tensor& t = THPVariable_Unpack(h.ptr());
-      aliases.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(shallow_alias(t, false))));
-      witnesses.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(shallow_alias(t, true))));
-      versions.append(t._version());
-    }
-    return py::make_tuple(aliases, witnesses, versions);
-  });
 }
 
 }  // namespace kiln::python

@@ -2,6 +2,8 @@
 split by the default partitioner, both halves compiled by the code generator and run as one
 autograd node. Every case compares the loss and every gradient with eager over several steps."""
 import copy
+import os
+import sys
 
 import pytest
 import torch
@@ -268,3 +270,96 @@ def test_activation_checkpointing_inside_and_around_compiled_code(reentrant):
     assert_same(xa.grad, xb.grad, rtol=1e-4, atol=1e-5)
     for p, q in zip(compiled_block.parameters(), ref_block.parameters()):
         assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_a_training_call_and_its_backward_run_no_python_of_kiln():
+    # The compiled call, its autograd node and the node's backward are C++ (csrc/python/
+    # training_node.cpp): a Python function of kiln's on that path would run on every step.
+    m = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+    c = kiln.compile(m)
+    x = torch.randn(4, 8)
+    for _ in range(3):
+        c(x).sum().backward()
+    kiln_dir = os.path.dirname(kiln.__file__)
+    called = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(kiln_dir):
+            called.add(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}")
+    sys.setprofile(profile)
+    try:
+        c(x).sum().backward()
+    finally:
+        sys.setprofile(None)
+    assert called <= {"_module.py:__call__"}, called  # the compiled module's own entry
+    assert_compiled([g.training_status for g in _codegen.GRAPHS])
+
+
+def _storage_uses(tensors):
+    return sum(torch._C._storage_Use_Count(t.untyped_storage()._cdata) for t in tensors)
+
+
+def test_saved_tensors_are_freed_by_the_backward_and_a_second_backward_raises_as_eager():
+    m = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    c = kiln.compile(m)
+    x = torch.randn(5, 8, requires_grad=True)
+    c(x).sum().backward()  # the first training call builds the pair
+    held = [x, *m.parameters()]
+    before = _storage_uses(held)
+    loss = c(x).pow(2).sum()
+    assert _storage_uses(held) > before  # the node saved some of them
+    loss.backward()
+    assert _storage_uses(held) == before  # released with the node's saved tensors, though `loss` lives on
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+
+
+def test_retain_graph_runs_the_compiled_backward_twice_as_eager():
+    m = nn.Sequential(nn.Linear(6, 12), nn.GELU(), nn.Linear(12, 3))
+    ref = copy.deepcopy(m)
+    c = kiln.compile(m)
+    c(torch.randn(4, 6)).sum().backward()
+    m.zero_grad(set_to_none=True)
+    x = torch.randn(4, 6)
+    for model in (c, ref):
+        out = model(x).pow(2).sum()
+        out.backward(retain_graph=True)
+        out.backward()
+    for p, q in zip(m.parameters(), ref.parameters()):
+        assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_the_backward_is_built_on_its_first_call_and_kept_in_the_kernel_cache(tmp_path):
+    kiln._options.set("cache_dir", str(tmp_path))
+    try:
+        m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+        ref = copy.deepcopy(m)
+        x = torch.randn(5, 8)
+        c = kiln.compile(m)
+        c(x)  # traces the joint graph and builds the forward (this call runs eagerly)
+        c(x)  # the compiled forward; no backward yet
+        g = _codegen.GRAPHS[0]
+        assert "backward_build" not in g.timings, g.timings
+        assert "# built on the first backward call" in g.program_text
+        assert "built on the first backward call" in g.source.split("// ==== backward ====")[1]
+        cached = len(list(tmp_path.rglob("*")))
+        for model in (c, ref):
+            model(x).pow(2).sum().backward()
+        for p, q in zip(m.parameters(), ref.parameters()):
+            assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+        t = g.timings
+        assert t["backward_build"] > 0 and not t["backward_cache_hit"], t
+        assert "gelu" in g.source.split("// ==== backward ====")[1]
+        assert "aten::gelu_backward" in g.graph_text.split("# backward\n")[1]
+        assert len(list(tmp_path.rglob("*"))) > cached  # the backward's library went to the cache
+        assert_compiled([g.training_status])
+        kiln.reset()  # a new compile of the same model: its backward is loaded from the cache
+        c = kiln.compile(m)
+        for _ in range(2):
+            m.zero_grad(set_to_none=True)
+            c(x).pow(2).sum().backward()
+        assert _codegen.GRAPHS[0].timings["backward_cache_hit"]
+        for p, q in zip(m.parameters(), ref.parameters()):
+            assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    finally:
+        kiln._options.unset("cache_dir")
