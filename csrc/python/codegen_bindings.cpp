@@ -14,6 +14,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -195,6 +196,25 @@ static std::vector<int64_t> size_signature(const std::vector<at::Tensor>& inputs
     }
   }
   return sig;
+}
+
+// Per input, the position of the first input that is the same tensor (a tensor passed twice,
+// f(x, x), or a parameter two modules share); empty when all are distinct (the common case).
+static std::vector<int> first_of_repeated(const std::vector<at::Tensor>& inputs) {
+  std::vector<std::pair<const c10::TensorImpl*, int>> by_impl;
+  by_impl.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) by_impl.emplace_back(inputs[i].unsafeGetTensorImpl(), static_cast<int>(i));
+  std::sort(by_impl.begin(), by_impl.end());
+  std::vector<int> first;
+  for (size_t k = 1; k < by_impl.size(); ++k) {
+    if (by_impl[k].first != by_impl[k - 1].first) continue;
+    if (first.empty()) {
+      first.resize(inputs.size());
+      for (size_t i = 0; i < first.size(); ++i) first[i] = static_cast<int>(i);
+    }
+    first[by_impl[k].second] = first[by_impl[k - 1].second];  // sorted by position within a tensor
+  }
+  return first;
 }
 
 // The callable handed back for a graph. The first call (without autograd) traces the graph on
@@ -790,12 +810,25 @@ class CodegenGraph {
   // specialisation each), built on the first call with that signature from a joint trace on
   // detached copies, so that call itself runs eagerly. Past max_variants_ signatures, or once a
   // build failed, calls run the graph op by op (not declined: the frame stays one graph).
-  py::object training_call(const std::vector<at::Tensor>& inputs, const IntArgs& ints, py::args args) {
-    std::vector<int64_t> sig = size_signature(inputs, ints);
+  //
+  // A tensor passed more than once is one input of the pair (traced as one tensor, so a write to
+  // one argument is seen through the other and its gradients are summed inside the backward);
+  // which arguments repeat is part of the signature.
+  py::object training_call(const std::vector<at::Tensor>& all_inputs, const IntArgs& ints, py::args args) {
+    std::vector<int64_t> sig = size_signature(all_inputs, ints);
+    std::vector<int> first = first_of_repeated(all_inputs);
+    std::vector<at::Tensor> distinct;
+    if (!first.empty()) {
+      sig.push_back(std::numeric_limits<int64_t>::min());  // then the repeated arguments
+      sig.insert(sig.end(), first.begin(), first.end());
+      for (size_t i = 0; i < first.size(); ++i)
+        if (first[i] == static_cast<int>(i)) distinct.push_back(all_inputs[i]);
+    }
+    const std::vector<at::Tensor>& inputs = first.empty() ? all_inputs : distinct;
     auto found = trainings_.find(sig);
     if (found == trainings_.end()) {
       if (training_failed_ || static_cast<int>(trainings_.size()) >= variant_limit()) return eager_(*args);
-      std::shared_ptr<TrainingStages> st = build_training(inputs, ints);
+      std::shared_ptr<TrainingStages> st = build_training(inputs, ints, first);
       if (!grad_free_) trainings_.emplace(std::move(sig), st);
       if (st) training_ = st;
       else training_failed_ = !grad_free_;
@@ -809,12 +842,24 @@ class CodegenGraph {
 
   // Traces the joint graph at these inputs, partitions it and builds both halves; null (with
   // training_status_ saying why) when any step fails.
-  std::shared_ptr<TrainingStages> build_training(const std::vector<at::Tensor>& inputs, const IntArgs& ints) {
+  // `first`: first_of_repeated of the call's arguments, of which `inputs` are the distinct ones.
+  std::shared_ptr<TrainingStages> build_training(const std::vector<at::Tensor>& inputs, const IntArgs& ints, const std::vector<int>& first) {
     Building guard(building_);
     auto t0 = std::chrono::steady_clock::now();
+    bridge::GraphRunner run = runner_with(ints);
+    if (!first.empty()) {  // the graph's Python form takes every argument: the distinct ones, repeated
+      std::vector<int> distinct_of(first.size());
+      for (size_t i = 0, k = 0; i < first.size(); ++i) distinct_of[i] = first[i] == static_cast<int>(i) ? static_cast<int>(k++) : distinct_of[first[i]];
+      run = [run, distinct_of](const std::vector<at::Tensor>& in) {
+        std::vector<at::Tensor> all;
+        all.reserve(distinct_of.size());
+        for (int k : distinct_of) all.push_back(in.at(k));
+        return run(all);
+      };
+    }
     try {
       // The backward builds on its first call, unless a debug dump (written now) is to show it.
-      std::shared_ptr<TrainingStages> st = build_training_stages(inputs, runner_with(ints), opts_, min_cut_, /*lazy_backward=*/!debug_);
+      std::shared_ptr<TrainingStages> st = build_training_stages(inputs, run, opts_, min_cut_, /*lazy_backward=*/!debug_);
       source_of_training_ = true;
       training_status_ = "compiled forward and backward; " + st->describe;
       if (!trainings_.empty()) training_status_ += " (" + std::to_string(trainings_.size() + 1) + " size signatures)";

@@ -363,3 +363,69 @@ def test_the_backward_is_built_on_its_first_call_and_kept_in_the_kernel_cache(tm
             assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-5)
     finally:
         kiln._options.unset("cache_dir")
+
+
+def _forward_inputs(g):
+    return g.graph_text.split("# backward\n")[0].count(" = input ")
+
+
+def test_a_tensor_passed_twice_is_one_input_of_the_training_graph():
+    def f(a, b):
+        return (a * b.sin()).sum()
+    c = kiln.compile(f)
+    x = torch.randn(6, requires_grad=True)
+    for _ in range(3):
+        x.grad = None
+        c(x, x).backward()
+        got = x.grad
+        x.grad = None
+        f(x, x).backward()
+        assert_same(got, x.grad)
+    assert _forward_inputs(_codegen.GRAPHS[0]) == 1, _codegen.GRAPHS[0].graph_text
+    y = torch.randn(6, requires_grad=True)  # two tensors again: a pair of their own
+    x.grad = None
+    c(x, y).backward()
+    c(x, y).backward()
+    gx, gy = x.grad, y.grad
+    x.grad = y.grad = None
+    f(x, y).backward()
+    f(x, y).backward()
+    assert_same(gx, x.grad)
+    assert_same(gy, y.grad)
+    assert_compiled([g.training_status for g in _codegen.GRAPHS])
+
+
+def test_a_write_to_an_argument_passed_twice_is_seen_through_the_other():
+    def f(w, a, b):
+        a.add_(1)
+        return (w * b).sum()
+    c = kiln.compile(f)
+    w = torch.randn(4, requires_grad=True)
+    buf, ref = torch.zeros(4), torch.zeros(4)
+    for _ in range(3):
+        w.grad = None
+        loss = c(w, buf, buf)
+        loss.backward()
+        got = w.grad
+        w.grad = None
+        expected = f(w, ref, ref)
+        expected.backward()
+        assert_same(loss, expected)  # read through b after the write through a
+        assert_same(got, w.grad)
+        assert_same(buf, ref)
+    assert_compiled([g.training_status for g in _codegen.GRAPHS])
+
+
+class _Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.head = nn.Embedding(10, 8), nn.Linear(8, 10, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, idx):
+        return self.head(self.emb(idx).tanh())
+
+
+def test_a_parameter_shared_by_two_modules_is_one_input():
+    assert_compiled(train_steps(_Tied(), lambda: [torch.randint(0, 10, (3, 5))]))
+    assert _forward_inputs(_codegen.GRAPHS[0]) == 2  # the indices and the one weight
