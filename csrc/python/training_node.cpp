@@ -174,10 +174,18 @@ std::vector<at::Tensor> run_training_call(const std::shared_ptr<TrainingStages>&
     for (size_t k = n + m; k < outs.size(); ++k) call->saved.push_back(std::move(outs[k]));
   }
   outs.resize(n);
+  // A saved tensor that is an input, an output or a view (whose autograd metadata holds its base)
+  // is held as an alias: an output would point back at its node (a cycle), and none may carry
+  // autograd history into the backward. The other saved values are the forward's own tensors,
+  // which nothing else sees: held as they are.
+  const size_t num_primals = st.saved_primals.size();
   call->versions.reserve(call->saved.size());
-  for (at::Tensor& t : call->saved) {
+  for (size_t i = 0; i < call->saved.size(); ++i) {
+    at::Tensor& t = call->saved[i];
     call->versions.push_back(t._version());
-    t = shallow_alias(t);
+    bool shared = i < num_primals || t.unsafeGetTensorImpl()->autograd_meta() != nullptr;
+    for (int k = 0; k < n && !shared; ++k) shared = outs[k].unsafeGetTensorImpl() == t.unsafeGetTensorImpl();
+    if (shared) t = shallow_alias(t);
   }
   // An output that is a view of a buffer of the node's own is a tensor of its own. One that is a
   // view of an input or of another output (eager's `t[0]`, `y.narrow(...)`), or is an input, is

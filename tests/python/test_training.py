@@ -429,3 +429,26 @@ class _Tied(nn.Module):
 def test_a_parameter_shared_by_two_modules_is_one_input():
     assert_compiled(train_steps(_Tied(), lambda: [torch.randint(0, 10, (3, 5))]))
     assert _forward_inputs(_codegen.GRAPHS[0]) == 2  # the indices and the one weight
+
+
+def test_an_output_the_backward_reads_is_freed_with_its_node():
+    # tanh's backward reads the matmul's result, which the graph also returns: one tensor is an
+    # output and a saved value. The node holds an alias of it (the output itself would point back
+    # at the node, a cycle never freed).
+    import gc
+    import weakref
+
+    def f(x, w):
+        y = x @ w
+        return y, y.tanh()
+    c = kiln.compile(f)
+    x, w = torch.randn(8, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+    for _ in range(2):
+        sum(o.pow(2).sum() for o in c(x, w)).backward()
+    assert "1 values (f32[8, 8]" in _codegen.GRAPHS[0].training_status, _codegen.GRAPHS[0].training_status
+    outs = c(x, w)
+    alive = [weakref.ref(o) for o in outs]
+    del outs
+    gc.collect()
+    assert all(w() is None for w in alive)
+    assert_compiled([g.training_status for g in _codegen.GRAPHS])
