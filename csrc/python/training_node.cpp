@@ -14,6 +14,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "python/training_stages.h"
@@ -60,6 +62,14 @@ bool same_storage(const at::Tensor& a, const at::Tensor& b) {
 // "torch.FloatTensor", "torch.cuda.HalfTensor": Python's tensor.type().
 std::string type_name(const at::Tensor& t) {
   return std::string("torch.") + (t.is_cuda() ? "cuda." : "") + c10::toString(t.scalar_type()) + "Tensor";
+}
+
+// A new autograd node: PyTorch 2.13 holds them in c10::intrusive_ptr, earlier releases (2.11 on
+// the lent GPU machines) in std::shared_ptr.
+template <class T, class... Args>
+auto make_node(Args&&... args) {
+  if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, T>) return c10::make_intrusive<T>(std::forward<Args>(args)...);
+  else return std::make_shared<T>(std::forward<Args>(args)...);
 }
 
 class TrainingNode : public Node {
@@ -231,7 +241,7 @@ std::vector<at::Tensor> run_training_call(const std::shared_ptr<TrainingStages>&
       }
     }
     if (!any) continue;
-    auto node = c10::make_intrusive<TrainingNode>(call, static_cast<int>(g));
+    auto node = make_node<TrainingNode>(call, static_cast<int>(g));
     node->set_next_edges(std::move(edges));
     for (int j : st.component_outputs[g]) {
       if (view_base[j] >= 0) {
