@@ -452,3 +452,33 @@ def test_an_output_the_backward_reads_is_freed_with_its_node():
     gc.collect()
     assert all(w() is None for w in alive)
     assert_compiled([g.training_status for g in _codegen.GRAPHS])
+
+
+def test_first_backwards_on_two_threads_build_the_backward_once():
+    # The backward is built by the first backward call, on the thread that runs it (no GIL): two
+    # threads meeting it at once wait for one build.
+    import threading
+    m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    ref = copy.deepcopy(m)
+    c = kiln.compile(m)
+    x = torch.randn(5, 8)
+    c(x)  # builds the forward; the backward waits for its first call
+    losses = [c(x).pow(2).sum(), c(x * 2).pow(2).sum()]
+    errors = []
+
+    def backward(loss):
+        try:
+            loss.backward()
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+    threads = [threading.Thread(target=backward, args=(loss,)) for loss in losses]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    ref(x).pow(2).sum().backward()
+    ref(x * 2).pow(2).sum().backward()
+    for p, q in zip(m.parameters(), ref.parameters()):
+        assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    assert_compiled([g.training_status for g in _codegen.GRAPHS])
