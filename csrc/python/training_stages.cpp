@@ -118,8 +118,7 @@ static bridge::TraceResult split_trace(const ir::AtenGraph& g, const std::vector
   return r;
 }
 
-std::shared_ptr<TrainingStages> build_training_stages(const std::vector<at::Tensor>& inputs, const bridge::GraphRunner& run,
-                                                      runtime::BuildOptions& opts, bool min_cut, std::string* source) {
+TrainingPlan plan_training(const std::vector<at::Tensor>& inputs, const bridge::GraphRunner& run, runtime::BuildOptions& opts, bool min_cut) {
   std::string why;
   if (!note_cuda_device(inputs, opts, &why)) throw std::runtime_error(why);
   bridge::JointTrace jt = bridge::trace_joint(inputs, run, [](const std::function<void()>& block) {
@@ -135,18 +134,10 @@ std::shared_ptr<TrainingStages> build_training_stages(const std::vector<at::Tens
   }
   autograd::JointSplit split = autograd::partition_joint(jt.trace.graph, jt.num_primals, jt.num_fwd_outputs,
                                                          min_cut ? autograd::Partitioner::kMinCut : autograd::Partitioner::kSaveAll);
+  TrainingPlan plan;
+  plan.fwd_trace = split_trace(split.forward, split.forward_nodes, split.forward_constants, jt.trace);
+  plan.bwd_trace = split_trace(split.backward, split.backward_nodes, split.backward_constants, jt.trace);
   auto st = std::make_shared<TrainingStages>();
-  runtime::BuildResult f, b;
-  {
-    py::gil_scoped_release nogil;
-    f = runtime::build_graph(split_trace(split.forward, split.forward_nodes, split.forward_constants, jt.trace), opts);
-    if (f.graph) b = runtime::build_graph(split_trace(split.backward, split.backward_nodes, split.backward_constants, jt.trace), opts);
-  }
-  if (!f.graph) throw std::runtime_error("forward: " + f.error);
-  if (!b.graph) throw std::runtime_error("backward: " + b.error);
-  st->fwd = f.graph;
-  st->bwd = b.graph;
-  *source = "// ==== forward ====\n" + f.source + "// ==== backward ====\n" + b.source;
   st->num_inputs = jt.num_primals;
   st->num_outputs = jt.num_fwd_outputs - static_cast<int>(jt.mutated_inputs.size());
   st->mutated_inputs = jt.mutated_inputs;
@@ -158,10 +149,51 @@ std::shared_ptr<TrainingStages> build_training_stages(const std::vector<at::Tens
     if (std::find(jt.grad_of.begin(), jt.grad_of.end(), i) == jt.grad_of.end()) st->unreached_inputs.push_back(i);
   group_outputs(*st);
   st->describe = split.describe();
-  st->bwd_trace = split_trace(split.backward, split.backward_nodes, split.backward_constants, jt.trace);
+  st->bwd_trace = plan.bwd_trace;  // before lowering prepares plan's copy for its device
   st->first_tangent = static_cast<int>(split.saved_primals.size()) + split.num_saved_values;
   st->opts = opts;
-  return st;
+  plan.stages = std::move(st);
+  py::gil_scoped_release nogil;
+  try {
+    plan.fwd_prog = runtime::lower_graph(plan.fwd_trace, opts);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("forward: ") + e.what());
+  }
+  try {
+    plan.bwd_prog = runtime::lower_graph(plan.bwd_trace, opts);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("backward: ") + e.what());
+  }
+  return plan;
+}
+
+std::string stages_layout(const TrainingStages& s) {
+  auto ints = [](const std::vector<int>& v) {
+    std::string r;
+    for (int i : v) r += std::to_string(i) + ",";
+    return r + ";";
+  };
+  std::string r = std::to_string(s.num_inputs) + " " + std::to_string(s.num_outputs) + " " + std::to_string(s.first_tangent) + " ";
+  r += ints(s.mutated_inputs) + ints(s.saved_primals) + ints(s.grad_of);
+  for (bool b : s.output_requires_grad) r += b ? '1' : '0';
+  r += ";";
+  for (const auto& g : s.grad_tangents) r += ints(g);
+  return r;
+}
+
+std::shared_ptr<TrainingStages> build_training_stages(TrainingPlan plan, const runtime::BuildOptions& opts, std::string* source) {
+  runtime::BuildResult f, b;
+  {
+    py::gil_scoped_release nogil;
+    f = runtime::build_lowered(std::move(plan.fwd_trace), std::move(plan.fwd_prog), opts);
+    if (f.graph) b = runtime::build_lowered(std::move(plan.bwd_trace), std::move(plan.bwd_prog), opts);
+  }
+  if (!f.graph) throw std::runtime_error("forward: " + f.error);
+  if (!b.graph) throw std::runtime_error("backward: " + b.error);
+  plan.stages->fwd = f.graph;
+  plan.stages->bwd = b.graph;
+  *source = "// ==== forward ====\n" + f.source + "// ==== backward ====\n" + b.source;
+  return plan.stages;
 }
 
 void bind_training(py::module_& m) {

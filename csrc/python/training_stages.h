@@ -68,11 +68,24 @@ struct TrainingStages {
   py::list backward_given(const std::vector<bool>& given, py::list in);
 };
 
+// A training graph traced at one call's sizes, partitioned and lowered, before any code is
+// generated: what build_training_stages builds, and what runtime sizes (training_sizes.h) fit a
+// template from.
+struct TrainingPlan {
+  std::shared_ptr<TrainingStages> stages;  // all but fwd and bwd
+  bridge::TraceResult fwd_trace, bwd_trace;
+  ir::Program fwd_prog, bwd_prog;
+};
+// The stages' inputs, outputs, saved values and gradients as text: plans of two sizes whose
+// layouts and programs' shapes are equal can share one pair of kernels (training_sizes.h).
+std::string stages_layout(const TrainingStages& s);
 // Traces the joint graph of a call on `inputs` (run by `run`), partitions it (min-cut or save-all)
-// and builds both halves with `opts` (the CUDA device noted in it). Throws std::runtime_error or
-// py::error_already_set with the reason when a step fails; `source` gets both halves' code.
-std::shared_ptr<TrainingStages> build_training_stages(const std::vector<at::Tensor>& inputs, const bridge::GraphRunner& run,
-                                                      runtime::BuildOptions& opts, bool min_cut, std::string* source);
+// and lowers both halves with `opts` (the CUDA device noted in it). Throws std::runtime_error or
+// py::error_already_set with the reason when a step fails.
+TrainingPlan plan_training(const std::vector<at::Tensor>& inputs, const bridge::GraphRunner& run, runtime::BuildOptions& opts, bool min_cut);
+// Both halves of a plan built (code generated and compiled, or loaded from the cache): `source`
+// gets their code. Throws std::runtime_error when a build fails.
+std::shared_ptr<TrainingStages> build_training_stages(TrainingPlan plan, const runtime::BuildOptions& opts, std::string* source);
 
 // TrainingStages for kiln/_autograd.py, and _saved_aliases.
 void bind_training(py::module_& m);

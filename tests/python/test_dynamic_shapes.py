@@ -298,11 +298,13 @@ def test_in_place_op_on_a_transposed_input_with_symbolic_sizes_is_captured():
 
 
 def test_training_on_several_lengths_keeps_one_graph_and_compiles_each_length():
-    # A graph with a symbolic length that trains: each length gets its own compiled
-    # forward/backward pair (the frame stays one graph); before, a second length ran the pair
-    # built for the first, failed its input check, and the frame fell apart into per-module frames.
+    # A graph with a symbolic length that trains, with runtime sizes off: each length gets its own
+    # compiled forward/backward pair (the frame stays one graph); before, a second length ran the
+    # pair built for the first, failed its input check, and the frame fell apart into per-module
+    # frames. (With runtime sizes on, test_runtime_sizes.py: one pair serves every length.)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
+    kiln._options.set("runtime_sizes", False)
     compiled = kiln.compile(model)
 
     def step(fn, x):
@@ -312,13 +314,16 @@ def test_training_on_several_lengths_keeps_one_graph_and_compiles_each_length():
         loss.backward()
         return loss.detach(), [p.grad.clone() for p in model.parameters()]
 
-    for _ in range(2):
-        for n in (5, 7, 9, 5, 11):
-            x = torch.randn(2, n, 8)
-            got, expected = step(compiled, x), step(model, x)
-            assert_same(got[0], expected[0], rtol=1e-4, atol=1e-5)
-            for a, e in zip(got[1], expected[1]):
-                torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+    try:
+        for _ in range(2):
+            for n in (5, 7, 9, 5, 11):
+                x = torch.randn(2, n, 8)
+                got, expected = step(compiled, x), step(model, x)
+                assert_same(got[0], expected[0], rtol=1e-4, atol=1e-5)
+                for a, e in zip(got[1], expected[1]):
+                    torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+    finally:
+        kiln._options.unset("runtime_sizes")
     s = kiln.stats()
     assert (s["graphs"], s["recompiles"], s["eager_runs"]) == (2, 1, 0), (s["graphs"], s["recompiles"], s["eager_runs"])
     statuses = [c["training"] for c in s["codegen"]]
