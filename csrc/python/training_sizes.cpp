@@ -11,7 +11,8 @@ namespace kiln::python {
 
 namespace {
 
-constexpr size_t kMaxSamples = 8;  // sizes planned without a template before giving up
+constexpr size_t kMaxSamples = 8;    // sizes planned without a template before giving up
+constexpr size_t kMaxServed = 512;   // sizes the runtime-size kernels serve at most
 const std::string kNotePrefix = "training ";  // a cached template's note: a training half's
 
 // Plans of equal keys lowered alike: their layouts and both halves' program shapes are equal.
@@ -29,7 +30,8 @@ void TrainingSizes::set_base(const std::vector<int64_t>& dims, std::vector<std::
 }
 
 bool TrainingSizes::wants(const Signature& sig, const std::vector<int64_t>& dims) const {
-  return !off_ && base_ && dims.size() == base_dims_.size() && !rejected_.count(sig) && !sampled_.count(sig);
+  // Each size served keeps its plan (traces, programs): past kMaxServed sizes, new ones run op by op.
+  return !off_ && base_ && served_ < kMaxServed && dims.size() == base_dims_.size() && !rejected_.count(sig) && !sampled_.count(sig);
 }
 
 std::vector<int64_t> TrainingSizes::symbols_of(const std::vector<int64_t>& dims) const {
