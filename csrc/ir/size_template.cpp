@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 
 namespace kiln::ir {
 
@@ -214,6 +215,45 @@ std::optional<PolyFit> fit_poly(const std::vector<std::vector<int64_t>>& symbols
       if (ok) return PolyFit{c, d, m};
     }
   return std::nullopt;
+}
+
+std::vector<int> symbol_positions(const std::vector<const std::vector<int64_t>*>& dims, bool* enough) {
+  std::vector<int> pos;
+  *enough = true;
+  if (dims.empty()) return pos;
+  std::set<std::vector<int64_t>> columns;
+  for (size_t p = 0; p < dims[0]->size(); ++p) {
+    std::vector<int64_t> col;
+    for (const auto* d : dims) col.push_back(d->at(p));
+    std::set<int64_t> distinct(col.begin(), col.end());
+    if (distinct.size() < 2 || !columns.insert(col).second) continue;
+    pos.push_back(static_cast<int>(p));
+    *enough = *enough && distinct.size() >= 3;
+  }
+  return pos;
+}
+
+std::string symbols_note(size_t ndims, const std::vector<int>& pos) {
+  std::string s = "dims " + std::to_string(ndims) + " symbols";
+  for (int p : pos) s += " " + std::to_string(p);
+  return s;
+}
+
+bool parse_symbols_note(const std::string& s, std::vector<int>* pos, size_t* ndims) {
+  const char* p = s.c_str();
+  if (s.compare(0, 5, "dims ") != 0) return false;
+  char* end = nullptr;
+  long n = std::strtol(p + 5, &end, 10);
+  if (end == p + 5 || n < 0 || std::string(end).compare(0, 8, " symbols") != 0) return false;
+  *ndims = static_cast<size_t>(n);
+  p = end + 8;
+  while (*p == ' ') {
+    long v = std::strtol(p + 1, &end, 10);
+    if (end == p + 1 || v < 0 || v >= n) return false;
+    pos->push_back(static_cast<int>(v));
+    p = end;
+  }
+  return *p == 0 && !pos->empty();
 }
 
 std::optional<SizeTemplate> fit_template(const std::vector<std::vector<int64_t>>& symbols, const std::vector<ProgramInts>& ints,

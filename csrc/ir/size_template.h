@@ -70,6 +70,16 @@ std::optional<SizeTemplate> parse_template(const std::string& text);
 // sample must have the same shape. nullopt with `why` set when an integer fits no polynomial.
 std::optional<SizeTemplate> fit_template(const std::vector<std::vector<int64_t>>& symbols, const std::vector<ProgramInts>& ints,
                                          std::string* why);
+// The size symbols of calls whose sizes are `dims[j]` (every size and int of call j, flattened
+// in one order for all): the positions whose values differ between the calls, one symbol per
+// distinct column (positions that always agree share a symbol), in position order. `enough` is
+// set when each symbol takes at least three values (a two-parameter fit is checked by a third).
+std::vector<int> symbol_positions(const std::vector<const std::vector<int64_t>*>& dims, bool* enough);
+// The note a caller keeps with a template in the cache, saying where its symbols are read from:
+// "dims N symbols p0 p1 ..." (N sizes per call, symbol i at position p_i), and back (false for
+// text that is not one).
+std::string symbols_note(size_t ndims, const std::vector<int>& pos);
+bool parse_symbols_note(const std::string& s, std::vector<int>* pos, size_t* ndims);
 // Whether `p` (program_ints of a program lowered at `symbols`) is the template at those symbols.
 bool matches(const SizeTemplate& t, const ProgramInts& p, const std::vector<int64_t>& symbols, std::string* why);
 

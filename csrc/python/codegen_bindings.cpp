@@ -21,6 +21,7 @@
 #include <set>
 
 #include "lowering/lowerer.h"
+#include "python/training_sizes.h"
 #include "python/training_stages.h"
 #include "frontend/hook/frame_dispatch.h"
 #include "runtime/compiled_graph.h"
@@ -377,7 +378,7 @@ class CodegenGraph {
     if (training_) return training_text([&](const runtime::CompiledGraph& g) { return unfused(g.trace()); });
     return graph_ && !opts_.extern_only ? unfused(graph_->trace()) : "";
   }
-  std::string source() const { return source_of_training_ && training_ ? training_->source() : source_; }
+  std::string source() const { return source_of_training_ && training_ ? training_->source() + source_ : source_; }
   py::dict timings() const {
     if (!training_ || training_->backward_build_s() < 0) return timings_;
     auto t = py::reinterpret_steal<py::dict>(PyDict_Copy(timings_.ptr()));  // a copy: the backward's build, on its first call, is not in timings_
@@ -388,11 +389,11 @@ class CodegenGraph {
   bool compiled() const { return state_ == kReady; }
   size_t num_kernels() const { return graph_ ? graph_->num_kernels() : 0; }
   size_t num_externs() const { return graph_ ? graph_->num_externs() : 0; }
-  size_t num_specializations() const { return variants_.size(); }
+  size_t num_specializations() const { return variants_.size() + (training_builds_ > 1 ? training_builds_ - 1 : 0); }
   // Runtime sizes: how this graph serves sizes other than its first call's (see the class comment).
   std::string size_status() const { return size_status_; }
-  size_t num_size_builds() const { return size_builds_; }   // kernel sets built (or loaded) for runtime sizes
-  size_t num_sizes_served() const { return sized_.size(); }  // size signatures those kernels run
+  size_t num_size_builds() const { return size_builds_ + training_sizes_.builds(); }  // kernel sets built (or loaded) for runtime sizes
+  size_t num_sizes_served() const { return sized_.size() + training_sizes_.served(); }  // size signatures those kernels run
   // For kiln/_cudagraphs.py: whether this graph can run inside a CUDA graph capture (compiled, for
   // CUDA, tensors only, no inputs written in place), and that run, whose kernels' error flag is
   // handed back in device memory (None without checks) rather than read with a host sync.
@@ -433,7 +434,7 @@ class CodegenGraph {
     if (auto found = runtime_sizes_ ? runtime::load_size_template(opts_, ints.shape) : std::nullopt) {
       std::vector<int> pos;
       size_t ndims = 0;
-      if (parse_note(found->second, &pos, &ndims) && ndims == base_dims_.size()) {
+      if (ir::parse_symbols_note(found->second, &pos, &ndims) && ndims == base_dims_.size()) {
         symbol_pos_ = pos;
         std::vector<int64_t> sym = symbols_of(base_dims_);
         std::string why;
@@ -455,29 +456,6 @@ class CodegenGraph {
     r.timings.insert(r.timings.begin(), lowered);
     return r;
   }
-  // The note kept with a size template: "dims N symbols p0 p1 ..." (positions in call_dims).
-  std::string note() const {
-    std::string s = "dims " + std::to_string(base_dims_.size()) + " symbols";
-    for (int p : symbol_pos_) s += " " + std::to_string(p);
-    return s;
-  }
-  static bool parse_note(const std::string& s, std::vector<int>* pos, size_t* ndims) {
-    const char* p = s.c_str();
-    if (s.compare(0, 5, "dims ") != 0) return false;
-    char* end = nullptr;
-    long n = std::strtol(p + 5, &end, 10);
-    if (end == p + 5 || n < 0 || std::string(end).compare(0, 8, " symbols") != 0) return false;
-    *ndims = static_cast<size_t>(n);
-    p = end + 8;
-    while (*p == ' ') {
-      long v = std::strtol(p + 1, &end, 10);
-      if (end == p + 1 || v < 0 || v >= n) return false;
-      pos->push_back(static_cast<int>(v));
-      p = end;
-    }
-    return *p == 0 && !pos->empty();
-  }
-
   // Every tensor input's sizes and every int input's value, flattened (positions line up between
   // calls whose inputs have the same ranks).
   static std::vector<int64_t> call_dims(const std::vector<at::Tensor>& inputs, const IntArgs& ints) {
@@ -486,6 +464,14 @@ class CodegenGraph {
     for (const auto& t : inputs)
       for (int64_t i = 0; i < t.dim(); ++i) d.push_back(t.size(i));
     return d;
+  }
+  // What each position of call_dims is: "int input 2", "input 0 dim 1".
+  static std::vector<std::string> call_dim_names(const std::vector<at::Tensor>& inputs, const IntArgs& ints) {
+    std::vector<std::string> names;
+    for (const auto& [pos, v] : ints) names.push_back("int input " + std::to_string(pos));
+    for (size_t i = 0; i < inputs.size(); ++i)
+      for (int64_t d = 0; d < inputs[i].dim(); ++d) names.push_back("input " + std::to_string(i) + " dim " + std::to_string(d));
+    return names;
   }
   bool same_layout(const std::vector<at::Tensor>& inputs, const IntArgs& ints) const {
     if (ints.size() != int_args_.size() || inputs.size() != base_ranks_.size()) return false;
@@ -577,21 +563,10 @@ class CodegenGraph {
       size_status_ = "runtime sizes: sampling (" + std::to_string(samples_.size() + 1) + " sizes seen)";
       return;
     }
-    std::map<std::vector<int64_t>, int> symbol_of;  // values across the group -> symbol
-    std::vector<int> pos;
-    for (size_t p = 0; p < base_dims_.size(); ++p) {
-      std::vector<int64_t> col;
-      for (const Member& m : *group) col.push_back(m.dims->at(p));
-      bool varies = false;
-      for (int64_t v : col) varies = varies || v != col[0];
-      if (varies && symbol_of.emplace(col, static_cast<int>(pos.size())).second) pos.push_back(static_cast<int>(p));
-    }
-    bool enough = true;  // three values of each symbol: two-parameter fits are checked by a third
-    for (int p : pos) {
-      std::set<int64_t> distinct;
-      for (const Member& m : *group) distinct.insert(m.dims->at(p));
-      enough = enough && distinct.size() >= 3;
-    }
+    std::vector<const std::vector<int64_t>*> dims;
+    for (const Member& m : *group) dims.push_back(m.dims);
+    bool enough = false;
+    std::vector<int> pos = ir::symbol_positions(dims, &enough);
     if (!enough && samples_.size() < kMaxSamples) {
       size_status_ = "runtime sizes: sampling (" + std::to_string(samples_.size() + 1) + " sizes seen)";
       return;
@@ -631,7 +606,7 @@ class CodegenGraph {
     timings_["runtime_sizes_build"] = since(t0);
     source_of_training_ = false;
     source_ += "// ==== kernels for runtime sizes (" + served_text() + ") ====\n" + r.source;
-    runtime::store_size_template(opts_, *template_, note());
+    runtime::store_size_template(opts_, *template_, ir::symbols_note(base_dims_.size(), symbol_pos_));
     sized_base_ = r.graph;
     sized_base_sig_ = last.sig;
     sized_[last.sig] = r.graph;
@@ -805,15 +780,16 @@ class CodegenGraph {
     };
   }
 
-  // Training: one compiled forward/backward pair per size signature (a graph with symbolic sizes
-  // trained on batches of several lengths gets one per length, as inference graphs get one
-  // specialisation each), built on the first call with that signature from a joint trace on
-  // detached copies, so that call itself runs eagerly. Past max_variants_ signatures, or once a
-  // build failed, calls run the graph op by op (not declined: the frame stays one graph).
+  // Training: a compiled forward/backward pair, built on the first call with a size signature
+  // from a joint trace on detached copies, so that call itself runs eagerly. A graph with symbolic
+  // sizes trained on batches of several lengths gets one pair whose kernels take the sizes at run
+  // time once three sizes planned alike (training_sizes.h); other sizes, and every size
+  // where no template fits, get a pair each. Past max_variants_ of those, or once a build failed,
+  // calls run the graph op by op (not declined: the frame stays one graph).
   //
   // A tensor passed more than once is one input of the pair (traced as one tensor, so a write to
   // one argument is seen through the other and its gradients are summed inside the backward);
-  // which arguments repeat is part of the signature.
+  // which arguments repeat is part of the signature, and such calls get a pair per size.
   py::object training_call(const std::vector<at::Tensor>& all_inputs, const IntArgs& ints, py::args args) {
     std::vector<int64_t> sig = size_signature(all_inputs, ints);
     std::vector<int> first = first_of_repeated(all_inputs);
@@ -827,17 +803,48 @@ class CodegenGraph {
     const std::vector<at::Tensor>& inputs = first.empty() ? all_inputs : distinct;
     auto found = trainings_.find(sig);
     if (found == trainings_.end()) {
-      if (training_failed_ || static_cast<int>(trainings_.size()) >= variant_limit()) return eager_(*args);
+      if (training_failed_) return eager_(*args);
+      if (training_sizes_.pending(sig)) return eager_(*args);  // planned, waiting for the template
+      if (runtime_sizes_ && !opts_.extern_only && !trainings_.empty() && first.empty()) {
+        const std::vector<int64_t> dims = call_dims(inputs, ints);
+        if (training_sizes_.wants(sig, dims)) return training_sample(std::move(sig), dims, inputs, ints, args);
+      }
+      if (training_builds_ >= variant_limit()) return eager_(*args);
       std::shared_ptr<TrainingStages> st = build_training(inputs, ints, first);
-      if (!grad_free_) trainings_.emplace(std::move(sig), st);
-      if (st) training_ = st;
-      else training_failed_ = !grad_free_;
+      if (!grad_free_) trainings_.emplace(sig, st);
+      if (st) {
+        if (training_builds_++ == 0 && first.empty()) training_sizes_.set_base(call_dims(inputs, ints), call_dim_names(inputs, ints), st);
+        training_ = st;
+      } else {
+        training_failed_ = !grad_free_;
+      }
       if (!on_compiled_.is_none()) on_compiled_(this);
       if (grad_free_) return call(args);
       return eager_(*args);
     }
     if (!found->second) return eager_(*args);
     return pack(run_training_call(found->second, inputs));
+  }
+
+  // A new size signature of a training graph with runtime sizes: planned (traced, partitioned,
+  // lowered; no code generated) and handed to training_sizes_, which keeps it as a sample, fits
+  // the templates or serves it with their kernels. The call runs eagerly.
+  py::object training_sample(std::vector<int64_t> sig, const std::vector<int64_t>& dims, const std::vector<at::Tensor>& inputs,
+                             const IntArgs& ints, py::args args) {
+    {
+      Building guard(building_);
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        TrainingPlan plan = plan_training(inputs, runner_with(ints), opts_, min_cut_);
+        for (auto& [s, st] : training_sizes_.add(sig, dims, std::move(plan), opts_, &source_)) trainings_[s] = std::move(st);
+        if (training_sizes_.builds() && !timings_.contains("training_sizes_build")) timings_["training_sizes_build"] = since(t0);
+      } catch (const std::exception& e) {  // py::error_already_set too: the per-size path traces again and reports it
+        training_sizes_.give_up(std::string("planning failed: ") + e.what());
+      }
+      size_status_ = training_sizes_.status();
+    }
+    if (!on_compiled_.is_none()) on_compiled_(this);
+    return eager_(*args);
   }
 
   // Traces the joint graph at these inputs, partitions it and builds both halves; null (with
@@ -858,11 +865,19 @@ class CodegenGraph {
       };
     }
     try {
-      // The backward builds on its first call, unless a debug dump (written now) is to show it.
-      std::shared_ptr<TrainingStages> st = build_training_stages(inputs, run, opts_, min_cut_, /*lazy_backward=*/!debug_);
-      source_of_training_ = true;
+      TrainingPlan plan = plan_training(inputs, run, opts_, min_cut_);
+      std::shared_ptr<TrainingStages> st;
+      if (runtime_sizes_ && !opts_.extern_only && first.empty()) st = training_sizes_.from_cache(plan, call_dims(inputs, ints), opts_);
+      if (st) {
+        size_status_ = training_sizes_.status();
+      } else {
+        // The backward builds on its first call, unless a debug dump (written now) is to show it.
+        st = build_training_stages(std::move(plan), opts_, /*lazy_backward=*/!debug_);
+        source_of_training_ = true;
+        source_.clear();  // what runtime sizes' kernels add later
+      }
       training_status_ = "compiled forward and backward; " + st->describe;
-      if (!trainings_.empty()) training_status_ += " (" + std::to_string(trainings_.size() + 1) + " size signatures)";
+      if (training_builds_) training_status_ += " (" + std::to_string(training_builds_ + 1) + " size signatures built)";
       timings_["training_build"] = since(t0);
       return st;
     } catch (const py::error_already_set& e) {
@@ -964,7 +979,7 @@ class CodegenGraph {
   State state_ = kNew;
   std::string status_ = "not compiled yet";
   std::string trace_text_, source_;
-  bool source_of_training_ = false;  // source() is the training pair's (training_->source())
+  bool source_of_training_ = false;  // source() is the training pair's (training_->source()), then source_
   double trace_s_ = 0;
   py::dict timings_;
   std::unique_ptr<runtime::BackgroundBuild> pending_;
@@ -984,6 +999,8 @@ class CodegenGraph {
   };
   std::shared_ptr<TrainingStages> training_;  // the last pair built (what program_text shows)
   std::map<std::vector<int64_t>, std::shared_ptr<TrainingStages>> trainings_;  // per size signature (null: eager)
+  int training_builds_ = 0;         // pairs built for one size signature each
+  TrainingSizes training_sizes_;    // the pair whose kernels take the sizes at run time
   bool training_failed_ = false;    // a build failed: every training call runs op by op
   std::string training_status_;     // empty until the first training call
   bool grad_free_ = false;          // inputs require grad but no output does: inference program

@@ -24,8 +24,9 @@ static double seconds_since(std::chrono::steady_clock::time_point t0) {
 runtime::CompiledGraph& TrainingStages::backward() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (bwd_) return *bwd_;
+  if (!bwd_deferred_) throw std::logic_error("kiln: a training pair without a backward");
   auto t0 = std::chrono::steady_clock::now();
-  runtime::BuildResult b = runtime::build_graph(bwd_trace, opts);
+  runtime::BuildResult b = runtime::build_lowered(bwd_lowered_, bwd_prog_, opts);  // copies: bwd_prog_ stays for runtime sizes
   if (!b.graph) {
     // The forward already ran compiled: its backward runs op by op rather than not at all.
     runtime::BuildOptions aten = opts;
@@ -39,7 +40,29 @@ runtime::CompiledGraph& TrainingStages::backward() {
   bwd_cache_hit_ = b.cache_hit;
   bwd_build_s_ = seconds_since(t0);
   bwd_ = std::move(b.graph);
+  bwd_lowered_ = bridge::TraceResult();
   return *bwd_;
+}
+
+const ir::Program& TrainingStages::backward_program() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bwd_deferred_ ? bwd_prog_ : bwd_->program();
+}
+
+void TrainingStages::defer_backward(bridge::TraceResult lowered, ir::Program prog) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bwd_lowered_ = std::move(lowered);
+  bwd_prog_ = std::move(prog);
+  bwd_deferred_ = true;
+}
+
+void TrainingStages::set_backward(std::shared_ptr<runtime::CompiledGraph> graph, std::string source) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bwd_ = std::move(graph);
+  bwd_source_ = std::move(source);
+  bwd_deferred_ = false;
+  bwd_lowered_ = bridge::TraceResult();
+  bwd_prog_ = ir::Program();
 }
 
 std::shared_ptr<runtime::CompiledGraph> TrainingStages::backward_if_built() const {
@@ -126,8 +149,7 @@ static bridge::TraceResult split_trace(const ir::AtenGraph& g, const std::vector
   return r;
 }
 
-std::shared_ptr<TrainingStages> build_training_stages(const std::vector<at::Tensor>& inputs, const bridge::GraphRunner& run,
-                                                      runtime::BuildOptions& opts, bool min_cut, bool lazy_backward) {
+TrainingPlan plan_training(const std::vector<at::Tensor>& inputs, const bridge::GraphRunner& run, runtime::BuildOptions& opts, bool min_cut) {
   std::string why;
   if (!note_cuda_device(inputs, opts, &why)) throw std::runtime_error(why);
   bridge::JointTrace jt = bridge::trace_joint(inputs, run, [](const std::function<void()>& block) {
@@ -143,15 +165,10 @@ std::shared_ptr<TrainingStages> build_training_stages(const std::vector<at::Tens
   }
   autograd::JointSplit split = autograd::partition_joint(jt.trace.graph, jt.num_primals, jt.num_fwd_outputs,
                                                          min_cut ? autograd::Partitioner::kMinCut : autograd::Partitioner::kSaveAll);
+  TrainingPlan plan;
+  plan.fwd_trace = split_trace(split.forward, split.forward_nodes, split.forward_constants, jt.trace);
+  plan.bwd_trace = split_trace(split.backward, split.backward_nodes, split.backward_constants, jt.trace);
   auto st = std::make_shared<TrainingStages>();
-  runtime::BuildResult f;
-  {
-    py::gil_scoped_release nogil;
-    f = runtime::build_graph(split_trace(split.forward, split.forward_nodes, split.forward_constants, jt.trace), opts);
-  }
-  if (!f.graph) throw std::runtime_error("forward: " + f.error);
-  st->fwd = f.graph;
-  st->fwd_source = std::move(f.source);
   st->num_inputs = jt.num_primals;
   st->num_outputs = jt.num_fwd_outputs - static_cast<int>(jt.mutated_inputs.size());
   st->mutated_inputs = jt.mutated_inputs;
@@ -161,15 +178,55 @@ std::shared_ptr<TrainingStages> build_training_stages(const std::vector<at::Tens
   st->grad_tangents = jt.grad_outputs;
   group_outputs(*st);
   st->describe = split.describe();
-  st->bwd_trace = split_trace(split.backward, split.backward_nodes, split.backward_constants, jt.trace);
+  st->bwd_trace = plan.bwd_trace;  // before lowering prepares plan's copy for its device
   st->first_tangent = static_cast<int>(split.saved_primals.size()) + split.num_saved_values;
   st->opts = opts;
   st->num_tangents = static_cast<int>(std::count(st->output_requires_grad.begin(), st->output_requires_grad.end(), true));
+  plan.stages = std::move(st);
+  py::gil_scoped_release nogil;
+  try {
+    plan.fwd_prog = runtime::lower_graph(plan.fwd_trace, opts);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("forward: ") + e.what());
+  }
+  try {
+    plan.bwd_prog = runtime::lower_graph(plan.bwd_trace, opts);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("backward: ") + e.what());
+  }
+  return plan;
+}
+
+std::string stages_layout(const TrainingStages& s) {
+  auto ints = [](const std::vector<int>& v) {
+    std::string r;
+    for (int i : v) r += std::to_string(i) + ",";
+    return r + ";";
+  };
+  std::string r = std::to_string(s.num_inputs) + " " + std::to_string(s.num_outputs) + " " + std::to_string(s.first_tangent) + " ";
+  r += ints(s.mutated_inputs) + ints(s.saved_primals) + ints(s.grad_of);
+  for (bool b : s.output_requires_grad) r += b ? '1' : '0';
+  r += ";";
+  for (const auto& g : s.grad_tangents) r += ints(g);
+  return r;
+}
+
+std::shared_ptr<TrainingStages> build_training_stages(TrainingPlan plan, const runtime::BuildOptions& opts, bool lazy_backward) {
+  runtime::BuildResult f;
+  {
+    py::gil_scoped_release nogil;
+    f = runtime::build_lowered(std::move(plan.fwd_trace), std::move(plan.fwd_prog), opts);
+  }
+  if (!f.graph) throw std::runtime_error("forward: " + f.error);
+  TrainingStages& st = *plan.stages;
+  st.fwd = f.graph;
+  st.fwd_source = std::move(f.source);
+  st.defer_backward(std::move(plan.bwd_trace), std::move(plan.bwd_prog));
   if (!lazy_backward) {
     py::gil_scoped_release nogil;
-    st->backward();
+    st.backward();
   }
-  return st;
+  return plan.stages;
 }
 
 // Runs one of the halves on a list of tensors (GIL released), for scripts that time them alone.

@@ -70,6 +70,12 @@ struct TrainingStages {
   const Pruned& pruned_for(const std::vector<bool>& given);
   // The backward if it was built (texts and stats; never builds it).
   std::shared_ptr<runtime::CompiledGraph> backward_if_built() const;
+  // The backward's lowered program (built or not): what runtime sizes compare and fit.
+  const ir::Program& backward_program() const;
+  // The backward to build on its first call: its trace as lowering prepared it, and its program.
+  void defer_backward(bridge::TraceResult lowered, ir::Program prog);
+  // A backward built already (runtime sizes' shared or cached kernels), with its code.
+  void set_backward(std::shared_ptr<runtime::CompiledGraph> graph, std::string source);
   // "// ==== forward ====" and "// ==== backward ====" sections of the generated code.
   std::string source() const;
   // Seconds the backward's build took (negative until built), and whether it came from the
@@ -78,7 +84,17 @@ struct TrainingStages {
   bool backward_cache_hit() const;
 
  private:
-  mutable std::mutex mutex_;  // the lazily built graphs below (backward threads, text getters)
+  // A mutex that copies as a new one: runtime sizes copy a pair's description (training_sizes.cpp)
+  // before anything runs it.
+  struct Mutex : std::mutex {
+    Mutex() = default;
+    Mutex(const Mutex&) : std::mutex() {}
+    Mutex& operator=(const Mutex&) { return *this; }
+  };
+  mutable Mutex mutex_;  // the lazily built graphs below (backward threads, text getters)
+  bridge::TraceResult bwd_lowered_;  // what defer_backward kept, until built
+  ir::Program bwd_prog_;
+  bool bwd_deferred_ = false;
   std::shared_ptr<runtime::CompiledGraph> bwd_;
   std::string bwd_source_;
   double bwd_build_s_ = -1;
@@ -91,6 +107,25 @@ struct TrainingStages {
 // training_node.cpp) holding what the backward reads. Called with the GIL held; releases it while
 // the forward runs.
 std::vector<at::Tensor> run_training_call(const std::shared_ptr<TrainingStages>& stages, std::vector<at::Tensor> inputs);
+
+// A training graph traced at one call's sizes, partitioned and lowered, before any code is
+// generated: what build_training_stages builds, and what runtime sizes (training_sizes.h) fit a
+// template from.
+struct TrainingPlan {
+  std::shared_ptr<TrainingStages> stages;  // all but the compiled halves
+  bridge::TraceResult fwd_trace, bwd_trace;
+  ir::Program fwd_prog, bwd_prog;
+};
+// The stages' inputs, outputs, saved values and gradients as text: plans of two sizes whose
+// layouts and programs' shapes are equal can share one pair of kernels (training_sizes.h).
+std::string stages_layout(const TrainingStages& s);
+// Traces the joint graph of a call on `inputs` (run by `run`), partitions it (min-cut or save-all)
+// and lowers both halves with `opts` (the CUDA device noted in it). Throws std::runtime_error or
+// py::error_already_set with the reason when a step fails.
+TrainingPlan plan_training(const std::vector<at::Tensor>& inputs, const bridge::GraphRunner& run, runtime::BuildOptions& opts, bool min_cut);
+// A plan's forward built (code generated and compiled, or loaded from the cache), and its backward
+// too unless `lazy_backward` (then on its first call). Throws std::runtime_error when a build fails.
+std::shared_ptr<TrainingStages> build_training_stages(TrainingPlan plan, const runtime::BuildOptions& opts, bool lazy_backward);
 
 // Traces the joint graph of a call on `inputs` (run by `run`), partitions it (min-cut or save-all)
 // and builds the forward with `opts` (the CUDA device noted in it), and the backward too unless

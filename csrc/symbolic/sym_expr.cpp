@@ -373,6 +373,52 @@ static bool divides_as(const Expr& a, const Expr& b, int64_t* k, int64_t* r) {
   return false;
 }
 
+// b as coef * (product of atoms) with coef > 0 and b > 0 for every value of the symbols: a single
+// term, no constant. Division by it takes out whole terms (monomial_split).
+static const Term* positive_monomial(const Expr& b) {
+  const Node& n = b.node();
+  if (n.kind != Node::kPoly || n.constant != 0 || n.terms.size() != 1 || n.terms[0].coef <= 0) return nullptr;
+  return bounds(b).first > 0 ? &n.terms[0] : nullptr;
+}
+
+// Splits a into m*quotient + rest for a monomial m: the quotient takes every term whose factors
+// include m's (as a multiset) and whose coefficient m's divides; rest keeps the others and the
+// constant. Floor division and modulo by m then only see rest.
+static void monomial_split(const Expr& a, const Term& m, Expr* quotient, Expr* rest) {
+  TermMap q, r;
+  int64_t qconst = 0;
+  for (const auto& t : a.node().terms) {
+    std::vector<Expr> left = t.factors;
+    bool divides = t.coef % m.coef == 0;
+    for (size_t i = 0; divides && i < m.factors.size(); ++i) {
+      auto it = std::find_if(left.begin(), left.end(), [&](const Expr& f) { return f.same(m.factors[i]); });
+      if (it == left.end()) divides = false;
+      else left.erase(it);
+    }
+    if (!divides) { r[t.key] = t; continue; }
+    if (left.empty()) { qconst = checked_add(qconst, t.coef / m.coef); continue; }
+    Term u;
+    u.coef = t.coef / m.coef;
+    u.factors = std::move(left);
+    for (const auto& f : u.factors) u.key += (u.key.empty() ? "" : "*") + f.str();
+    add_term(q, u, 1);
+  }
+  *quotient = make_poly(qconst, q);
+  *rest = make_poly(a.node().constant, r);
+}
+
+// 0 <= r < b for every value of the symbols.
+static bool known_remainder(const Expr& r, const Expr& b) {
+  try {
+    auto ge0 = known(compare(Cmp::kGe, r, Expr::constant(0)));
+    if (!ge0 || !*ge0) return false;
+    auto lt = known(compare(Cmp::kLt, r, b));
+    return lt && *lt;
+  } catch (const std::overflow_error&) {  // r - b past int64: not decided, the division stays opaque
+    return false;
+  }
+}
+
 Expr floordiv(const Expr& a, const Expr& b) {
   if (b.is_constant()) {
     int64_t c = b.constant_value();
@@ -387,6 +433,13 @@ Expr floordiv(const Expr& a, const Expr& b) {
       if (rb.first >= 0 && rb.second < c) return q;
       return q + make_atom(Node::kFloorDiv, r, b);
     }
+  }
+  if (const Term* m = positive_monomial(b)) {
+    Expr q, r;
+    monomial_split(a, *m, &q, &r);
+    if (known_remainder(r, b)) return q;
+    if (q.same(Expr())) return make_atom(Node::kFloorDiv, a, b);
+    return q + make_atom(Node::kFloorDiv, r, b);
   }
   int64_t k, r;
   if (divides_as(a, b, &k, &r)) return Expr::constant(k);
@@ -407,6 +460,12 @@ Expr mod(const Expr& a, const Expr& b) {
       if (rb.first >= 0 && rb.second < c) return r;
       return make_atom(Node::kMod, r, b);
     }
+  }
+  if (const Term* m = positive_monomial(b)) {
+    Expr q, r;
+    monomial_split(a, *m, &q, &r);
+    if (known_remainder(r, b)) return r;
+    return make_atom(Node::kMod, r, b);
   }
   int64_t k, r;
   if (divides_as(a, b, &k, &r)) return k == 0 ? a : Expr::constant(r);

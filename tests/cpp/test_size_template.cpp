@@ -150,3 +150,17 @@ TEST(SizeTemplate, IndexSpelling) {
   sp[&e.constant] = "(s0 - 1)";
   EXPECT_EQ(e.to_string(&sp), "(16*s0)*x0 + x1 + (s0 - 1)");
 }
+
+// The size symbols of calls: one per column of sizes that differs between calls, positions that
+// always agree (a square attention mask's two lengths) sharing it; enough once each took three values.
+TEST(SizeTemplate, SymbolPositionsFromCallSizes) {
+  const std::vector<int64_t> a{2, 5, 8, 5}, b{2, 7, 8, 7}, c{2, 9, 8, 9}, d{3, 9, 8, 9};
+  bool enough = false;
+  EXPECT_EQ(ir::symbol_positions({&a, &b, &c}, &enough), (std::vector<int>{1}));
+  EXPECT_TRUE(enough);
+  EXPECT_EQ(ir::symbol_positions({&a, &b, &c, &d}, &enough), (std::vector<int>{0, 1}));
+  EXPECT_FALSE(enough);  // the batch took two values only
+  EXPECT_EQ(ir::symbol_positions({&a, &b}, &enough), (std::vector<int>{1}));
+  EXPECT_FALSE(enough);
+  EXPECT_TRUE(ir::symbol_positions({&a, &a, &a}, &enough).empty());
+}

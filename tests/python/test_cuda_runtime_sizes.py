@@ -142,3 +142,32 @@ def test_few_rows_with_a_bulk_copy_split_over_blocks(dtype):
                     torch.randn(8, 16, 1, 128, device=DEV).to(dtype))
     tol = {} if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
     run_sizes(fn, mk, sizes, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_training_over_lengths_shares_one_forward_backward_build(dtype):
+    # Training at many lengths: one forward/backward pair of runtime-size kernels (loss and every
+    # gradient against eager); a few lengths whose lowering differs may get pairs of their own.
+    torch.manual_seed(0)
+    m = Block().to(DEV, dtype).train()
+    compiled = kiln.compile(m)
+    params = list(m.parameters())
+    sizes = [16, 24, 32, 40, 17, 9, 64, 33, 48, 5]
+    tol = dict(rtol=1e-3, atol=1e-4) if dtype == torch.float32 else dict(rtol=5e-2, atol=5e-2)
+    for _ in range(2):
+        for t in sizes:
+            x = torch.randn(2, t, 64, device=DEV, dtype=dtype)
+            got = []
+            for fn in (compiled, m):
+                for p in params:
+                    p.grad = None
+                loss = fn(x).float().pow(2).mean()
+                loss.backward()
+                got.append([loss.detach()] + [p.grad.clone() for p in params])
+            torch.cuda.synchronize()
+            for a, e in zip(*got):
+                torch.testing.assert_close(a, e, **tol)
+    g = _codegen.GRAPHS[-1]
+    assert g.num_size_builds == 1, (g.size_status, g.training_status)
+    assert g.num_specializations <= 3, g.size_status
+    assert g.num_sizes_served >= len(sizes) - 6, g.size_status

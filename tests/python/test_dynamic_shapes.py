@@ -298,11 +298,13 @@ def test_in_place_op_on_a_transposed_input_with_symbolic_sizes_is_captured():
 
 
 def test_training_on_several_lengths_keeps_one_graph_and_compiles_each_length():
-    # A graph with a symbolic length that trains: each length gets its own compiled
-    # forward/backward pair (the frame stays one graph); before, a second length ran the pair
-    # built for the first, failed its input check, and the frame fell apart into per-module frames.
+    # A graph with a symbolic length that trains, with runtime sizes off: each length gets its own
+    # compiled forward/backward pair (the frame stays one graph); before, a second length ran the
+    # pair built for the first, failed its input check, and the frame fell apart into per-module
+    # frames. (With runtime sizes on, test_runtime_sizes.py: one pair serves every length.)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
+    kiln._options.set("runtime_sizes", False)
     compiled = kiln.compile(model)
 
     def step(fn, x):
@@ -312,13 +314,16 @@ def test_training_on_several_lengths_keeps_one_graph_and_compiles_each_length():
         loss.backward()
         return loss.detach(), [p.grad.clone() for p in model.parameters()]
 
-    for _ in range(2):
-        for n in (5, 7, 9, 5, 11):
-            x = torch.randn(2, n, 8)
-            got, expected = step(compiled, x), step(model, x)
-            assert_same(got[0], expected[0], rtol=1e-4, atol=1e-5)
-            for a, e in zip(got[1], expected[1]):
-                torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+    try:
+        for _ in range(2):
+            for n in (5, 7, 9, 5, 11):
+                x = torch.randn(2, n, 8)
+                got, expected = step(compiled, x), step(model, x)
+                assert_same(got[0], expected[0], rtol=1e-4, atol=1e-5)
+                for a, e in zip(got[1], expected[1]):
+                    torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+    finally:
+        kiln._options.unset("runtime_sizes")
     s = kiln.stats()
     assert (s["graphs"], s["recompiles"], s["eager_runs"]) == (2, 1, 0), (s["graphs"], s["recompiles"], s["eager_runs"])
     statuses = [c["training"] for c in s["codegen"]]
@@ -353,3 +358,20 @@ def test_ints_past_the_symbol_range_specialise():
     for n in [5, 9, 2 ** 62, 2 ** 62 + 5, 2 ** 63 - 1, 11]:
         assert_same(compiled(x, n), fn(x, n))
     assert kiln.stats()["graphs"] == 3  # symbolic, then 2^62 + 5 and 2^63 - 1 each specialised
+
+
+def test_batch_and_length_both_dynamic_keep_few_shape_guards():
+    # deberta at a dynamic batch and length recorded 387 shape guards, up to 65,000 characters each,
+    # built on an unsimplified (s0*s1)//s0 (the simplifier did not divide by monomials), and
+    # evaluating them cost 4 ms per call. Attention's view arithmetic over (batch, length) must
+    # leave only the guards it needs.
+    def fn(x, w):
+        b, t, d = x.shape
+        q = (x @ w).view(b * t, d).view(b, t, 4, d // 4).transpose(1, 2)
+        att = (q @ q.transpose(-2, -1)).softmax(-1)
+        return (att @ q).transpose(1, 2).reshape(b * t, d).view(b, t, d) + x
+    w = torch.randn(16, 16)
+    s = run_sizes(fn, lambda n: (torch.randn(n % 5 + 2, n, 16), w), [7, 9, 12, 5, 16])
+    assert s["graphs"] == 2  # static, then batch and length symbolic
+    guards = [ln for ln in s["graph_records"][1]["guards"].splitlines() if ln.strip().startswith("check(")]
+    assert len(guards) <= 2 and all(len(g) < 120 for g in guards), guards

@@ -1,5 +1,6 @@
 """Runtime sizes in the code generator (issue 10, item 3): after a size changes, one kernel set
-built for runtime sizes serves every later size of the dynamic dimensions (CPU inference).
+built for runtime sizes serves every later size of the dynamic dimensions (CPU inference, and
+CPU training: one forward/backward pair).
 
 Each case runs the compiled function over many sizes (odd ones for vector tails, non-contiguous
 inputs) against eager on fresh values and asserts how many kernel sets were built: one static
@@ -221,3 +222,121 @@ def test_the_option_off_keeps_one_specialisation_per_size():
     g = dynamic_graph()
     assert g.num_size_builds == 0 and g.num_specializations == 3, g.size_status
     assert "off" in g.size_status
+
+
+def train_over_lengths(model, make, sizes, rounds=2, rtol=1e-4, atol=1e-5):
+    """Training steps of `model` compiled and eager at each size in turn; loss and every gradient
+    compared. Returns the dynamic graph (the last captured)."""
+    compiled = kiln.compile(model)
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step(fn, args):
+        for p in params:
+            p.grad = None
+        loss = fn(*args).float().pow(2).mean()
+        loss.backward()
+        return [loss.detach()] + [p.grad.clone() for p in params]
+
+    for _ in range(rounds):
+        for n in sizes:
+            args = make(n)
+            got, expected = step(compiled, args), step(model, args)
+            for a, e in zip(got, expected):
+                torch.testing.assert_close(a, e, rtol=rtol, atol=atol)
+    return _codegen.GRAPHS[-1]  # a training graph is never "compiled" for inference
+
+
+def assert_one_training_build(g, served, specialised=0):
+    assert g.num_size_builds == 1 and g.num_specializations == specialised, (g.size_status, g.training_status)
+    assert g.num_sizes_served >= served, g.size_status
+    assert g.size_status.startswith("training runtime sizes over s0 = input 0 dim 1"), g.size_status
+    assert g.training_status.startswith("compiled forward and backward"), g.training_status
+
+
+def test_training_over_ten_lengths_shares_one_forward_backward_build():
+    # Each length used to get its own forward/backward pair (8 at most, then op by op).
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 8))
+    sizes = [5, 7, 9, 5, 11, 13, 6, 17, 3, 21, 33]
+    g = train_over_lengths(model, lambda n: (torch.randn(2, n, 8),), sizes)
+    assert_one_training_build(g, served=len(set(sizes)) - 3)
+    s = kiln.stats()
+    assert (s["graphs"], s["recompiles"], s["eager_runs"]) == (2, 1, 0), s
+
+
+def test_training_attention_over_lengths_with_softmax_and_matmul_backward():
+    torch.manual_seed(0)
+
+    class Attn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv, self.proj, self.ln = nn.Linear(16, 48), nn.Linear(16, 16), nn.LayerNorm(16)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln(x)).split(d, dim=2)
+            q, k, v = (z.view(b, t, 4, d // 4).transpose(1, 2) for z in (q, k, v))
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            att = (q @ k.transpose(-2, -1) * (d // 4) ** -0.5).masked_fill(~mask, float("-inf")).softmax(-1)
+            return x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+
+    model = Attn()
+    sizes = [8, 12, 16, 9, 23, 31, 4, 40]
+    g = train_over_lengths(model, lambda n: (torch.randn(2, n, 16),), sizes, rtol=1e-3, atol=1e-4)
+    # Length 4 equals the head dimension, where lowering fuses other loops: it gets a pair of its
+    # own (and its results are checked like the others'); every other length shares one build.
+    assert_one_training_build(g, served=len(sizes) - 4, specialised=1)
+    assert "(1 specialised)" in g.size_status, g.size_status
+
+
+def test_training_with_runtime_sizes_off_builds_per_length():
+    kiln._options.set("runtime_sizes", False)
+    try:
+        model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+        g = train_over_lengths(model, lambda n: (torch.randn(3, n, 8),), [4, 6, 8, 10], rounds=1)
+    finally:
+        kiln._options.unset("runtime_sizes")
+    assert g.num_size_builds == 0 and g.num_specializations == 2, g.size_status
+
+
+WARM_TRAINING = r"""
+import sys, torch, torch.nn as nn, kiln
+from kiln import _codegen
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
+cf = kiln.compile(model)
+for t in [int(s) for s in sys.argv[1].split(",")]:
+    x = torch.randn(2, t, 8)
+    grads = []
+    for fn in (cf, model):
+        model.zero_grad()
+        fn(x).pow(2).mean().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+print("BUILDS", [g.num_size_builds for g in _codegen.GRAPHS], [g.size_status for g in _codegen.GRAPHS])
+"""
+
+
+def test_a_warm_process_trains_at_new_sizes_without_compiling(tmp_path):
+    import subprocess
+    cache = tmp_path / "cache"
+    env = dict(os.environ, KILN_CACHE_DIR=str(cache),
+               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(kiln.__file__)), os.environ.get("PYTHONPATH", "")]))
+
+    def run(sizes):
+        out = subprocess.run([sys.executable, "-c", WARM_TRAINING, sizes], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split("BUILDS")[1].strip()
+
+    def libraries():
+        return sorted(p.name for p in cache.rglob("*.so"))
+
+    cold = run("5,7,9,11,13")
+    assert "one forward/backward build serves" in cold, cold
+    built = libraries()
+    # Sizes the cold process never saw, the first one included: the cached forward and backward
+    # templates serve them from the first call on; no kernel is compiled.
+    warm = run("20,23,27,31")
+    assert "kernels from the cache's size templates" in warm or "one forward/backward build serves" in warm, warm
+    assert libraries() == built, (warm, sorted(set(libraries()) - set(built)))
