@@ -302,7 +302,7 @@ def test_corpus_recompiles_to_the_same_bytecode():
     (tools/decompiler_corpus.py): the decompiled source must compile, and recompiling it must give
     the original's bytecode for nearly all, and run in place of the original under the modules'
     workloads (tools/decompiler_behaviour.py) it must give the same results. Measured on 3.11:
-    3775 of 3775 decompiled, 3712 the same bytecode; 1895 behaviour-checked (61 of the 63 with
+    3775 of 3775 decompiled, 3714 the same bytecode; 1895 behaviour-checked (59 of the 61 with
     different bytecode), all the same."""
     tool = _corpus_tool()
     items = tool.corpus(os.path.dirname(torch.__file__))
@@ -320,8 +320,8 @@ def test_corpus_recompiles_to_the_same_bytecode():
     assert n >= 3000
     assert not crashes, "\n".join(crashes[:20])
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.999 * n
-    assert same >= 0.98 * n
+    assert len(decompiled) == n, [(k, r["why"]) for k, r in res.items() if r["status"] != "decompiled"][:20]
+    assert same >= 0.983 * n
     behaved = tool.behaviour(codes, {k: res[k]["src"] for k in decompiled})
     checked = [k for k, (state, _) in behaved.items() if state != "not run"]
     differs = [f"{k}: {why}" for k, (state, why) in behaved.items() if state == "differs"]
@@ -347,11 +347,10 @@ PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
 def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
     decompiles the descriptions here, and the 3.12 interpreter recompiles, compares and runs the
-    workloads (no torch there: torch's functions are not run). Measured: 3780 of 3786 decompiled,
-    3635 the same bytecode; 1506 behaviour-checked (118 of the 145 with different bytecode), all
-    the same; the 6 DecompileErrors: PEP 695 generic scopes (3), a finally block whose loop and
-    handlers 3.12 lays out apart (asyncio Condition.wait, and its class), a while loop whose final
-    test 3.12 places after a handler (heapq.merge)."""
+    workloads (no torch there: torch's functions are not run). Measured: 3781 of 3786 decompiled,
+    3637 the same bytecode; 1507 behaviour-checked (117 of the 144 with different bytecode), all
+    the same; the 5 DecompileErrors: PEP 695 generic scopes (3), a finally block whose loop and
+    handlers 3.12 lays out apart (asyncio Condition.wait, and its class)."""
     import subprocess
     tool_path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
     out = tmp_path / "c.json"
@@ -366,8 +365,8 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     print(r.stdout)
     assert n >= 3000
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.998 * n
-    assert same >= 0.955 * n
+    assert n - len(decompiled) <= 5, [(k, v["why"]) for k, v in res.items() if v["status"] != "decompiled"]
+    assert same >= 0.96 * n
     differs = [f"{k}: {v['behaviour_why']}" for k, v in res.items() if v.get("behaviour") == "differs"]
     assert not differs, "\n".join(differs[:20])
     checked = [k for k, v in res.items() if v.get("behaviour") in ("same", "differs")]
@@ -379,13 +378,14 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     # (Fraction.__new__, _EnumDict.__setitem__); a try whose body is a nested try, protected only
     # where the nested handler is placed (__set_name__); with blocks' handlers placed after a
     # finally copy's return (_unpack_zipfile); a try/finally in a finally block (__eager_start);
-    # a finally block's if inverted around a loop's back edge (_rmtree_safe_fd). Each must
+    # a finally block's if inverted around a loop's back edge (_rmtree_safe_fd); a while loop's
+    # final test placed after the handler of the try that is its body (heapq.merge). Each must
     # decompile and behave the same.
     for key in ("python3.12/shutil.py:copyfile:230", "python3.12/pprint.py:PrettyPrinter._format_items:413",
                 "python3.12/pathlib.py:Path.walk:1112", "python3.12/fractions.py:Fraction.__new__:186",
                 "python3.12/enum.py:_EnumDict.__setitem__:383", "python3.12/enum.py:_proto_member.__set_name__:249",
                 "python3.12/shutil.py:_unpack_zipfile:1259", "asyncio/tasks.py:Task.__eager_start:272",
-                "python3.12/shutil.py:_rmtree_safe_fd:643"):
+                "python3.12/shutil.py:_rmtree_safe_fd:643", "python3.12/heapq.py:merge:316"):
         assert res.get(key, {}).get("behaviour") == "same", (key, res.get(key))
     # A try/finally inside a try/except: 3.12's layout was rebuilt with the code after the outer
     # try moved inside it (wrong source), then refused; now the outer body ends before the handlers

@@ -388,7 +388,9 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     // 3.12 places handlers after the code that follows the try: their ends jump back to it
     // (a jump to an enclosing loop's exit or header is a break or continue, not where the try ends:
     // a break out of a for loop pops its iterator first, which the try's end never does)
-    if ((t >= C + 3 || (t >= E && t < h)) && !loop_label(t)) note_join(t, j);
+    // (but a jump forward past the handlers to where the enclosing region ends is where the try
+    // ends: the final test of a while loop whose body is this try, which 3.12 placed after them)
+    if ((t >= C + 3 || (t >= E && t < h)) && (!loop_label(t) || (minor >= 12 && t > C && is_follow(ctx, t)))) note_join(t, j);
   }
   // every clause raises or returns: where the body's normal exit jumps (right after the body, or
   // after an else block that ends before the handlers) is where the try statement continues

@@ -1,0 +1,41 @@
+"""Hand-written decompiler cases, continued from decompiler_cases_flow.py (decompiler_cases.py
+imports this file at its end, so CASES holds all three): loop and handler layouts CPython 3.12
+places apart from the code they belong to, and assignments whose value is stored twice, each
+found in a real function that was refused or rebuilt wrong. Free of kiln/torch imports."""
+from decompiler_cases import case
+
+
+# A while loop whose body is a try around an endless loop, left only through its except block:
+# 3.12 places the loop's final test after the handler, reached only from it, as
+# `<test>; POP_JUMP_IF_FALSE X; JUMP_BACKWARD body; X: JUMP_BACKWARD after-the-loop`
+# (heapq.merge was refused: "a jump that is neither break, continue nor the end of a block").
+@case(([[1, 4], [2, 3], []],), ([],), ([[5], [6, 7]],))
+def while_test_after_a_handler(lists):
+    its = [iter(x) for x in lists]
+    out = []
+    while len(its) > 1:
+        try:
+            while True:
+                out.append(next(its[0]))
+                its.append(its.pop(0))
+        except StopIteration:
+            its.pop(0)
+    if its:
+        out.extend(its[0])
+    return out
+
+
+# A chained assignment whose first target is a target list (`a, b = s = v`: COPY 1, then the
+# unpack): the copy left for the next target was printed as a second `s = v`, evaluating v twice
+# (wrong source: difflib.SequenceMatcher.get_matching_blocks, heapq.merge's `... = s = h[0]`).
+@case(([(5, 6), ((1, 2), 3), (7, 8), (9, 10)],))
+def chained_unpack_assignment(items):
+    calls, pool = [], list(items)
+
+    def get():
+        calls.append(1)
+        return pool.pop()
+    a, b = s = get()
+    t = (c, d) = get()
+    (e, f), g = u = v = get()
+    return a, b, s, c, d, t, e, f, g, u, v, len(calls)
