@@ -39,3 +39,56 @@ def chained_unpack_assignment(items):
     t = (c, d) = get()
     (e, f), g = u = v = get()
     return a, b, s, c, d, t, e, f, g, u, v, len(calls)
+
+
+# A finally block holding a `while True` loop around a try/except whose body breaks, after a
+# body that returns from a nested try/finally (asyncio Condition.wait was refused on 3.12:
+# "finally block without its normal-exit copy"). The handler's copy of the block has the await's
+# CLEANUP_THROW, the nested handler and the loop's back edge inline, its break jumping over them,
+# and a deeper YIELD_VALUE; the normal copy has them placed after the code.
+@case((0, False), (1, False), (3, True), (0, True))
+def loop_in_a_finally_after_a_return(fails, fail_body):
+    log, left = [], [fails]
+
+    class Cancelled(Exception):
+        pass
+
+    async def acquire():
+        if left[0]:
+            left[0] -= 1
+            raise Cancelled(left[0])
+        log.append("acquired")
+
+    async def step():
+        if fail_body:
+            raise KeyError("body")
+        log.append("stepped")
+
+    async def wait():
+        log.append("released")
+        try:
+            fut = len(log)
+            log.append(fut)
+            try:
+                await step()
+                return True
+            finally:
+                log.remove(fut)
+        finally:
+            cancelled = False
+            while True:
+                try:
+                    await acquire()
+                    break
+                except Cancelled:
+                    cancelled = True
+            if cancelled:
+                raise Cancelled
+    co = wait()
+    try:
+        co.send(None)
+    except StopIteration as stop:
+        return stop.value, log
+    except (Cancelled, KeyError) as e:
+        return type(e).__name__, log
+    raise AssertionError("the coroutine awaited something that suspends")

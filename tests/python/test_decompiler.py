@@ -347,10 +347,9 @@ PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
 def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
     decompiles the descriptions here, and the 3.12 interpreter recompiles, compares and runs the
-    workloads (no torch there: torch's functions are not run). Measured: 3781 of 3786 decompiled,
-    3637 the same bytecode; 1507 behaviour-checked (117 of the 144 with different bytecode), all
-    the same; the 5 DecompileErrors: PEP 695 generic scopes (3), a finally block whose loop and
-    handlers 3.12 lays out apart (asyncio Condition.wait, and its class)."""
+    workloads (no torch there: torch's functions are not run). Measured: 3783 of 3786 decompiled,
+    3637 the same bytecode; 1509 behaviour-checked (119 of the 146 with different bytecode), all
+    the same; the 3 DecompileErrors: PEP 695 generic scopes."""
     import subprocess
     tool_path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
     out = tmp_path / "c.json"
@@ -365,7 +364,7 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     print(r.stdout)
     assert n >= 3000
     assert not no_compile, "\n".join(no_compile[:20])
-    assert n - len(decompiled) <= 5, [(k, v["why"]) for k, v in res.items() if v["status"] != "decompiled"]
+    assert n - len(decompiled) <= 3, [(k, v["why"]) for k, v in res.items() if v["status"] != "decompiled"]
     assert same >= 0.96 * n
     differs = [f"{k}: {v['behaviour_why']}" for k, v in res.items() if v.get("behaviour") == "differs"]
     assert not differs, "\n".join(differs[:20])
@@ -379,13 +378,15 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     # where the nested handler is placed (__set_name__); with blocks' handlers placed after a
     # finally copy's return (_unpack_zipfile); a try/finally in a finally block (__eager_start);
     # a finally block's if inverted around a loop's back edge (_rmtree_safe_fd); a while loop's
-    # final test placed after the handler of the try that is its body (heapq.merge). Each must
-    # decompile and behave the same.
+    # final test placed after the handler of the try that is its body (heapq.merge); a finally
+    # block's loop whose handler and back edge the normal copy places after the code (asyncio
+    # Condition.wait). Each must decompile and behave the same.
     for key in ("python3.12/shutil.py:copyfile:230", "python3.12/pprint.py:PrettyPrinter._format_items:413",
                 "python3.12/pathlib.py:Path.walk:1112", "python3.12/fractions.py:Fraction.__new__:186",
                 "python3.12/enum.py:_EnumDict.__setitem__:383", "python3.12/enum.py:_proto_member.__set_name__:249",
                 "python3.12/shutil.py:_unpack_zipfile:1259", "asyncio/tasks.py:Task.__eager_start:272",
-                "python3.12/shutil.py:_rmtree_safe_fd:643", "python3.12/heapq.py:merge:316"):
+                "python3.12/shutil.py:_rmtree_safe_fd:643", "python3.12/heapq.py:merge:316",
+                "asyncio/locks.py:Condition.wait:247"):
         assert res.get(key, {}).get("behaviour") == "same", (key, res.get(key))
     # A try/finally inside a try/except: 3.12's layout was rebuilt with the code after the outer
     # try moved inside it (wrong source), then refused; now the outer body ends before the handlers

@@ -157,12 +157,37 @@ int Decompiler::finally_copy_end(int lo, int hi, int pos, int* tail) const {
     while (b < bc.size() && is(bc.at(b), "NOP") && (a >= hi || !is(bc.at(a), "NOP"))) ++b;
     if (a >= hi) break;
     if (b >= bc.size() || (b != pos && b == lo - 1)) return -1;
+    // (an await's CLEANUP_THROW stands inline in the handler's copy; 3.12 places the normal copy's
+    // after the code)
+    if (is(bc.at(a), "CLEANUP_THROW") && !is(bc.at(b), "CLEANUP_THROW")) {
+      ++a;
+      continue;
+    }
+    // a break out of a loop in the finally block: the handler's copy jumps over the inline handler
+    // of a try ending the loop body and the loop's back edge; the normal copy, whose handler and
+    // back edge 3.12 places after the code, falls through to the code after the loop
+    if (is(bc.at(a), "JUMP_FORWARD") && !is_uncond_jump(b)) {
+      const int t = bc.at(a).target;
+      int q = a + 1;
+      bool back_edge = false;
+      for (int guard = 0; guard < 16 && q < t; ++guard) {
+        const int p = past_handler(q);
+        if (p != q) q = p;
+        else if (is_uncond_jump(q) && has(bc.at(q).name, "BACKWARD") && bc.at(q).target >= lo && bc.at(q).target < q) ++q, back_edge = true;
+        else break;
+      }
+      if (q == t && t <= hi && back_edge) {
+        a = t;
+        continue;
+      }
+    }
     const auto &x = bc.at(a), &y = bc.at(b);
     const bool reraise = is(x, "RERAISE") && x.arg == 0;
     // (3.12 reads a local in the handler's copy with LOAD_FAST_CHECK where it may be unbound, and
     // with LOAD_FAST in the normal exit's copy, where it is not)
     const bool same_op = x.opcode == y.opcode || (is(x, "LOAD_FAST_CHECK") && is(y, "LOAD_FAST"));
-    if (same_op && (x.target >= 0 || x.arg == y.arg)) ++a, ++b;
+    // (a YIELD_VALUE's argument is the stack depth, deeper in the handler's copy by the exception)
+    if (same_op && (x.target >= 0 || x.arg == y.arg || is(x, "YIELD_VALUE"))) ++a, ++b;
     else if (reraise && is_uncond_jump(b)) {
       // a branch of the finally block that ends the block (its RERAISE 0 just before the last
       // one): the normal copy's jump there is also the copy's exit to the code after the try
@@ -390,7 +415,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     // a break out of a for loop pops its iterator first, which the try's end never does)
     // (but a jump forward past the handlers to where the enclosing region ends is where the try
     // ends: the final test of a while loop whose body is this try, which 3.12 placed after them)
-    if ((t >= C + 3 || (t >= E && t < h)) && (!loop_label(t) || (minor >= 12 && t > C && is_follow(ctx, t)))) note_join(t, j);
+    if ((t >= C + 3 || (t >= E && t < h)) && (!loop_label(t) || (minor >= 12 && resolve(t) > C && is_follow(ctx, t)))) note_join(t, j);
   }
   // every clause raises or returns: where the body's normal exit jumps (right after the body, or
   // after an else block that ends before the handlers) is where the try statement continues
