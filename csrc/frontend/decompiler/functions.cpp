@@ -98,7 +98,8 @@ std::string def_source(const FunctionInfo& fn, const std::string& name) {
   std::string ret;
   for (auto& [an, av] : fn.annotations)
     if (an == "return") ret = " -> " + av;
-  head += std::string(c.flags & (kCoCoroutine | kCoAsyncGenerator) ? "async " : "") + "def " + name + "(" + parameters(c, fn) + ")" + ret + ":\n";
+  head += std::string(c.flags & (kCoCoroutine | kCoAsyncGenerator) ? "async " : "") + "def " + name +
+          (fn.type_params.empty() ? "" : "[" + fn.type_params + "]") + "(" + parameters(c, fn) + ")" + ret + ":\n";
   // a def's docstring is its first constant (3.11/3.12 put None there when it has none); it has
   // no instruction of its own, so it is printed from the constant, ahead of everything else
   std::string doc;
