@@ -92,3 +92,44 @@ def loop_in_a_finally_after_a_return(fails, fail_body):
     except (Cancelled, KeyError) as e:
         return type(e).__name__, log
     raise AssertionError("the coroutine awaited something that suspends")
+
+
+# A try/except ending a while True body whose except clause falls through (`pass`): the clause
+# jumps back to the loop's header, where the body's region ends, and so does the body's normal
+# exit; that is where the try ends, not two `continue`s in an except and an else clause (a
+# structural difference: weakref.WeakKeyDictionary._commit_removals, json.decoder.JSONArray).
+@case(([1, 2, 5, 3],), ([],), ([7, 7],))
+def except_pass_ending_a_while_true_body(keys):
+    d = {1: "a", 3: "c", 7: "g"}
+    pending = list(keys)
+    while True:
+        try:
+            key = pending.pop()
+        except IndexError:
+            return sorted(d.items())
+        try:
+            del d[key]
+        except KeyError:
+            pass
+
+
+# `try: ...; break` with an except clause that falls through, ending a while True body: 3.11
+# jumps from the body over the handler to the loop's exit, the clause back to the header; the
+# jump is the body's break, and the clause goes on where the loop body ends (asyncio.all_tasks;
+# it was printed as `except: ...; continue` and a `break` after the try). 3.12 places the code
+# after the loop at the break instead (printed after the try, inside the loop: same behaviour).
+@case((0,), (2,))
+def break_ending_a_try_in_a_loop(fails):
+    left = [fails]
+    log = []
+    while True:
+        try:
+            if left[0]:
+                left[0] -= 1
+                raise KeyError(left[0])
+            log.append("ok")
+            break
+        except KeyError as e:
+            log.append(e.args[0])
+    log.append("done")
+    return log

@@ -302,7 +302,7 @@ def test_corpus_recompiles_to_the_same_bytecode():
     (tools/decompiler_corpus.py): the decompiled source must compile, and recompiling it must give
     the original's bytecode for nearly all, and run in place of the original under the modules'
     workloads (tools/decompiler_behaviour.py) it must give the same results. Measured on 3.11:
-    3775 of 3775 decompiled, 3714 the same bytecode; 1895 behaviour-checked (59 of the 61 with
+    3775 of 3775 decompiled, 3716 the same bytecode; 1895 behaviour-checked (57 of the 59 with
     different bytecode), all the same."""
     tool = _corpus_tool()
     items = tool.corpus(os.path.dirname(torch.__file__))
@@ -321,7 +321,7 @@ def test_corpus_recompiles_to_the_same_bytecode():
     assert not crashes, "\n".join(crashes[:20])
     assert not no_compile, "\n".join(no_compile[:20])
     assert len(decompiled) == n, [(k, r["why"]) for k, r in res.items() if r["status"] != "decompiled"][:20]
-    assert same >= 0.983 * n
+    assert same >= 0.984 * n
     behaved = tool.behaviour(codes, {k: res[k]["src"] for k in decompiled})
     checked = [k for k, (state, _) in behaved.items() if state != "not run"]
     differs = [f"{k}: {why}" for k, (state, why) in behaved.items() if state == "differs"]
@@ -338,6 +338,10 @@ def test_corpus_recompiles_to_the_same_bytecode():
     for key in ("python3.11/shutil.py:make_archive:1083", "python3.11/textwrap.py:TextWrapper._wrap_chunks:238",
                 "python3.11/shutil.py:copyfile:226", "python3.11/pprint.py:PrettyPrinter._format_items:413"):
         assert key in res and behaved.get(key, ["missing"])[0] == "same", (key, res.get(key), behaved.get(key))
+    # Structural differences fixed (the source was equivalent, its bytecode not): `a, b = s = v`
+    # (get_matching_blocks), a break ending a try body in a while True loop (all_tasks).
+    for key in ("python3.11/difflib.py:SequenceMatcher.get_matching_blocks:421", "asyncio/tasks.py:all_tasks:42"):
+        assert res[key]["same"], (key, res[key])
 
 
 PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
@@ -348,7 +352,7 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
     decompiles the descriptions here, and the 3.12 interpreter recompiles, compares and runs the
     workloads (no torch there: torch's functions are not run). Measured: 3784 of 3786 decompiled,
-    3638 the same bytecode; 1510 behaviour-checked (119 of the 146 with different bytecode), all
+    3641 the same bytecode; 1510 behaviour-checked (116 of the 143 with different bytecode), all
     the same; the 2 DecompileErrors: PEP 695 generic class bodies decompiled alone (typing
     SupportsAbs, SupportsRound), whose type parameters live in the enclosing scope."""
     import subprocess
@@ -366,7 +370,7 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     assert n >= 3000
     assert not no_compile, "\n".join(no_compile[:20])
     assert n - len(decompiled) <= 2, [(k, v["why"]) for k, v in res.items() if v["status"] != "decompiled"]
-    assert same >= 0.96 * n
+    assert same >= 0.961 * n
     differs = [f"{k}: {v['behaviour_why']}" for k, v in res.items() if v.get("behaviour") == "differs"]
     assert not differs, "\n".join(differs[:20])
     checked = [k for k, v in res.items() if v.get("behaviour") in ("same", "differs")]
@@ -396,6 +400,10 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     # A class body holding a PEP 695 generic method (its `<generic parameters of __call__>` scope)
     # was refused; now it recompiles to the same bytecode.
     assert res["python3.12/typing.py:_IdentityCallable:3301"].get("same"), res["python3.12/typing.py:_IdentityCallable:3301"]
+    # Structural differences fixed: `except KeyError: pass` ending a while True body was printed as
+    # `continue` in the except and an else clause (_commit_removals, JSONArray).
+    for key in ("python3.12/weakref.py:WeakKeyDictionary._commit_removals:387", "json/decoder.py:JSONArray:217"):
+        assert res[key].get("same"), (key, res[key])
 
 
 @pytest.mark.skipif(not os.path.exists(PY312), reason="no 3.12 interpreter to record the bytecode with")
@@ -471,3 +479,41 @@ def test_312_generic_functions_round_trip(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     (compiles, same, why), behaves, _ = json.loads(r.stdout)
     assert compiles and same and behaves, (why, src)
+
+
+# The layout cases of decompiler_cases_layouts.py must also recompile to the same bytecode (a
+# structural difference behaves the same, so the behaviour tests above cannot see it): on 3.11
+# here, on 3.12 from the recorded fixtures, compared by the 3.12 interpreter.
+# Known structural differences (same behaviour): the `return True` of a try nested in a try/finally
+# is printed after the outer try (Condition.wait's shape); 3.12 places the code after a while True
+# loop at its only break, inside the loop, where it is printed.
+import decompiler_cases_layouts  # noqa: E402
+SAME_BYTECODE = sorted(n for n, (f, _) in decompiler_cases.CASES.items() if f.__module__ == decompiler_cases_layouts.__name__)
+NOT_SAME_311 = {"loop_in_a_finally_after_a_return"}
+NOT_SAME_312 = {"loop_in_a_finally_after_a_return", "break_ending_a_try_in_a_loop"}
+
+
+def test_layout_cases_recompile_to_the_same_bytecode():
+    tool = _corpus_tool()
+    assert len(SAME_BYTECODE) >= 4
+    for name in sorted(set(SAME_BYTECODE) - NOT_SAME_311):
+        fn = decompiler_cases.CASES[name][0]
+        compiles, same, why = tool.check(fn.__code__, kiln.decompile(fn))
+        assert compiles and same, (name, why)
+
+
+@pytest.mark.skipif(not os.path.exists(PY312), reason="no 3.12 interpreter to recompile with")
+def test_312_layout_cases_recompile_to_the_same_bytecode():
+    import subprocess
+    recorded = _recorded()["functions"]
+    srcs = {n: kiln._C.decompile(recorded[n]["code"], [], []) for n in sorted(set(SAME_BYTECODE) - NOT_SAME_312)}
+    here = os.path.dirname(__file__)
+    prog = ("import sys, json; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+            "import decompiler_cases as c, decompiler_corpus as dc\n"
+            "srcs = json.loads(sys.stdin.read())\n"
+            "print(json.dumps({n: dc.check(c.CASES[n][0].__code__, s) for n, s in srcs.items()}))")
+    r = subprocess.run([PY312, "-c", prog, here, os.path.join(here, "..", "..", "tools")], input=json.dumps(srcs),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for name, (compiles, same, why) in json.loads(r.stdout).items():
+        assert compiles and same, (name, why, srcs[name])

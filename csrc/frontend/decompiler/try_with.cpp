@@ -400,13 +400,21 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     if (join < 0) join = J;
     else if (!same_label(join, J)) fail("except clauses that continue at different places", at);
   };
-  if (E < h && is_uncond_jump(h - 1) && bc.at(h - 1).target > h) note_join(bc.at(h - 1).target, h - 1);
   auto loop_label = [&](int t) {
     if (!ctx.loop) return false;
     for (int c : ctx.loop->continue_labels)
       if (same_label(t, c)) return true;
     return ctx.loop->break_label >= 0 && same_label(t, ctx.loop->break_label);
   };
+  // the body's normal exit jumps over the handlers; to a loop label that is not where the
+  // enclosing region ends, it may be a break (or continue) ending the body instead (below)
+  int body_exit = -1;
+  if (E < h && is_uncond_jump(h - 1) && bc.at(h - 1).target > h) {
+    const int t = bc.at(h - 1).target;
+    if (E == h - 1 && loop_label(t) && !is_follow(ctx, t)) body_exit = t;
+    else note_join(t, h - 1);
+  }
+  int to_follow = -1;  // a clause's jump to the loop label where the enclosing region ends
   for (int j = h; j < C; ++j) {
     if (!is_uncond_jump(j) || covering_handler(j) == C) continue;
     int t = bc.at(j).target;
@@ -416,6 +424,14 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     // (but a jump forward past the handlers to where the enclosing region ends is where the try
     // ends: the final test of a while loop whose body is this try, which 3.12 placed after them)
     if ((t >= C + 3 || (t >= E && t < h)) && (!loop_label(t) || (minor >= 12 && resolve(t) > C && is_follow(ctx, t)))) note_join(t, j);
+    else if (loop_label(t) && is_follow(ctx, t)) to_follow = t;
+  }
+  // `try: ...; break` / `except E: <falls through>` as a loop body's last statement: the clauses go
+  // on where the region ends, and the jump is the body's break, not where the try goes on
+  // (`except E: ...; continue` and a `break` after the try: a structural difference)
+  if (body_exit >= 0) {
+    if (join < 0 && to_follow >= 0) join = to_follow, E = h;
+    else note_join(body_exit, h - 1);
   }
   // every clause raises or returns: where the body's normal exit jumps (right after the body, or
   // after an else block that ends before the handlers) is where the try statement continues
@@ -426,6 +442,10 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
   // or (3.12, which places the code after the try there) the code right after the body (an else
   // block there runs exactly when it would after the try)
   if (join < 0 && minor >= 12 && E < h && !(is_uncond_jump(E) || !std::strcmp(bc.at(E).name, "RETURN_VALUE"))) join = E;
+  // or, with nothing else to go on, where a clause jumps back to the loop label the enclosing region
+  // ends at: the try is the loop body's last statement, a clause that falls through goes on there
+  // (`except E: pass` at the end of a while True body, not `except E: continue` and `else: continue`)
+  if (join < 0 && to_follow >= 0) join = to_follow;
   RegionCtx bctx = ctx;
   bctx.follow = E;
   Stack sb = st;
