@@ -409,8 +409,10 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
 @pytest.mark.skipif(not os.path.exists(PY312), reason="no 3.12 interpreter to record the bytecode with")
 def test_312_generic_scopes(tmp_path):
     """PEP 695 generics (3.12): a generic class body's type parameters live in a `<generic
-    parameters of ...>` annotation scope that the body alone does not hold; decompiling the body is
-    a clear DecompileError (typing.SupportsAbs). A class body's generic method is rebuilt from its
+    parameters of ...>` annotation scope that the body alone does not hold (their kinds, bounds and
+    order: a header guessed from the names the body reads could behave differently); decompiling
+    the body alone is a clear DecompileError (typing.SupportsAbs), decompiling the code that holds
+    the class statement rebuilds it (test_312_generic_scopes_round_trip). A class body's generic method is rebuilt from its
     scope (typing._IdentityCallable was refused), and a 3.12 class body that only reads free
     variables (LOAD_LOCALS; LOAD_FROM_DICT_OR_DEREF) decompiles."""
     import subprocess
@@ -433,9 +435,10 @@ def test_312_generic_scopes(tmp_path):
     assert kiln._C.decompile(descs["C"], [], []).splitlines()[1].strip() == "y = flag"
 
 
-# Generic functions (PEP 695, 3.12 syntax, so not among decompiler_cases.py's cases, which 3.11
-# imports): type variables, *Ts and **P, bounds and constraints (lazily evaluated code objects),
-# defaults passed into the generic scope, a decorator, methods reading the class namespace.
+# Generic functions and classes (PEP 695, 3.12 syntax, so not among decompiler_cases.py's cases,
+# which 3.11 imports): type variables, *Ts and **P, bounds and constraints (lazily evaluated code
+# objects), defaults passed into the generic scope, decorators, methods reading the class
+# namespace; a generic class's bases, keywords and docstring around its Generic[...] base.
 GENERIC_DEFS = """
 def generic_defs(x):
     class Box:
@@ -456,26 +459,51 @@ def generic_defs(x):
             [p.__name__ for p in Box.get.__type_params__], Box.n.__type_params__[0].__bound__,
             Box.n.__type_params__[1].__constraints__, pair.__annotations__["return"].__args__[0].__name__,
             repr(first.__annotations__))
+
+def generic_classes(x):
+    class Base:
+        pass
+    class Meta(type):
+        pass
+    def deco(c):
+        c.tagged = True
+        return c
+    @deco
+    class Box[T: (int, str), *Ts](Base, metaclass=Meta):
+        \"\"\"A box.\"\"\"
+        kind: T
+        def get(self, v: T) -> tuple[T, *Ts]:
+            return (v,)
+    class Pair[K, V]:
+        def swap(self, k: K, v: V) -> "Pair[V, K]":
+            return (v, k)
+    return (Box().get(x), Pair().swap(x, 2), Box.tagged, type(Box).__name__, Box.__doc__,
+            [p.__name__ for p in Box.__type_params__], Box.__type_params__[0].__constraints__,
+            [b.__name__ for b in Box.__mro__], repr(Box.__annotations__), Pair.__orig_bases__[0].__args__[0].__name__)
 """
 
 
 @pytest.mark.skipif(not os.path.exists(PY312), reason="no 3.12 interpreter to record, recompile and run with")
-def test_312_generic_functions_round_trip(tmp_path):
-    """Generic functions rebuilt from their `<generic parameters of f>` scopes recompile (3.12) to
-    the same bytecode and return the same values."""
+@pytest.mark.parametrize("name, headers", [
+    ("generic_defs", ["def get[T, *Ts, **P](self, a: T, *b: *Ts) -> T:",
+                      "def n[U: int, V: (str, bytes)](self, v: U = 1, *, w: V = 's') -> V:"]),
+    ("generic_classes", ["class Box[T: (int, str), *Ts](Base, metaclass=Meta):", "class Pair[K, V]:"])])
+def test_312_generic_scopes_round_trip(name, headers):
+    """Generic functions and classes rebuilt from their `<generic parameters of f>` scopes
+    recompile (3.12) to the same bytecode and return the same values."""
     import subprocess
     tools = os.path.join(os.path.dirname(__file__), "..", "..", "tools")
     prog = ("import sys, json; sys.path.insert(0, sys.argv[2]); import gen_decompiler_fixtures as g, decompiler_corpus as dc\n"
-            "ns = {}; exec(sys.argv[1], ns); f = ns['generic_defs']\n"
-            "if len(sys.argv) == 3: print(json.dumps(g.code_desc(f.__code__))); sys.exit()\n"
-            "new = {}; exec(sys.argv[3], new)\n"
-            "print(json.dumps([list(dc.check(f.__code__, sys.argv[3])), repr(f(3)) == repr(new['generic_defs'](3)), repr(f('a'))]))")
-    r = subprocess.run([PY312, "-c", prog, GENERIC_DEFS, tools], capture_output=True, text=True, timeout=120)
+            "ns = {}; exec(sys.argv[1], ns); f = ns[sys.argv[3]]\n"
+            "if len(sys.argv) == 4: print(json.dumps(g.code_desc(f.__code__))); sys.exit()\n"
+            "new = {}; exec(sys.argv[4], new)\n"
+            "print(json.dumps([list(dc.check(f.__code__, sys.argv[4])), repr(f(3)) == repr(new[sys.argv[3]](3)), repr(f('a'))]))")
+    r = subprocess.run([PY312, "-c", prog, GENERIC_DEFS, tools, name], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     src = kiln._C.decompile(json.loads(r.stdout), [], [])
-    assert "def get[T, *Ts, **P](self, a: T, *b: *Ts) -> T:" in src, src
-    assert "def n[U: int, V: (str, bytes)](self, v: U = 1, *, w: V = 's') -> V:" in src, src
-    r = subprocess.run([PY312, "-c", prog, GENERIC_DEFS, tools, src], capture_output=True, text=True, timeout=120)
+    for h in headers:
+        assert h in src, src
+    r = subprocess.run([PY312, "-c", prog, GENERIC_DEFS, tools, name, src], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     (compiles, same, why), behaves, _ = json.loads(r.stdout)
     assert compiles and same and behaves, (why, src)

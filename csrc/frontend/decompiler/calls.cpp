@@ -75,7 +75,7 @@ bool Decompiler::exec_call(int i, std::string_view op, int arg, Stack& st) {
     else { callable = x; args.insert(args.begin(), y); }
     if (callable->kind == ExKind::Function && callable->fn->generic_scope) {
       if (kwnames) fail("generic function scope called with keywords", i);
-      st.push_back(generic_function(*callable->fn, args, i));
+      st.push_back(generic_scope_call(*callable->fn, args, i));
       return true;
     }
     // class statements: __build_class__(body, 'Name', *bases, **keywords)
@@ -89,7 +89,9 @@ bool Decompiler::exec_call(int i, std::string_view op, int arg, Stack& st) {
       e->name = args[1]->cst->str;
       std::string header;
       for (size_t k = 2; k < args.size(); ++k) {
-        if (k > 2) header += ", ";
+        // (a generic class's Generic[*type params] base, which the compiler adds: generics.cpp)
+        if (args[k]->kind == ExKind::Dummy && args[k]->text == "<generic base>" && k < args.size() - nkw) continue;
+        if (!header.empty()) header += ", ";
         if (k >= args.size() - nkw) header += kwnames->items[k - (args.size() - nkw)].str + "=";
         header += wrap(args[k], kPrecLambda + 1);
       }

@@ -106,11 +106,12 @@ class Decompiler {
   // A name in this class body as CPython stores it (`__x` -> `_Cls__x`).
   std::string mangled(const std::string& n) const;
   ExP comprehension(const FunctionInfo& fn, const ExP& iterable, int at);
-  // generics.cpp: the function a call of 3.12's `<generic parameters of f>` scope returns (PEP
-  // 695), its type parameters and the defaults passed to the scope (`args`) in place
-  ExP generic_function(const FunctionInfo& scope, const std::vector<ExP>& args, int at);
+  // generics.cpp: the function or class a call of 3.12's `<generic parameters of f>` scope returns
+  // (PEP 695), its type parameters and the defaults passed to the scope (`args`) in place
+  ExP generic_scope_call(const FunctionInfo& scope, const std::vector<ExP>& args, int at);
   // names the generic scope's parameters (.defaults, .kwdefaults) stand for: the call's arguments
   std::vector<std::pair<std::string, ExP>> bound_locals;
+  bool generic_class_ = false;  // a generic class's body, decompiled with its type parameters
   ExP inline_comprehension(const Stmt& loop, const ExP& acc, int at);
 
   const CodeDesc& code;

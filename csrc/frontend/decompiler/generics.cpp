@@ -1,11 +1,12 @@
-// PEP 695 generic functions (3.12): `def f[T: int, *Ts, **P](...)` compiles to a function named
-// `<generic parameters of f>` that is called at once. It creates each type parameter
-// (CALL_INTRINSIC_1 TYPEVAR / TYPEVARTUPLE / PARAMSPEC, or CALL_INTRINSIC_2 TYPEVAR_WITH_BOUND /
-// _WITH_CONSTRAINTS with the bound as a lazily evaluated code object) and stores it, builds the
-// function (its annotations read the parameters; its defaults are the scope's arguments
-// .defaults and .kwdefaults), and attaches the parameters' tuple (CALL_INTRINSIC_2
-// SET_FUNCTION_TYPE_PARAMS). This file reads that scope back into the def's header. A generic
-// class's scope (it calls __build_class__) stays a DecompileError.
+// PEP 695 generic functions and classes (3.12): `def f[T: int, *Ts, **P](...)` compiles to a
+// function named `<generic parameters of f>` that is called at once. It creates each type
+// parameter (CALL_INTRINSIC_1 TYPEVAR / TYPEVARTUPLE / PARAMSPEC, or CALL_INTRINSIC_2
+// TYPEVAR_WITH_BOUND / _WITH_CONSTRAINTS with the bound as a lazily evaluated code object) and
+// stores it, then builds the function (its annotations read the parameters; its defaults are the
+// scope's arguments .defaults and .kwdefaults) and attaches the parameters' tuple (CALL_INTRINSIC_2
+// SET_FUNCTION_TYPE_PARAMS), or, for `class C[T](Base)`, stores the tuple in .type_params and
+// calls __build_class__ with the bases and Generic[*type params] (.generic_base) after them. This
+// file reads that scope back into the def's or class's header.
 #include <cstring>
 
 #include "frontend/decompiler/decompiler_state.h"
@@ -17,21 +18,21 @@ namespace {
 bool is(const frontend::Instruction& in, const char* n) { return !std::strcmp(in.name, n); }
 
 // CALL_INTRINSIC_1 / CALL_INTRINSIC_2 operands (CPython 3.12's pycore_intrinsics.h)
-constexpr int kTypeVar = 7, kParamSpec = 8, kTypeVarTuple = 9;
+constexpr int kTypeVar = 7, kParamSpec = 8, kTypeVarTuple = 9, kSubscriptGeneric = 10;
 constexpr int kTypeVarWithBound = 2, kTypeVarWithConstraints = 3, kSetFunctionTypeParams = 4;
 
 }  // namespace
 
-ExP Decompiler::generic_function(const FunctionInfo& scope, const std::vector<ExP>& args, int at) {
+ExP Decompiler::generic_scope_call(const FunctionInfo& scope, const std::vector<ExP>& args, int at) {
   const CodeDesc& c = *scope.code;
   Decompiler g(c);
   const int n = g.bc.size();
   auto op = [&](int j, const char* name) { return j < n && is(g.bc.at(j), name); };
-  auto unexpected = [&](const char* what) { fail(std::string("generic function whose ") + what + " has an unexpected shape", at); };
-  // (a generic class's scope ends in __build_class__(...)'s call, not in the function's type params)
-  if (n < 3 || !op(n - 3, "SWAP") || g.bc.at(n - 3).arg != 2 || !op(n - 2, "CALL_INTRINSIC_2") ||
-      g.bc.at(n - 2).arg != kSetFunctionTypeParams || !op(n - 1, "RETURN_VALUE"))
-    fail("generic class (PEP 695 type parameters)", at);
+  auto unexpected = [&](const char* what) { fail(std::string("generic scope whose ") + what + " has an unexpected shape", at); };
+  const bool is_class = n >= 2 && op(n - 2, "CALL") && op(n - 1, "RETURN_VALUE");
+  if (!is_class && (n < 3 || !op(n - 3, "SWAP") || g.bc.at(n - 3).arg != 2 || !op(n - 2, "CALL_INTRINSIC_2") ||
+                    g.bc.at(n - 2).arg != kSetFunctionTypeParams || !op(n - 1, "RETURN_VALUE")))
+    unexpected("scope");
   int j = 0;
   while (op(j, "NOP") || op(j, "RESUME") || op(j, "COPY_FREE_VARS") || op(j, "MAKE_CELL")) ++j;
   // a bound or the constraints: a code object whose body is `return <expression>`
@@ -74,21 +75,39 @@ ExP Decompiler::generic_function(const FunctionInfo& scope, const std::vector<Ex
   }
   if (!count || !op(j, "BUILD_TUPLE") || g.bc.at(j).arg != count) unexpected("type parameter list");
   ++j;
-  // the function, built below the parameters' tuple; the scope's parameters (.defaults,
-  // .kwdefaults) are the values the call passed
   if (static_cast<int>(args.size()) != c.argcount) unexpected("call");
   for (int k = 0; k < c.argcount; ++k) g.bound_locals.push_back({c.varnames.at(k), args[k]});
-  Stack st{make_marker(ExKind::Dummy, "<type params>")};
   RegionCtx ctx;
-  ctx.base = 1;
   std::vector<Stmt> out;
-  if (g.region(j, n - 3, ctx, st, out) != n - 3 || !out.empty() || st.size() != 2 || st.back()->kind != ExKind::Function ||
-      st.back()->fn->generic_scope)
-    unexpected("function");
-  auto e = std::make_shared<Ex>(*st.back());
-  e->fn = std::make_shared<FunctionInfo>(*st.back()->fn);
-  e->fn->type_params = params;
-  return e;
+  ExP result;
+  if (is_class) {
+    // STORE_DEREF .type_params; <__build_class__, the body, the name>; LOAD_DEREF .type_params;
+    // CALL_INTRINSIC_1 SUBSCRIPT_GENERIC; STORE_FAST .generic_base; <bases>; LOAD_FAST .generic_base;
+    // [KW_NAMES]; CALL: the generic base is no source (the compiler adds it), the rest is the header
+    if (!op(j, "STORE_DEREF") || g.local(g.bc.at(j).arg) != ".type_params") unexpected("class scope");
+    int q = j + 1;
+    while (q + 2 < n && !(op(q, "LOAD_DEREF") && op(q + 1, "CALL_INTRINSIC_1") && g.bc.at(q + 1).arg == kSubscriptGeneric &&
+                          op(q + 2, "STORE_FAST") && g.local(g.bc.at(q + 2).arg) == ".generic_base"))
+      ++q;
+    if (q + 2 >= n) unexpected("class scope");
+    g.bound_locals.push_back({".generic_base", make_marker(ExKind::Dummy, "<generic base>")});
+    Stack st;
+    if (g.region(j + 1, q, ctx, st, out) != q || g.region(q + 3, n - 1, ctx, st, out) != n - 1 || !out.empty() ||
+        st.size() != 1 || st.back()->kind != ExKind::Class)
+      unexpected("class scope");
+    result = std::make_shared<Ex>(*st.back());
+  } else {
+    // the function, built below the parameters' tuple
+    Stack st{make_marker(ExKind::Dummy, "<type params>")};
+    ctx.base = 1;
+    if (g.region(j, n - 3, ctx, st, out) != n - 3 || !out.empty() || st.size() != 2 || st.back()->kind != ExKind::Function ||
+        st.back()->fn->generic_scope)
+      unexpected("function");
+    result = std::make_shared<Ex>(*st.back());
+  }
+  result->fn = std::make_shared<FunctionInfo>(*result->fn);
+  result->fn->type_params = params;
+  return result;
 }
 
 }  // namespace kiln::decompiler

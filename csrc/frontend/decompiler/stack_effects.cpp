@@ -108,7 +108,8 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
     const std::string n = op == "LOAD_FROM_DICT_OR_DEREF" ? local(arg) : name(arg);
     // a generic class's type parameters (PEP 695) live in its `<generic parameters of C>` scope,
     // which a class body decompiled alone does not have
-    if (n == ".type_params") fail("generic class body (its type parameters are in the enclosing scope)", i);
+    // (decompiled with that scope, the class statement's header holds them: generics.cpp)
+    if (n == ".type_params" && !generic_class_) fail("generic class body (its type parameters are in the enclosing scope)", i);
     push_name(n);
     return true;
   }
