@@ -45,7 +45,9 @@ def chained_unpack_assignment(items):
 # body that returns from a nested try/finally (asyncio Condition.wait was refused on 3.12:
 # "finally block without its normal-exit copy"). The handler's copy of the block has the await's
 # CLEANUP_THROW, the nested handler and the loop's back edge inline, its break jumping over them,
-# and a deeper YIELD_VALUE; the normal copy has them placed after the code.
+# and a deeper YIELD_VALUE; the normal copy has them placed after the code. The `return True` runs
+# both finally copies before its RETURN_CONST (it was printed after the outer try: same behaviour,
+# other bytecode).
 @case((0, False), (1, False), (3, True), (0, True))
 def loop_in_a_finally_after_a_return(fails, fail_body):
     log, left = [], [fails]

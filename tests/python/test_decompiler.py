@@ -302,7 +302,7 @@ def test_corpus_recompiles_to_the_same_bytecode():
     (tools/decompiler_corpus.py): the decompiled source must compile, and recompiling it must give
     the original's bytecode for nearly all, and run in place of the original under the modules'
     workloads (tools/decompiler_behaviour.py) it must give the same results. Measured on 3.11:
-    3775 of 3775 decompiled, 3716 the same bytecode; 1895 behaviour-checked (57 of the 59 with
+    3775 of 3775 decompiled, 3718 the same bytecode; 1895 behaviour-checked (55 of the 57 with
     different bytecode), all the same."""
     tool = _corpus_tool()
     items = tool.corpus(os.path.dirname(torch.__file__))
@@ -339,8 +339,10 @@ def test_corpus_recompiles_to_the_same_bytecode():
                 "python3.11/shutil.py:copyfile:226", "python3.11/pprint.py:PrettyPrinter._format_items:413"):
         assert key in res and behaved.get(key, ["missing"])[0] == "same", (key, res.get(key), behaved.get(key))
     # Structural differences fixed (the source was equivalent, its bytecode not): `a, b = s = v`
-    # (get_matching_blocks), a break ending a try body in a while True loop (all_tasks).
-    for key in ("python3.11/difflib.py:SequenceMatcher.get_matching_blocks:421", "asyncio/tasks.py:all_tasks:42"):
+    # (get_matching_blocks), a break ending a try body in a while True loop (all_tasks), a `return
+    # True` in a try nested in a try/finally (Condition.wait: it was printed after the outer try).
+    for key in ("python3.11/difflib.py:SequenceMatcher.get_matching_blocks:421", "asyncio/tasks.py:all_tasks:42",
+                "asyncio/locks.py:Condition.wait:248"):
         assert res[key]["same"], (key, res[key])
 
 
@@ -352,7 +354,7 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
     decompiles the descriptions here, and the 3.12 interpreter recompiles, compares and runs the
     workloads (no torch there: torch's functions are not run). Measured: 3784 of 3786 decompiled,
-    3641 the same bytecode; 1510 behaviour-checked (116 of the 143 with different bytecode), all
+    3643 the same bytecode; 1510 behaviour-checked (114 of the 141 with different bytecode), all
     the same; the 2 DecompileErrors: PEP 695 generic class bodies decompiled alone (typing
     SupportsAbs, SupportsRound), whose type parameters live in the enclosing scope."""
     import subprocess
@@ -370,7 +372,7 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     assert n >= 3000
     assert not no_compile, "\n".join(no_compile[:20])
     assert n - len(decompiled) <= 2, [(k, v["why"]) for k, v in res.items() if v["status"] != "decompiled"]
-    assert same >= 0.961 * n
+    assert same >= 0.962 * n
     differs = [f"{k}: {v['behaviour_why']}" for k, v in res.items() if v.get("behaviour") == "differs"]
     assert not differs, "\n".join(differs[:20])
     checked = [k for k, v in res.items() if v.get("behaviour") in ("same", "differs")]
@@ -401,8 +403,10 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     # was refused; now it recompiles to the same bytecode.
     assert res["python3.12/typing.py:_IdentityCallable:3301"].get("same"), res["python3.12/typing.py:_IdentityCallable:3301"]
     # Structural differences fixed: `except KeyError: pass` ending a while True body was printed as
-    # `continue` in the except and an else clause (_commit_removals, JSONArray).
-    for key in ("python3.12/weakref.py:WeakKeyDictionary._commit_removals:387", "json/decoder.py:JSONArray:217"):
+    # `continue` in the except and an else clause (_commit_removals, JSONArray); Condition.wait's
+    # `return True` in a try nested in a try/finally was printed after the outer try.
+    for key in ("python3.12/weakref.py:WeakKeyDictionary._commit_removals:387", "json/decoder.py:JSONArray:217",
+                "asyncio/locks.py:Condition.wait:247"):
         assert res[key].get("same"), (key, res[key])
 
 
@@ -512,13 +516,12 @@ def test_312_generic_scopes_round_trip(name, headers):
 # The layout cases of decompiler_cases_layouts.py must also recompile to the same bytecode (a
 # structural difference behaves the same, so the behaviour tests above cannot see it): on 3.11
 # here, on 3.12 from the recorded fixtures, compared by the 3.12 interpreter.
-# Known structural differences (same behaviour): the `return True` of a try nested in a try/finally
-# is printed after the outer try (Condition.wait's shape); 3.12 places the code after a while True
-# loop at its only break, inside the loop, where it is printed.
+# Known structural difference (same behaviour): 3.12 places the code after a while True loop at its
+# only break, inside the loop, where it is printed.
 import decompiler_cases_layouts  # noqa: E402
 SAME_BYTECODE = sorted(n for n, (f, _) in decompiler_cases.CASES.items() if f.__module__ == decompiler_cases_layouts.__name__)
-NOT_SAME_311 = {"loop_in_a_finally_after_a_return"}
-NOT_SAME_312 = {"loop_in_a_finally_after_a_return", "break_ending_a_try_in_a_loop"}
+NOT_SAME_311 = set()
+NOT_SAME_312 = {"break_ending_a_try_in_a_loop"}
 
 
 def test_layout_cases_recompile_to_the_same_bytecode():

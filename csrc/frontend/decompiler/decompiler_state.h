@@ -172,6 +172,7 @@ class Decompiler {
   // index after a copy of a finally block at i, or i; *innermost: the copy is of the innermost one
   int skip_finally_copy(int i, const RegionCtx& ctx, bool* innermost = nullptr) const;
   int body_end_ = -1;
+  int body_copy_at_ = -1;  // where that normal-exit finally copy began
   // where a copy at pos of the finally block whose exceptional copy is [lo, hi) ends, or -1
   // (*tail: where the copy's branches end in copies of one return block, the first of them, else -1)
   int finally_copy_end(int lo, int hi, int pos, int* tail = nullptr) const;  // where a try/finally body ended at its finally copy (set by region)

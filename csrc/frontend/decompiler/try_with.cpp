@@ -230,7 +230,10 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     int j = skip_finally_copy(i, ctx, &innermost);
     // the normal exit's copy of the innermost finally block, at the try body's own level: the
     // body ends there (3.12 places the code after the try right after it)
-    if (j != i && innermost && ctx.finally_stack == &st && static_cast<int>(st.size()) == ctx.base) return -3 - j;
+    if (j != i && innermost && ctx.finally_stack == &st && static_cast<int>(st.size()) == ctx.base) {
+      body_copy_at_ = i;
+      return -3 - j;
+    }
     if (j != i) return j;
   }
   const auto& cur = bc.at(i);
@@ -300,12 +303,47 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     Stack sb = st;
     bctx.finally_stack = &sb;
     bctx.base = static_cast<int>(st.size());
-    body_end_ = -1;
+    body_end_ = body_copy_at_ = -1;
     int rb = region(i, E, bctx, sb, t.body);
     int k = E, tail = -1;
+    std::array<int, 2> copies{-1, -1};  // enclosing finally blocks' copies skipped before a return
+    // `return <constant>` ending the body: the compiler marks its line with a NOP (at `lo`), runs
+    // the finally copy (ending at k), then returns the constant (nothing else reaches that return);
+    // inside enclosing try/finally bodies the copies of their finally blocks run first (asyncio
+    // Condition.wait's `return True` in a try nested in one). Sets k past the return.
+    auto const_return = [&](int lo, bool nested_only) {
+      int r = k;
+      for (int guard = 0; guard < 8 && r < h && !ctx.finallies.empty() && !is(bc.at(r), "NOP"); ++guard) {
+        const int past = skip_finally_copy(r, ctx);
+        if (past == r) break;
+        r = past;
+      }
+      if (nested_only && r == k) return;
+      const bool ret_const = r < h && (is(bc.at(r), "RETURN_CONST") ||
+                                       (r + 1 < h && is(bc.at(r), "LOAD_CONST") && is(bc.at(r + 1), "RETURN_VALUE")));
+      // (jumps inside the copies are their own; with enclosing copies, so are the blocks 3.12 places
+      // after the return for them, CLEANUP_THROW, handlers and back edges jumping into them)
+      bool reached = false;
+      for (int j = 0; j < bc.size() && ret_const; ++j) {
+        const int t = bc.at(j).target;
+        reached = reached || ((j < lo || j > r) && t > (r == k ? lo : r - 1) && t <= r + 1);
+      }
+      if (!ret_const || reached) return;
+      Stmt s;
+      s.kind = Stmt::Kind::Return;
+      s.e1 = const_ex(code.consts.at(bc.at(r).arg));
+      s.text = s.e1->kind == ExKind::Const && s.e1->cst && s.e1->cst->is_none ? "return None" : "return " + wrap(s.e1, kPrecTuple);
+      t.body.push_back(s);
+      if (r != k) copies = {lo, r};
+      k = r + (is(bc.at(r), "RETURN_CONST") ? 1 : 2);  // what follows that return (if anything) comes after the try
+      // (3.12: an await's CLEANUP_THROW blocks placed there are exception paths, not code after the try)
+      while (k < h && is(bc.at(k), "CLEANUP_THROW")) k += k + 1 < h && is_uncond_jump(k + 1) ? 2 : 1;
+    };
     if (body_end_ >= 0) {
       k = body_end_;  // the body fell into its finally copy
       body_end_ = -1;
+      // (3.12: the return's NOP and the copy lie inside the body's range)
+      if (body_copy_at_ >= 0 && is(bc.at(body_copy_at_), "NOP") && !is(bc.at(h + 1), "NOP")) const_return(body_copy_at_, true);
     } else if (rb == E && sb.size() != st.size() && E < h) {
       // `return value` at the end of the body: the finally copy and the return follow the range
       RegionCtx rctx = bctx;
@@ -322,22 +360,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
       while (e < h && is(bc.at(e), "NOP")) ++e;
       k = finally_copy_end(h + 1, reraise0, e, &tail);
       if (k < 0 || k > h) fail("finally block without its normal-exit copy", E);
-      // `return <constant>` ending the body: the compiler marks its line with a NOP, runs the
-      // finally copy, then returns the constant (nothing else reaches that return)
-      const bool ret_const = k < h && (is(bc.at(k), "RETURN_CONST") ||
-                                       (k + 1 < h && is(bc.at(k), "LOAD_CONST") && is(bc.at(k + 1), "RETURN_VALUE")));
-      bool reached = false;
-      for (int j = 0; j < bc.size() && ret_const; ++j) reached = reached || (bc.at(j).target > E && bc.at(j).target <= k + 1);
-      if (e > E && ret_const && !reached) {
-        Stmt s;
-        s.kind = Stmt::Kind::Return;
-        s.e1 = const_ex(code.consts.at(bc.at(k).arg));
-        s.text = s.e1->kind == ExKind::Const && s.e1->cst && s.e1->cst->is_none ? "return None" : "return " + wrap(s.e1, kPrecTuple);
-        t.body.push_back(s);
-        k += is(bc.at(k), "RETURN_CONST") ? 1 : 2;  // what follows that return (if anything) comes after the try
-        // (3.12: an await's CLEANUP_THROW blocks placed there are exception paths, not code after the try)
-        while (k < h && is(bc.at(k), "CLEANUP_THROW")) k += k + 1 < h && is_uncond_jump(k + 1) ? 2 : 1;
-      }
+      if (e > E) const_return(E, false);
     }
     if (t.body.size() == 1 && t.body[0].kind == Stmt::Kind::Try && !t.body[0].clauses.empty() &&
         t.body[0].clauses.back().header != "finally") {
@@ -358,6 +381,13 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     // copy after that copy (which then ends in a return): they are no code after the try
     for (int guard = 0, first = k; guard < 16 && k < h; ++guard) {
       const int past = past_nested_handler(k, i, first, first);
+      // (and the back edge of a loop in an enclosing finally block's copy skipped above, which
+      // 3.12 places after the loop's handler)
+      if (past == k && copies[1] >= 0 && is_uncond_jump(k) && has(bc.at(k).name, "BACKWARD") && bc.at(k).target > copies[0] &&
+          bc.at(k).target < copies[1]) {
+        ++k;
+        continue;
+      }
       if (past == k) break;
       k = past;
     }
