@@ -135,3 +135,18 @@ def break_ending_a_try_in_a_loop(fails):
             log.append(e.args[0])
     log.append("done")
     return log
+
+
+# `return x if c else <constant>`: 3.12 returns each branch's value with its own RETURN_VALUE, the
+# constant's as `LOAD_CONST; RETURN_VALUE`, which a return statement never compiles to (it was
+# printed as `if c: return x`, then the implicit return None: inspect.currentframe, operator.truth).
+@case((None, "real"), (1j, "real"), ("s", "upper"))
+def return_ternary_with_a_constant(obj, name):
+    def first():
+        return getattr(obj, name) if hasattr(obj, name) else None
+
+    def second(x):
+        if x:
+            return len(x) if isinstance(x, str) else 0
+        return -1
+    return first() is None, second(name), second(""), second(obj), True if obj else False

@@ -354,7 +354,7 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
     decompiles the descriptions here, and the 3.12 interpreter recompiles, compares and runs the
     workloads (no torch there: torch's functions are not run). Measured: 3784 of 3786 decompiled,
-    3643 the same bytecode; 1510 behaviour-checked (114 of the 141 with different bytecode), all
+    3647 the same bytecode; 1510 behaviour-checked (110 of the 137 with different bytecode), all
     the same; the 2 DecompileErrors: PEP 695 generic class bodies decompiled alone (typing
     SupportsAbs, SupportsRound), whose type parameters live in the enclosing scope."""
     import subprocess
@@ -372,7 +372,7 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     assert n >= 3000
     assert not no_compile, "\n".join(no_compile[:20])
     assert n - len(decompiled) <= 2, [(k, v["why"]) for k, v in res.items() if v["status"] != "decompiled"]
-    assert same >= 0.962 * n
+    assert same >= 0.963 * n
     differs = [f"{k}: {v['behaviour_why']}" for k, v in res.items() if v.get("behaviour") == "differs"]
     assert not differs, "\n".join(differs[:20])
     checked = [k for k, v in res.items() if v.get("behaviour") in ("same", "differs")]
@@ -404,9 +404,10 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     assert res["python3.12/typing.py:_IdentityCallable:3301"].get("same"), res["python3.12/typing.py:_IdentityCallable:3301"]
     # Structural differences fixed: `except KeyError: pass` ending a while True body was printed as
     # `continue` in the except and an else clause (_commit_removals, JSONArray); Condition.wait's
-    # `return True` in a try nested in a try/finally was printed after the outer try.
+    # `return True` in a try nested in a try/finally was printed after the outer try; `return x if c
+    # else None` was printed as an if statement (currentframe).
     for key in ("python3.12/weakref.py:WeakKeyDictionary._commit_removals:387", "json/decoder.py:JSONArray:217",
-                "asyncio/locks.py:Condition.wait:247"):
+                "asyncio/locks.py:Condition.wait:247", "python3.12/inspect.py:currentframe:1768"):
         assert res[key].get("same"), (key, res[key])
 
 

@@ -527,6 +527,14 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   }
   if (ctx.pure) throw NotPure{};
   if ((r1 >= 0 && s1.size() != n0) || (r2 >= 0 && s2.size() != n0)) fail("branches leave different stacks", i);
+  // 3.12 `return x if c else <constant>`: the else branch is `LOAD_CONST; RETURN_VALUE`, which a
+  // return statement never compiles to (it is RETURN_CONST), after a then branch returning a value
+  if (minor >= 12 && static_cast<int>(n0) == ctx.base && else_lo < 0 && r1 < 0 && F + 1 < hi && F - 1 > B &&
+      !std::strcmp(bc.at(F).name, "LOAD_CONST") && !std::strcmp(bc.at(F + 1).name, "RETURN_VALUE") &&
+      !std::strcmp(bc.at(F - 1).name, "RETURN_VALUE")) {
+    int r = copied_tail_ternary(B, F, hi, ctx, st, E);
+    if (r >= 0) return r;
+  }
   if (static_cast<int>(n0) != ctx.base) {
     int r = copied_tail_ternary(B, F, hi, ctx, st, E);
     if (r >= 0) return r;
