@@ -795,3 +795,4 @@ def assert_in_then_before_else(t):
 
 # The rest of the cases (registered into CASES as that module is imported).
 import decompiler_cases_flow  # noqa: E402,F401
+import decompiler_cases_layouts  # noqa: E402,F401

@@ -302,7 +302,7 @@ def test_corpus_recompiles_to_the_same_bytecode():
     (tools/decompiler_corpus.py): the decompiled source must compile, and recompiling it must give
     the original's bytecode for nearly all, and run in place of the original under the modules'
     workloads (tools/decompiler_behaviour.py) it must give the same results. Measured on 3.11:
-    3775 of 3775 decompiled, 3712 the same bytecode; 1895 behaviour-checked (61 of the 63 with
+    3775 of 3775 decompiled, 3718 the same bytecode; 1895 behaviour-checked (55 of the 57 with
     different bytecode), all the same."""
     tool = _corpus_tool()
     items = tool.corpus(os.path.dirname(torch.__file__))
@@ -320,8 +320,8 @@ def test_corpus_recompiles_to_the_same_bytecode():
     assert n >= 3000
     assert not crashes, "\n".join(crashes[:20])
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.999 * n
-    assert same >= 0.98 * n
+    assert len(decompiled) == n, [(k, r["why"]) for k, r in res.items() if r["status"] != "decompiled"][:20]
+    assert same >= 0.984 * n
     behaved = tool.behaviour(codes, {k: res[k]["src"] for k in decompiled})
     checked = [k for k, (state, _) in behaved.items() if state != "not run"]
     differs = [f"{k}: {why}" for k, (state, why) in behaved.items() if state == "differs"]
@@ -338,6 +338,12 @@ def test_corpus_recompiles_to_the_same_bytecode():
     for key in ("python3.11/shutil.py:make_archive:1083", "python3.11/textwrap.py:TextWrapper._wrap_chunks:238",
                 "python3.11/shutil.py:copyfile:226", "python3.11/pprint.py:PrettyPrinter._format_items:413"):
         assert key in res and behaved.get(key, ["missing"])[0] == "same", (key, res.get(key), behaved.get(key))
+    # Structural differences fixed (the source was equivalent, its bytecode not): `a, b = s = v`
+    # (get_matching_blocks), a break ending a try body in a while True loop (all_tasks), a `return
+    # True` in a try nested in a try/finally (Condition.wait: it was printed after the outer try).
+    for key in ("python3.11/difflib.py:SequenceMatcher.get_matching_blocks:421", "asyncio/tasks.py:all_tasks:42",
+                "asyncio/locks.py:Condition.wait:248"):
+        assert res[key]["same"], (key, res[key])
 
 
 PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
@@ -347,11 +353,10 @@ PY312 = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python")
 def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     """The same corpus as 3.12 bytecode: a 3.12 interpreter describes each function, kiln
     decompiles the descriptions here, and the 3.12 interpreter recompiles, compares and runs the
-    workloads (no torch there: torch's functions are not run). Measured: 3780 of 3786 decompiled,
-    3635 the same bytecode; 1506 behaviour-checked (118 of the 145 with different bytecode), all
-    the same; the 6 DecompileErrors: PEP 695 generic scopes (3), a finally block whose loop and
-    handlers 3.12 lays out apart (asyncio Condition.wait, and its class), a while loop whose final
-    test 3.12 places after a handler (heapq.merge)."""
+    workloads (no torch there: torch's functions are not run). Measured: 3784 of 3786 decompiled,
+    3647 the same bytecode; 1510 behaviour-checked (110 of the 137 with different bytecode), all
+    the same; the 2 DecompileErrors: PEP 695 generic class bodies decompiled alone (typing
+    SupportsAbs, SupportsRound), whose type parameters live in the enclosing scope."""
     import subprocess
     tool_path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "decompiler_corpus.py")
     out = tmp_path / "c.json"
@@ -366,8 +371,8 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     print(r.stdout)
     assert n >= 3000
     assert not no_compile, "\n".join(no_compile[:20])
-    assert len(decompiled) >= 0.998 * n
-    assert same >= 0.955 * n
+    assert n - len(decompiled) <= 2, [(k, v["why"]) for k, v in res.items() if v["status"] != "decompiled"]
+    assert same >= 0.963 * n
     differs = [f"{k}: {v['behaviour_why']}" for k, v in res.items() if v.get("behaviour") == "differs"]
     assert not differs, "\n".join(differs[:20])
     checked = [k for k, v in res.items() if v.get("behaviour") in ("same", "differs")]
@@ -379,26 +384,42 @@ def test_corpus_312_recompiles_to_the_same_bytecode(tmp_path):
     # (Fraction.__new__, _EnumDict.__setitem__); a try whose body is a nested try, protected only
     # where the nested handler is placed (__set_name__); with blocks' handlers placed after a
     # finally copy's return (_unpack_zipfile); a try/finally in a finally block (__eager_start);
-    # a finally block's if inverted around a loop's back edge (_rmtree_safe_fd). Each must
-    # decompile and behave the same.
+    # a finally block's if inverted around a loop's back edge (_rmtree_safe_fd); a while loop's
+    # final test placed after the handler of the try that is its body (heapq.merge); a finally
+    # block's loop whose handler and back edge the normal copy places after the code (asyncio
+    # Condition.wait). Each must decompile and behave the same.
     for key in ("python3.12/shutil.py:copyfile:230", "python3.12/pprint.py:PrettyPrinter._format_items:413",
                 "python3.12/pathlib.py:Path.walk:1112", "python3.12/fractions.py:Fraction.__new__:186",
                 "python3.12/enum.py:_EnumDict.__setitem__:383", "python3.12/enum.py:_proto_member.__set_name__:249",
                 "python3.12/shutil.py:_unpack_zipfile:1259", "asyncio/tasks.py:Task.__eager_start:272",
-                "python3.12/shutil.py:_rmtree_safe_fd:643"):
+                "python3.12/shutil.py:_rmtree_safe_fd:643", "python3.12/heapq.py:merge:316",
+                "asyncio/locks.py:Condition.wait:247"):
         assert res.get(key, {}).get("behaviour") == "same", (key, res.get(key))
     # A try/finally inside a try/except: 3.12's layout was rebuilt with the code after the outer
     # try moved inside it (wrong source), then refused; now the outer body ends before the handlers
     # of the tries nested in it, and it recompiles to the same bytecode.
     assert res["asyncio/locks.py:Lock.acquire:92"].get("same"), res["asyncio/locks.py:Lock.acquire:92"]
+    # A class body holding a PEP 695 generic method (its `<generic parameters of __call__>` scope)
+    # was refused; now it recompiles to the same bytecode.
+    assert res["python3.12/typing.py:_IdentityCallable:3301"].get("same"), res["python3.12/typing.py:_IdentityCallable:3301"]
+    # Structural differences fixed: `except KeyError: pass` ending a while True body was printed as
+    # `continue` in the except and an else clause (_commit_removals, JSONArray); Condition.wait's
+    # `return True` in a try nested in a try/finally was printed after the outer try; `return x if c
+    # else None` was printed as an if statement (currentframe).
+    for key in ("python3.12/weakref.py:WeakKeyDictionary._commit_removals:387", "json/decoder.py:JSONArray:217",
+                "asyncio/locks.py:Condition.wait:247", "python3.12/inspect.py:currentframe:1768"):
+        assert res[key].get("same"), (key, res[key])
 
 
 @pytest.mark.skipif(not os.path.exists(PY312), reason="no 3.12 interpreter to record the bytecode with")
-def test_312_generic_scopes_are_clear_errors(tmp_path):
-    """PEP 695 generics (3.12): a generic class body's or a class body's generic method's type
-    parameters live in a `<generic parameters of ...>` annotation scope with no source form of its
-    own; each is a clear DecompileError (typing.SupportsAbs, _IdentityCallable), while a 3.12 class
-    body that only reads free variables (LOAD_LOCALS; LOAD_FROM_DICT_OR_DEREF) decompiles."""
+def test_312_generic_scopes(tmp_path):
+    """PEP 695 generics (3.12): a generic class body's type parameters live in a `<generic
+    parameters of ...>` annotation scope that the body alone does not hold (their kinds, bounds and
+    order: a header guessed from the names the body reads could behave differently); decompiling
+    the body alone is a clear DecompileError (typing.SupportsAbs), decompiling the code that holds
+    the class statement rebuilds it (test_312_generic_scopes_round_trip). A class body's generic method is rebuilt from its
+    scope (typing._IdentityCallable was refused), and a 3.12 class body that only reads free
+    variables (LOAD_LOCALS; LOAD_FROM_DICT_OR_DEREF) decompiles."""
     import subprocess
     src = ("class G[T]:\n    x: T\n"
            "class H:\n    def m[T](self, a: T) -> T:\n        return a\n"
@@ -413,7 +434,118 @@ def test_312_generic_scopes_are_clear_errors(tmp_path):
     r = subprocess.run([PY312, "-c", prog, src, tools], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     descs = json.loads(r.stdout)
-    for name in ("G", "H"):
-        with pytest.raises(kiln.DecompileError, match="generic"):
-            kiln._C.decompile(descs[name], [], [])
+    with pytest.raises(kiln.DecompileError, match="generic"):
+        kiln._C.decompile(descs["G"], [], [])
+    assert kiln._C.decompile(descs["H"], [], []).splitlines()[1].strip() == "def m[T](self, a: T) -> T:"
     assert kiln._C.decompile(descs["C"], [], []).splitlines()[1].strip() == "y = flag"
+
+
+# Generic functions and classes (PEP 695, 3.12 syntax, so not among decompiler_cases.py's cases,
+# which 3.11 imports): type variables, *Ts and **P, bounds and constraints (lazily evaluated code
+# objects), defaults passed into the generic scope, decorators, methods reading the class
+# namespace; a generic class's bases, keywords and docstring around its Generic[...] base.
+GENERIC_DEFS = """
+def generic_defs(x):
+    class Box:
+        def get[T, *Ts, **P](self, a: T, *b: *Ts) -> T:
+            return a
+        def n[U: int, V: (str, bytes)](self, v: U = 1, *, w: V = "s") -> V:
+            return (v, w)
+    def first[T](items: list[T]) -> T:
+        return items[0]
+    def deco(f):
+        f.tagged = True
+        return f
+    @deco
+    def pair[K, V](k: K, v: V = None) -> tuple[K, V]:
+        return (k, v)
+    b = Box()
+    return (b.get(x), b.n(x), first([x, 2]), pair(x), pair.tagged,
+            [p.__name__ for p in Box.get.__type_params__], Box.n.__type_params__[0].__bound__,
+            Box.n.__type_params__[1].__constraints__, pair.__annotations__["return"].__args__[0].__name__,
+            repr(first.__annotations__))
+
+def generic_classes(x):
+    class Base:
+        pass
+    class Meta(type):
+        pass
+    def deco(c):
+        c.tagged = True
+        return c
+    @deco
+    class Box[T: (int, str), *Ts](Base, metaclass=Meta):
+        \"\"\"A box.\"\"\"
+        kind: T
+        def get(self, v: T) -> tuple[T, *Ts]:
+            return (v,)
+    class Pair[K, V]:
+        def swap(self, k: K, v: V) -> "Pair[V, K]":
+            return (v, k)
+    return (Box().get(x), Pair().swap(x, 2), Box.tagged, type(Box).__name__, Box.__doc__,
+            [p.__name__ for p in Box.__type_params__], Box.__type_params__[0].__constraints__,
+            [b.__name__ for b in Box.__mro__], repr(Box.__annotations__), Pair.__orig_bases__[0].__args__[0].__name__)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(PY312), reason="no 3.12 interpreter to record, recompile and run with")
+@pytest.mark.parametrize("name, headers", [
+    ("generic_defs", ["def get[T, *Ts, **P](self, a: T, *b: *Ts) -> T:",
+                      "def n[U: int, V: (str, bytes)](self, v: U = 1, *, w: V = 's') -> V:"]),
+    ("generic_classes", ["class Box[T: (int, str), *Ts](Base, metaclass=Meta):", "class Pair[K, V]:"])])
+def test_312_generic_scopes_round_trip(name, headers):
+    """Generic functions and classes rebuilt from their `<generic parameters of f>` scopes
+    recompile (3.12) to the same bytecode and return the same values."""
+    import subprocess
+    tools = os.path.join(os.path.dirname(__file__), "..", "..", "tools")
+    prog = ("import sys, json; sys.path.insert(0, sys.argv[2]); import gen_decompiler_fixtures as g, decompiler_corpus as dc\n"
+            "ns = {}; exec(sys.argv[1], ns); f = ns[sys.argv[3]]\n"
+            "if len(sys.argv) == 4: print(json.dumps(g.code_desc(f.__code__))); sys.exit()\n"
+            "new = {}; exec(sys.argv[4], new)\n"
+            "print(json.dumps([list(dc.check(f.__code__, sys.argv[4])), repr(f(3)) == repr(new[sys.argv[3]](3)), repr(f('a'))]))")
+    r = subprocess.run([PY312, "-c", prog, GENERIC_DEFS, tools, name], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    src = kiln._C.decompile(json.loads(r.stdout), [], [])
+    for h in headers:
+        assert h in src, src
+    r = subprocess.run([PY312, "-c", prog, GENERIC_DEFS, tools, name, src], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (compiles, same, why), behaves, _ = json.loads(r.stdout)
+    assert compiles and same and behaves, (why, src)
+
+
+# The layout cases of decompiler_cases_layouts.py must also recompile to the same bytecode (a
+# structural difference behaves the same, so the behaviour tests above cannot see it): on 3.11
+# here, on 3.12 from the recorded fixtures, compared by the 3.12 interpreter.
+# Known structural difference (same behaviour): 3.12 places the code after a while True loop at its
+# only break, inside the loop, where it is printed.
+import decompiler_cases_layouts  # noqa: E402
+SAME_BYTECODE = sorted(n for n, (f, _) in decompiler_cases.CASES.items() if f.__module__ == decompiler_cases_layouts.__name__)
+NOT_SAME_311 = set()
+NOT_SAME_312 = {"break_ending_a_try_in_a_loop"}
+
+
+def test_layout_cases_recompile_to_the_same_bytecode():
+    tool = _corpus_tool()
+    assert len(SAME_BYTECODE) >= 4
+    for name in sorted(set(SAME_BYTECODE) - NOT_SAME_311):
+        fn = decompiler_cases.CASES[name][0]
+        compiles, same, why = tool.check(fn.__code__, kiln.decompile(fn))
+        assert compiles and same, (name, why)
+
+
+@pytest.mark.skipif(not os.path.exists(PY312), reason="no 3.12 interpreter to recompile with")
+def test_312_layout_cases_recompile_to_the_same_bytecode():
+    import subprocess
+    recorded = _recorded()["functions"]
+    srcs = {n: kiln._C.decompile(recorded[n]["code"], [], []) for n in sorted(set(SAME_BYTECODE) - NOT_SAME_312)}
+    here = os.path.dirname(__file__)
+    prog = ("import sys, json; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+            "import decompiler_cases as c, decompiler_corpus as dc\n"
+            "srcs = json.loads(sys.stdin.read())\n"
+            "print(json.dumps({n: dc.check(c.CASES[n][0].__code__, s) for n, s in srcs.items()}))")
+    r = subprocess.run([PY312, "-c", prog, here, os.path.join(here, "..", "..", "tools")], input=json.dumps(srcs),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for name, (compiles, same, why) in json.loads(r.stdout).items():
+        assert compiles and same, (name, why, srcs[name])

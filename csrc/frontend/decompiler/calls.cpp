@@ -73,6 +73,11 @@ bool Decompiler::exec_call(int i, std::string_view op, int arg, Stack& st) {
     ExP callable;
     if (x->kind == ExKind::Null) callable = y;
     else { callable = x; args.insert(args.begin(), y); }
+    if (callable->kind == ExKind::Function && callable->fn->generic_scope) {
+      if (kwnames) fail("generic function scope called with keywords", i);
+      st.push_back(generic_scope_call(*callable->fn, args, i));
+      return true;
+    }
     // class statements: __build_class__(body, 'Name', *bases, **keywords)
     if (callable->kind == ExKind::BuildClass) {
       if (args.size() < 2 || args[0]->kind != ExKind::Function || !args[1]->cst || !args[1]->cst->is_str)
@@ -84,7 +89,9 @@ bool Decompiler::exec_call(int i, std::string_view op, int arg, Stack& st) {
       e->name = args[1]->cst->str;
       std::string header;
       for (size_t k = 2; k < args.size(); ++k) {
-        if (k > 2) header += ", ";
+        // (a generic class's Generic[*type params] base, which the compiler adds: generics.cpp)
+        if (args[k]->kind == ExKind::Dummy && args[k]->text == "<generic base>" && k < args.size() - nkw) continue;
+        if (!header.empty()) header += ", ";
         if (k >= args.size() - nkw) header += kwnames->items[k - (args.size() - nkw)].str + "=";
         header += wrap(args[k], kPrecLambda + 1);
       }
@@ -202,12 +209,11 @@ bool Decompiler::exec_call(int i, std::string_view op, int arg, Stack& st) {
   if (op == "MAKE_FUNCTION") {
     ExP c = P();
     if (c->kind != ExKind::CodeRef || !c->cst || !c->cst->code) fail("MAKE_FUNCTION without a code constant", i);
-    // 3.12's annotation scope of a generic function or class (`def f[T](...)`, PEP 695): its type
-    // parameters are built by bytecode that has no source form of its own
-    if (c->cst->code->name.rfind("<generic parameters of ", 0) == 0)
-      fail("generic function or class (PEP 695 type parameters)", i);
     auto fn = std::make_shared<FunctionInfo>();
     fn->code = c->cst->code.get();
+    // 3.12's annotation scope of a generic function or class (`def f[T](...)`, PEP 695), called
+    // at once: the call gives the function (generics.cpp)
+    if (c->cst->code->name.rfind("<generic parameters of ", 0) == 0) fn->generic_scope = fn->code;
     if (arg & 8) P();  // closure cells
     if (arg & 4) {  // annotations: a tuple of name, value pairs
       ExP an = P();
@@ -219,7 +225,12 @@ bool Decompiler::exec_call(int i, std::string_view op, int arg, Stack& st) {
       if (flat.size() % 2) fail("annotations of odd length", i);
       for (size_t k = 0; k < flat.size(); k += 2) {
         if (!flat[k]->cst || !flat[k]->cst->is_str) fail("annotation of a non-string name", i);
-        fn->annotations.push_back({flat[k]->cst->str, wrap(flat[k + 1], kPrecLambda + 1)});
+        const ExP& v = flat[k + 1];
+        // `*args: *Ts` (3.12): the annotation is the one item unpacked from Ts (UNPACK_SEQUENCE 1)
+        if (v->kind == ExKind::Sink && v->sink && v->sink->kind == SinkState::Kind::Unpack && v->sink->value &&
+            v->sink->targets.size() == 1 && v->sink->star < 0)
+          fn->annotations.push_back({flat[k]->cst->str, "*" + wrap(v->sink->value, kPrecOr)});
+        else fn->annotations.push_back({flat[k]->cst->str, wrap(v, kPrecLambda + 1)});
       }
     }
     if (arg & 2) {

@@ -316,20 +316,38 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
         }
       }
     }
-    bool match = tail >= B;
-    for (int q = 0; match && q < glen; ++q) {
-      const auto &x = bc.at(stmt_start + q), &y = bc.at(tail + q);
-      bool jx = is_cond_jump(stmt_start + q), jy = is_cond_jump(tail + q);
-      if (jx != jy) match = false;
-      else if (!jx && (x.opcode != y.opcode || x.arg != y.arg)) match = false;
+    auto copies_guard = [&](int t) {
+      bool ok = t >= B && t + glen <= bc.size();
+      for (int q = 0; ok && q < glen; ++q) {
+        const auto &x = bc.at(stmt_start + q), &y = bc.at(t + q);
+        bool jx = is_cond_jump(stmt_start + q), jy = is_cond_jump(t + q);
+        if (jx != jy) ok = false;
+        else if (!jx && (x.opcode != y.opcode || x.arg != y.arg)) ok = false;
+      }
+      return ok;
+    };
+    // 3.12, a body whose end nothing falls into (a try around an endless loop, left only through
+    // its except block): the final test stands after the handlers, reached only from there, as
+    // `<guard copy>; POP_JUMP_IF_x X; JUMP_BACKWARD B; X: JUMP_BACKWARD F` (heapq.merge)
+    int body_end = tail, tail_end = F;
+    if (minor >= 12 && !(tail >= B && copies_guard(tail))) {
+      int found = -1;
+      for (int T = F + 1; T + glen + 1 < bc.size() && found != -2; ++T) {
+        const int c = T + glen - 1, X = T + glen + 1;
+        if (is_cond_jump(c) && bc.at(c).target == X && is_uncond_jump(X - 1) && bc.at(X - 1).target == B &&
+            is_uncond_jump(X) && bc.at(X).target == F && copies_guard(T))
+          found = found == -1 ? T : -2;  // (two candidates: none)
+      }
+      if (found >= 0) tail = found, body_end = F, tail_end = found + glen + 2;
     }
+    bool match = tail >= B && copies_guard(tail);
     if (match) {
       LoopInfo L;
       L.continue_labels = {stmt_start, tail};
-      int X = loop_exit_label(B, tail, F, {stmt_start, tail});
-      for (int j = tail; j < F; ++j) {  // the tail's own exits
+      int X = loop_exit_label(B, body_end, F, {stmt_start, tail});
+      for (int j = tail; j < tail_end; ++j) {  // the tail's own exits
         int t = bc.at(j).target;
-        if (t >= 0 && t != B && resolve(t) != resolve(B) && (t < tail || t >= F) && !same_label(t, F) && !same_label(t, X))
+        if (t >= 0 && t != B && resolve(t) != resolve(B) && (t < tail || t >= tail_end) && !same_label(t, F) && !same_label(t, X))
           fail("while condition with a second exit", j);
       }
       L.break_label = X;
@@ -342,7 +360,7 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
       w.kind = Stmt::Kind::While;
       w.text = "while " + wrap(E, kPrecLambda + 1);
       w.e1 = E;
-      region(B, tail, bctx, sb, w.body);
+      region(B, body_end, bctx, sb, w.body);
       int next = F;
       if (!same_label(X, F)) {
         int else_end;
@@ -509,6 +527,14 @@ int Decompiler::handle_cond(int i, int hi, const RegionCtx& ctx, Stack& st, std:
   }
   if (ctx.pure) throw NotPure{};
   if ((r1 >= 0 && s1.size() != n0) || (r2 >= 0 && s2.size() != n0)) fail("branches leave different stacks", i);
+  // 3.12 `return x if c else <constant>`: the else branch is `LOAD_CONST; RETURN_VALUE`, which a
+  // return statement never compiles to (it is RETURN_CONST), after a then branch returning a value
+  if (minor >= 12 && static_cast<int>(n0) == ctx.base && else_lo < 0 && r1 < 0 && F + 1 < hi && F - 1 > B &&
+      !std::strcmp(bc.at(F).name, "LOAD_CONST") && !std::strcmp(bc.at(F + 1).name, "RETURN_VALUE") &&
+      !std::strcmp(bc.at(F - 1).name, "RETURN_VALUE")) {
+    int r = copied_tail_ternary(B, F, hi, ctx, st, E);
+    if (r >= 0) return r;
+  }
   if (static_cast<int>(n0) != ctx.base) {
     int r = copied_tail_ternary(B, F, hi, ctx, st, E);
     if (r >= 0) return r;

@@ -106,6 +106,12 @@ class Decompiler {
   // A name in this class body as CPython stores it (`__x` -> `_Cls__x`).
   std::string mangled(const std::string& n) const;
   ExP comprehension(const FunctionInfo& fn, const ExP& iterable, int at);
+  // generics.cpp: the function or class a call of 3.12's `<generic parameters of f>` scope returns
+  // (PEP 695), its type parameters and the defaults passed to the scope (`args`) in place
+  ExP generic_scope_call(const FunctionInfo& scope, const std::vector<ExP>& args, int at);
+  // names the generic scope's parameters (.defaults, .kwdefaults) stand for: the call's arguments
+  std::vector<std::pair<std::string, ExP>> bound_locals;
+  bool generic_class_ = false;  // a generic class's body, decompiled with its type parameters
   ExP inline_comprehension(const Stmt& loop, const ExP& acc, int at);
 
   const CodeDesc& code;
@@ -166,6 +172,7 @@ class Decompiler {
   // index after a copy of a finally block at i, or i; *innermost: the copy is of the innermost one
   int skip_finally_copy(int i, const RegionCtx& ctx, bool* innermost = nullptr) const;
   int body_end_ = -1;
+  int body_copy_at_ = -1;  // where that normal-exit finally copy began
   // where a copy at pos of the finally block whose exceptional copy is [lo, hi) ends, or -1
   // (*tail: where the copy's branches end in copies of one return block, the first of them, else -1)
   int finally_copy_end(int lo, int hi, int pos, int* tail = nullptr) const;  // where a try/finally body ended at its finally copy (set by region)

@@ -104,6 +104,8 @@ struct FunctionInfo {
   std::vector<std::pair<std::string, std::string>> kwdefaults;
   std::vector<std::string> decorators;                      // outermost first
   std::vector<std::pair<std::string, std::string>> annotations;  // parameter (or "return") -> source
+  std::string type_params;  // 3.12 `def f[T, *Ts, **P]`: the bracket's contents (PEP 695), or ""
+  const CodeDesc* generic_scope = nullptr;  // a `<generic parameters of f>` scope not called yet
 };
 
 ExP make_ex(std::string text, int prec = kPrecAtom, ExKind kind = ExKind::Value);

@@ -98,7 +98,8 @@ std::string def_source(const FunctionInfo& fn, const std::string& name) {
   std::string ret;
   for (auto& [an, av] : fn.annotations)
     if (an == "return") ret = " -> " + av;
-  head += std::string(c.flags & (kCoCoroutine | kCoAsyncGenerator) ? "async " : "") + "def " + name + "(" + parameters(c, fn) + ")" + ret + ":\n";
+  head += std::string(c.flags & (kCoCoroutine | kCoAsyncGenerator) ? "async " : "") + "def " + name +
+          (fn.type_params.empty() ? "" : "[" + fn.type_params + "]") + "(" + parameters(c, fn) + ")" + ret + ":\n";
   // a def's docstring is its first constant (3.11/3.12 put None there when it has none); it has
   // no instruction of its own, so it is printed from the constant, ahead of everything else
   std::string doc;
@@ -154,6 +155,7 @@ std::string Decompiler::class_source(const FunctionInfo& fn, const std::string& 
   if (!is_class_body(c)) fail("class whose body is not a class body", 0);
   Decompiler d(c);
   d.class_name = c.name;
+  d.generic_class_ = !fn.type_params.empty();
   std::vector<Stmt> body = d.body();
   fold_branch_returns(body);
   drop_final_return(body);
@@ -162,6 +164,11 @@ std::string Decompiler::class_source(const FunctionInfo& fn, const std::string& 
   if (k < body.size() && body[k].kind == Stmt::Kind::Line && body[k].text == "__module__ = __name__") ++k;
   if (k < body.size() && is_line(body[k], "__qualname__ = ")) ++k;
   else fail("class body without its __qualname__", 0);
+  // a generic class's prologue: `__type_params__ = .type_params` (its header's type parameters)
+  if (d.generic_class_) {
+    if (k < body.size() && body[k].kind == Stmt::Kind::Line && body[k].text == "__type_params__ = .type_params") ++k;
+    else fail("generic class body without its __type_params__", 0);
+  }
   body.erase(body.begin(), body.begin() + k);
   if (has_return(body)) fail("class body that returns before its end", 0);
   // a docstring: `__doc__ = 'text'` (a string constant) as the first statement
@@ -170,7 +177,7 @@ std::string Decompiler::class_source(const FunctionInfo& fn, const std::string& 
     body[0].text = body[0].text.substr(10);
   std::string head;
   for (auto& dec : fn.decorators) head += "@" + dec + "\n";
-  head += "class " + name + (header.empty() ? "" : "(" + header + ")") + ":\n";
+  head += "class " + name + (fn.type_params.empty() ? "" : "[" + fn.type_params + "]") + (header.empty() ? "" : "(" + header + ")") + ":\n";
   return head + declarations(d, "    ") + print_block(body, 1);
 }
 

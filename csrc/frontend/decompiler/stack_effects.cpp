@@ -86,17 +86,30 @@ bool Decompiler::exec(int i, Stack& st, std::vector<Stmt>& out, const RegionCtx&
   if (op == "RETURN_GENERATOR") { st.push_back(make_marker(ExKind::Dummy)); return true; }
   if (op == "PUSH_NULL") { st.push_back(make_marker(ExKind::Null)); return true; }
   if (op == "LOAD_CONST") { st.push_back(const_ex(code.consts.at(arg))); return true; }
-  if (op == "LOAD_FAST" || op == "LOAD_FAST_CHECK" || op == "LOAD_DEREF" || op == "LOAD_CLASSDEREF") { push_name(local(arg)); return true; }
+  if (op == "LOAD_FAST" || op == "LOAD_FAST_CHECK" || op == "LOAD_DEREF" || op == "LOAD_CLASSDEREF") {
+    const std::string n = local(arg);
+    for (auto& [bn, bv] : bound_locals)  // a generic scope's .defaults / .kwdefaults (generics.cpp)
+      if (bn == n) {
+        st.push_back(bv);
+        return true;
+      }
+    push_name(n);
+    return true;
+  }
   // 3.12: a class body reads a free variable (or a name it may bind itself) through its locals:
   // LOAD_LOCALS; LOAD_FROM_DICT_OR_DEREF name (LOAD_CLASSDEREF before 3.12)
   if (op == "LOAD_LOCALS") { st.push_back(make_marker(ExKind::Dummy, "<locals>")); return true; }
   if (op == "LOAD_FROM_DICT_OR_DEREF" || op == "LOAD_FROM_DICT_OR_GLOBALS") {
     ExP m = P();
-    if (m->kind != ExKind::Dummy || m->text != "<locals>") fail(std::string(op) + " without LOAD_LOCALS", i);
+    // (or, in an annotation scope inside a class body, the class namespace's cell: a generic
+    // method's annotations and bounds read the class's names through it)
+    const bool classdict = m->kind == ExKind::Name && m->text == "__classdict__" && op == "LOAD_FROM_DICT_OR_GLOBALS";
+    if ((m->kind != ExKind::Dummy || m->text != "<locals>") && !classdict) fail(std::string(op) + " without LOAD_LOCALS", i);
     const std::string n = op == "LOAD_FROM_DICT_OR_DEREF" ? local(arg) : name(arg);
     // a generic class's type parameters (PEP 695) live in its `<generic parameters of C>` scope,
     // which a class body decompiled alone does not have
-    if (n == ".type_params") fail("generic class body (its type parameters are in the enclosing scope)", i);
+    // (decompiled with that scope, the class statement's header holds them: generics.cpp)
+    if (n == ".type_params" && !generic_class_) fail("generic class body (its type parameters are in the enclosing scope)", i);
     push_name(n);
     return true;
   }

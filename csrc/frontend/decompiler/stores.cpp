@@ -60,8 +60,28 @@ static void store(Decompiler& d, int i, const std::string& target, bool is_name,
         if (++p->filled < static_cast<int>(p->targets.size())) return;
         cur = p;
       }
-      Stmt s2 = line(cur->result() + " = " + wrap(cur->value, kPrecTuple));
-      out.push_back(s2);
+      const ExP& v = cur->value;
+      // a chained assignment whose earlier target was a name (`s = a, b = v`)
+      if (v->chain_out == &out && v->chain_index + 1 == out.size() && out.back().kind == Stmt::Kind::Line) {
+        v->chain_lhs += " = " + cur->result();
+        out.back().text = v->chain_lhs + " = " + v->chain_rhs;
+        return;
+      }
+      const std::string rhs = wrap(v, kPrecTuple);
+      out.push_back(line(cur->result() + " = " + rhs));
+      // `a, b = s = v` (COPY 1 before the unpack): the copy left on the stack is v itself, which
+      // the next target takes; a marker stands for it, so v is not evaluated twice
+      bool dup = false;
+      for (auto& e : st) dup |= e == v;
+      if (dup) {
+        auto n = make_marker(ExKind::Chain, "<chain>");
+        n->chain_out = &out;
+        n->chain_index = out.size() - 1;
+        n->chain_lhs = cur->result();
+        n->chain_rhs = rhs;
+        for (auto& e : st)
+          if (e == v) e = n;
+      }
       return;
     }
     case ExKind::Function: {

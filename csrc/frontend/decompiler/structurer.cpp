@@ -150,8 +150,16 @@ int Decompiler::region(int lo, int hi, const RegionCtx& ctx, Stack& st, std::vec
                 !std::strcmp(bc.at(j - 1).name, "POP_TOP")) ||
                (j >= 4 && !std::strcmp(bc.at(j - 4).name, "POP_EXCEPT") && !std::strncmp(bc.at(j - 1).name, "DELETE_", 7));
       };
+      // (nor the exit of a guarded while loop whose final test 3.12 placed after the handlers,
+      // `POP_JUMP_IF_x j; JUMP_BACKWARD body; j: JUMP_BACKWARD exit`, the body before the exit: a
+      // while True loop's back edge after a nested loop's final test goes back before that loop)
+      auto moved_while_exit = [&](int j) {
+        return j >= 2 && is_uncond_jump(j - 1) && has(bc.at(j - 1).name, "BACKWARD") && bc.at(j - 1).target < bc.at(j).target &&
+               is_cond_jump(j - 2) && bc.at(j - 2).target == j;
+      };
       for (int j = i; j < hi; ++j)
-        if (bc.at(j).target == i && (is_uncond_jump(j) || is_cond_jump(j)) && has(bc.at(j).name, "BACKWARD") && !except_exit(j))
+        if (bc.at(j).target == i && (is_uncond_jump(j) || is_cond_jump(j)) && has(bc.at(j).name, "BACKWARD") && !except_exit(j) &&
+            !moved_while_exit(j))
           header = true, L = j;
       // a `continue` of a guarded while jumps to the guard: the loop's own back edge (to the
       // body, after the guard) comes later

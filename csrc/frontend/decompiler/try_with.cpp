@@ -157,12 +157,37 @@ int Decompiler::finally_copy_end(int lo, int hi, int pos, int* tail) const {
     while (b < bc.size() && is(bc.at(b), "NOP") && (a >= hi || !is(bc.at(a), "NOP"))) ++b;
     if (a >= hi) break;
     if (b >= bc.size() || (b != pos && b == lo - 1)) return -1;
+    // (an await's CLEANUP_THROW stands inline in the handler's copy; 3.12 places the normal copy's
+    // after the code)
+    if (is(bc.at(a), "CLEANUP_THROW") && !is(bc.at(b), "CLEANUP_THROW")) {
+      ++a;
+      continue;
+    }
+    // a break out of a loop in the finally block: the handler's copy jumps over the inline handler
+    // of a try ending the loop body and the loop's back edge; the normal copy, whose handler and
+    // back edge 3.12 places after the code, falls through to the code after the loop
+    if (is(bc.at(a), "JUMP_FORWARD") && !is_uncond_jump(b)) {
+      const int t = bc.at(a).target;
+      int q = a + 1;
+      bool back_edge = false;
+      for (int guard = 0; guard < 16 && q < t; ++guard) {
+        const int p = past_handler(q);
+        if (p != q) q = p;
+        else if (is_uncond_jump(q) && has(bc.at(q).name, "BACKWARD") && bc.at(q).target >= lo && bc.at(q).target < q) ++q, back_edge = true;
+        else break;
+      }
+      if (q == t && t <= hi && back_edge) {
+        a = t;
+        continue;
+      }
+    }
     const auto &x = bc.at(a), &y = bc.at(b);
     const bool reraise = is(x, "RERAISE") && x.arg == 0;
     // (3.12 reads a local in the handler's copy with LOAD_FAST_CHECK where it may be unbound, and
     // with LOAD_FAST in the normal exit's copy, where it is not)
     const bool same_op = x.opcode == y.opcode || (is(x, "LOAD_FAST_CHECK") && is(y, "LOAD_FAST"));
-    if (same_op && (x.target >= 0 || x.arg == y.arg)) ++a, ++b;
+    // (a YIELD_VALUE's argument is the stack depth, deeper in the handler's copy by the exception)
+    if (same_op && (x.target >= 0 || x.arg == y.arg || is(x, "YIELD_VALUE"))) ++a, ++b;
     else if (reraise && is_uncond_jump(b)) {
       // a branch of the finally block that ends the block (its RERAISE 0 just before the last
       // one): the normal copy's jump there is also the copy's exit to the code after the try
@@ -205,7 +230,10 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     int j = skip_finally_copy(i, ctx, &innermost);
     // the normal exit's copy of the innermost finally block, at the try body's own level: the
     // body ends there (3.12 places the code after the try right after it)
-    if (j != i && innermost && ctx.finally_stack == &st && static_cast<int>(st.size()) == ctx.base) return -3 - j;
+    if (j != i && innermost && ctx.finally_stack == &st && static_cast<int>(st.size()) == ctx.base) {
+      body_copy_at_ = i;
+      return -3 - j;
+    }
     if (j != i) return j;
   }
   const auto& cur = bc.at(i);
@@ -275,12 +303,47 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     Stack sb = st;
     bctx.finally_stack = &sb;
     bctx.base = static_cast<int>(st.size());
-    body_end_ = -1;
+    body_end_ = body_copy_at_ = -1;
     int rb = region(i, E, bctx, sb, t.body);
     int k = E, tail = -1;
+    std::array<int, 2> copies{-1, -1};  // enclosing finally blocks' copies skipped before a return
+    // `return <constant>` ending the body: the compiler marks its line with a NOP (at `lo`), runs
+    // the finally copy (ending at k), then returns the constant (nothing else reaches that return);
+    // inside enclosing try/finally bodies the copies of their finally blocks run first (asyncio
+    // Condition.wait's `return True` in a try nested in one). Sets k past the return.
+    auto const_return = [&](int lo, bool nested_only) {
+      int r = k;
+      for (int guard = 0; guard < 8 && r < h && !ctx.finallies.empty() && !is(bc.at(r), "NOP"); ++guard) {
+        const int past = skip_finally_copy(r, ctx);
+        if (past == r) break;
+        r = past;
+      }
+      if (nested_only && r == k) return;
+      const bool ret_const = r < h && (is(bc.at(r), "RETURN_CONST") ||
+                                       (r + 1 < h && is(bc.at(r), "LOAD_CONST") && is(bc.at(r + 1), "RETURN_VALUE")));
+      // (jumps inside the copies are their own; with enclosing copies, so are the blocks 3.12 places
+      // after the return for them, CLEANUP_THROW, handlers and back edges jumping into them)
+      bool reached = false;
+      for (int j = 0; j < bc.size() && ret_const; ++j) {
+        const int t = bc.at(j).target;
+        reached = reached || ((j < lo || j > r) && t > (r == k ? lo : r - 1) && t <= r + 1);
+      }
+      if (!ret_const || reached) return;
+      Stmt s;
+      s.kind = Stmt::Kind::Return;
+      s.e1 = const_ex(code.consts.at(bc.at(r).arg));
+      s.text = s.e1->kind == ExKind::Const && s.e1->cst && s.e1->cst->is_none ? "return None" : "return " + wrap(s.e1, kPrecTuple);
+      t.body.push_back(s);
+      if (r != k) copies = {lo, r};
+      k = r + (is(bc.at(r), "RETURN_CONST") ? 1 : 2);  // what follows that return (if anything) comes after the try
+      // (3.12: an await's CLEANUP_THROW blocks placed there are exception paths, not code after the try)
+      while (k < h && is(bc.at(k), "CLEANUP_THROW")) k += k + 1 < h && is_uncond_jump(k + 1) ? 2 : 1;
+    };
     if (body_end_ >= 0) {
       k = body_end_;  // the body fell into its finally copy
       body_end_ = -1;
+      // (3.12: the return's NOP and the copy lie inside the body's range)
+      if (body_copy_at_ >= 0 && is(bc.at(body_copy_at_), "NOP") && !is(bc.at(h + 1), "NOP")) const_return(body_copy_at_, true);
     } else if (rb == E && sb.size() != st.size() && E < h) {
       // `return value` at the end of the body: the finally copy and the return follow the range
       RegionCtx rctx = bctx;
@@ -297,22 +360,7 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
       while (e < h && is(bc.at(e), "NOP")) ++e;
       k = finally_copy_end(h + 1, reraise0, e, &tail);
       if (k < 0 || k > h) fail("finally block without its normal-exit copy", E);
-      // `return <constant>` ending the body: the compiler marks its line with a NOP, runs the
-      // finally copy, then returns the constant (nothing else reaches that return)
-      const bool ret_const = k < h && (is(bc.at(k), "RETURN_CONST") ||
-                                       (k + 1 < h && is(bc.at(k), "LOAD_CONST") && is(bc.at(k + 1), "RETURN_VALUE")));
-      bool reached = false;
-      for (int j = 0; j < bc.size() && ret_const; ++j) reached = reached || (bc.at(j).target > E && bc.at(j).target <= k + 1);
-      if (e > E && ret_const && !reached) {
-        Stmt s;
-        s.kind = Stmt::Kind::Return;
-        s.e1 = const_ex(code.consts.at(bc.at(k).arg));
-        s.text = s.e1->kind == ExKind::Const && s.e1->cst && s.e1->cst->is_none ? "return None" : "return " + wrap(s.e1, kPrecTuple);
-        t.body.push_back(s);
-        k += is(bc.at(k), "RETURN_CONST") ? 1 : 2;  // what follows that return (if anything) comes after the try
-        // (3.12: an await's CLEANUP_THROW blocks placed there are exception paths, not code after the try)
-        while (k < h && is(bc.at(k), "CLEANUP_THROW")) k += k + 1 < h && is_uncond_jump(k + 1) ? 2 : 1;
-      }
+      if (e > E) const_return(E, false);
     }
     if (t.body.size() == 1 && t.body[0].kind == Stmt::Kind::Try && !t.body[0].clauses.empty() &&
         t.body[0].clauses.back().header != "finally") {
@@ -333,6 +381,13 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     // copy after that copy (which then ends in a return): they are no code after the try
     for (int guard = 0, first = k; guard < 16 && k < h; ++guard) {
       const int past = past_nested_handler(k, i, first, first);
+      // (and the back edge of a loop in an enclosing finally block's copy skipped above, which
+      // 3.12 places after the loop's handler)
+      if (past == k && copies[1] >= 0 && is_uncond_jump(k) && has(bc.at(k).name, "BACKWARD") && bc.at(k).target > copies[0] &&
+          bc.at(k).target < copies[1]) {
+        ++k;
+        continue;
+      }
       if (past == k) break;
       k = past;
     }
@@ -375,20 +430,38 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
     if (join < 0) join = J;
     else if (!same_label(join, J)) fail("except clauses that continue at different places", at);
   };
-  if (E < h && is_uncond_jump(h - 1) && bc.at(h - 1).target > h) note_join(bc.at(h - 1).target, h - 1);
   auto loop_label = [&](int t) {
     if (!ctx.loop) return false;
     for (int c : ctx.loop->continue_labels)
       if (same_label(t, c)) return true;
     return ctx.loop->break_label >= 0 && same_label(t, ctx.loop->break_label);
   };
+  // the body's normal exit jumps over the handlers; to a loop label that is not where the
+  // enclosing region ends, it may be a break (or continue) ending the body instead (below)
+  int body_exit = -1;
+  if (E < h && is_uncond_jump(h - 1) && bc.at(h - 1).target > h) {
+    const int t = bc.at(h - 1).target;
+    if (E == h - 1 && loop_label(t) && !is_follow(ctx, t)) body_exit = t;
+    else note_join(t, h - 1);
+  }
+  int to_follow = -1;  // a clause's jump to the loop label where the enclosing region ends
   for (int j = h; j < C; ++j) {
     if (!is_uncond_jump(j) || covering_handler(j) == C) continue;
     int t = bc.at(j).target;
     // 3.12 places handlers after the code that follows the try: their ends jump back to it
     // (a jump to an enclosing loop's exit or header is a break or continue, not where the try ends:
     // a break out of a for loop pops its iterator first, which the try's end never does)
-    if ((t >= C + 3 || (t >= E && t < h)) && !loop_label(t)) note_join(t, j);
+    // (but a jump forward past the handlers to where the enclosing region ends is where the try
+    // ends: the final test of a while loop whose body is this try, which 3.12 placed after them)
+    if ((t >= C + 3 || (t >= E && t < h)) && (!loop_label(t) || (minor >= 12 && resolve(t) > C && is_follow(ctx, t)))) note_join(t, j);
+    else if (loop_label(t) && is_follow(ctx, t)) to_follow = t;
+  }
+  // `try: ...; break` / `except E: <falls through>` as a loop body's last statement: the clauses go
+  // on where the region ends, and the jump is the body's break, not where the try goes on
+  // (`except E: ...; continue` and a `break` after the try: a structural difference)
+  if (body_exit >= 0) {
+    if (join < 0 && to_follow >= 0) join = to_follow, E = h;
+    else note_join(body_exit, h - 1);
   }
   // every clause raises or returns: where the body's normal exit jumps (right after the body, or
   // after an else block that ends before the handlers) is where the try statement continues
@@ -399,6 +472,10 @@ int Decompiler::handle_try(int i, int hi, const RegionCtx& ctx, Stack& st, std::
   // or (3.12, which places the code after the try there) the code right after the body (an else
   // block there runs exactly when it would after the try)
   if (join < 0 && minor >= 12 && E < h && !(is_uncond_jump(E) || !std::strcmp(bc.at(E).name, "RETURN_VALUE"))) join = E;
+  // or, with nothing else to go on, where a clause jumps back to the loop label the enclosing region
+  // ends at: the try is the loop body's last statement, a clause that falls through goes on there
+  // (`except E: pass` at the end of a while True body, not `except E: continue` and `else: continue`)
+  if (join < 0 && to_follow >= 0) join = to_follow;
   RegionCtx bctx = ctx;
   bctx.follow = E;
   Stack sb = st;
