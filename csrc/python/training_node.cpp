@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -146,11 +145,15 @@ class TrainingNode : public Node {
       const int i = reads ? (*reads)[k] : static_cast<int>(k);
       const at::Tensor& t = call_->saved[i];
       if (t._version() == call_->versions[i]) continue;
-      std::ostringstream msg;
-      msg << "one of the variables needed for gradient computation has been modified by an inplace operation: [" << type_name(t)
-          << " " << t.sizes() << "], which is saved by a graph kiln compiled, is at version " << t._version() << "; expected version "
-          << call_->versions[i] << " instead. Hint: the tensor was written in place after the compiled call and before backward";
-      throw std::runtime_error(msg.str());
+      std::string sizes;
+      for (int64_t d : t.sizes()) {
+        if (!sizes.empty()) sizes += ", ";
+        sizes += std::to_string(d);
+      }
+      throw std::runtime_error("one of the variables needed for gradient computation has been modified by an inplace operation: [" +
+                               type_name(t) + " [" + sizes + "]], which is saved by a graph kiln compiled, is at version " +
+                               std::to_string(t._version()) + "; expected version " + std::to_string(call_->versions[i]) +
+                               " instead. Hint: the tensor was written in place after the compiled call and before backward");
     }
   }
 
