@@ -233,6 +233,19 @@ std::vector<int> symbol_positions(const std::vector<const std::vector<int64_t>*>
   return pos;
 }
 
+std::vector<int64_t> symbol_values(const std::vector<int>& pos, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s;
+  s.reserve(pos.size());
+  for (int p : pos) s.push_back(dims.at(p));
+  return s;
+}
+
+int fewest_twos(const std::vector<int64_t>& symbols) {
+  int least = 64;
+  for (int64_t v : symbols) least = std::min(least, v > 0 ? __builtin_ctzll(static_cast<unsigned long long>(v)) : 64);
+  return least;
+}
+
 std::string symbols_note(size_t ndims, const std::vector<int>& pos) {
   std::string s = "dims " + std::to_string(ndims) + " symbols";
   for (int p : pos) s += " " + std::to_string(p);

@@ -75,6 +75,12 @@ std::optional<SizeTemplate> fit_template(const std::vector<std::vector<int64_t>>
 // distinct column (positions that always agree share a symbol), in position order. `enough` is
 // set when each symbol takes at least three values (a two-parameter fit is checked by a third).
 std::vector<int> symbol_positions(const std::vector<const std::vector<int64_t>*>& dims, bool* enough);
+// The symbols' values in a call's sizes: dims[pos[i]] for each symbol i.
+std::vector<int64_t> symbol_values(const std::vector<int>& pos, const std::vector<int64_t>& dims);
+// The fewest factors of two among the symbols' values (64 for none): CUDA kernels for runtime
+// sizes are generated from the sample where this is largest, so that vector accesses over a
+// runtime-size stride are generated where it allows them (and serve the sizes that allow them).
+int fewest_twos(const std::vector<int64_t>& symbols);
 // The note a caller keeps with a template in the cache, saying where its symbols are read from:
 // "dims N symbols p0 p1 ..." (N sizes per call, symbol i at position p_i), and back (false for
 // text that is not one).

@@ -481,11 +481,7 @@ class CodegenGraph {
       if (inputs[i].dim() != base_ranks_[i]) return false;
     return true;
   }
-  std::vector<int64_t> symbols_of(const std::vector<int64_t>& dims) const {
-    std::vector<int64_t> s;
-    for (int pos : symbol_pos_) s.push_back(dims.at(pos));
-    return s;
-  }
+  std::vector<int64_t> symbols_of(const std::vector<int64_t>& dims) const { return ir::symbol_values(symbol_pos_, dims); }
 
   // A call at a size signature the template may serve: traced on its inputs (the traced run is
   // its result) and lowered; then either checked against the template (and served by its kernels
@@ -587,11 +583,7 @@ class CodegenGraph {
     // The kernels are generated from the member whose sizes have the most factors of two (the
     // last of equals): CUDA's vector accesses over a runtime-size stride are generated where the
     // sample allows them, and serve the sizes that allow them too.
-    auto twos = [&](int i) {
-      int least = 64;
-      for (int64_t v : symbols_of(samples_[i].dims)) least = std::min(least, v > 0 ? __builtin_ctzll(static_cast<unsigned long long>(v)) : 64);
-      return least;
-    };
+    auto twos = [&](int i) { return ir::fewest_twos(symbols_of(samples_[i].dims)); };
     if (graph_->on_cuda()) std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return twos(a) < twos(b); });
     auto t0 = std::chrono::steady_clock::now();
     Sample& last = samples_.at(members.back());
@@ -631,15 +623,8 @@ class CodegenGraph {
       if (sized_order_.front() != sized_base_sig_) sized_.erase(sized_order_.front());
       sized_order_.pop_front();
     }
-    auto g = std::make_shared<runtime::CompiledGraph>(std::move(tr), std::move(prog));
-    if (sized_base_->on_cuda()) {
-      auto spelling = ir::spell_ints(*template_, ir::program_ints(g->program()), why);  // the program's own fields
-      if (!spelling) return false;
-      const codegen::CudaSizes sizes{std::move(*spelling), template_->num_symbols};
-      if (!g->share_kernels(*sized_base_, std::move(sym), &sizes, why)) return false;
-    } else {
-      g->share_kernels(*sized_base_, std::move(sym));
-    }
+    auto g = runtime::share_sized_kernels(std::move(tr), std::move(prog), *sized_base_, *template_, std::move(sym), why);
+    if (!g) return false;
     sized_[sig] = std::move(g);
     sized_order_.push_back(sig);
     size_status_ = served_text();

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "codegen/cuda/cuda_codegen.h"
 
 namespace kiln::python {
 
@@ -34,11 +33,7 @@ bool TrainingSizes::wants(const Signature& sig, const std::vector<int64_t>& dims
   return !off_ && base_ && served_ < kMaxServed && dims.size() == base_dims_.size() && !rejected_.count(sig) && !sampled_.count(sig);
 }
 
-std::vector<int64_t> TrainingSizes::symbols_of(const std::vector<int64_t>& dims) const {
-  std::vector<int64_t> s;
-  for (int p : symbol_pos_) s.push_back(dims.at(p));
-  return s;
-}
+std::vector<int64_t> TrainingSizes::symbols_of(const std::vector<int64_t>& dims) const { return ir::symbol_values(symbol_pos_, dims); }
 
 void TrainingSizes::give_up(const std::string& why) {
   off_ = true;
@@ -54,26 +49,11 @@ std::string TrainingSizes::served_text() const {
          " size signatures (" + std::to_string(rejected_.size()) + " specialised)";
 }
 
-// One half of a plan as a graph running `base`'s kernels at `sym`; null (`why` set) where CUDA's
-// shared kernels do not serve its sizes (CompiledGraph::share_kernels).
-static std::shared_ptr<runtime::CompiledGraph> share_half(bridge::TraceResult trace, ir::Program prog, const runtime::CompiledGraph& base,
-                                                          const ir::SizeTemplate& tmpl, const std::vector<int64_t>& sym, std::string* why) {
-  auto g = std::make_shared<runtime::CompiledGraph>(std::move(trace), std::move(prog));
-  if (!base.on_cuda()) {
-    g->share_kernels(base, sym);
-    return g;
-  }
-  auto spelling = ir::spell_ints(tmpl, ir::program_ints(g->program()), why);
-  if (!spelling) return nullptr;
-  const codegen::CudaSizes sizes{std::move(*spelling), tmpl.num_symbols};
-  return g->share_kernels(base, sym, &sizes, why) ? g : nullptr;
-}
-
 std::shared_ptr<TrainingStages> TrainingSizes::share(TrainingPlan plan, const std::vector<int64_t>& dims, std::string* why) {
   const std::vector<int64_t> sym = symbols_of(dims);
-  auto f = share_half(std::move(plan.fwd_trace), std::move(plan.fwd_prog), *fwd_base_, *fwd_template_, sym, why);
+  auto f = runtime::share_sized_kernels(std::move(plan.fwd_trace), std::move(plan.fwd_prog), *fwd_base_, *fwd_template_, sym, why);
   if (!f) return nullptr;
-  auto b = share_half(std::move(plan.bwd_trace), std::move(plan.bwd_prog), *bwd_base_, *bwd_template_, sym, why);
+  auto b = runtime::share_sized_kernels(std::move(plan.bwd_trace), std::move(plan.bwd_prog), *bwd_base_, *bwd_template_, sym, why);
   if (!b) return nullptr;
   plan.stages->fwd = std::move(f);
   plan.stages->set_backward(std::move(b), "");
@@ -111,8 +91,7 @@ std::shared_ptr<TrainingStages> TrainingSizes::from_cache(const TrainingPlan& pl
   std::vector<int> pos;
   size_t ndims = 0;
   if (!ir::parse_symbols_note(ft->second.substr(kNotePrefix.size()), &pos, &ndims) || ndims != dims.size()) return nullptr;
-  std::vector<int64_t> sym;
-  for (int p : pos) sym.push_back(dims.at(p));
+  const std::vector<int64_t> sym = ir::symbol_values(pos, dims);
   std::string why;
   if (!ir::matches(ft->first, ir::program_ints(plan.fwd_prog), sym, &why) || !ir::matches(bt->first, ir::program_ints(plan.bwd_prog), sym, &why))
     return nullptr;
@@ -192,18 +171,13 @@ std::vector<std::pair<TrainingSizes::Signature, std::shared_ptr<TrainingStages>>
     give_up("backward: " + why);
     return {};
   }
-  // The kernels are generated from the last member, on CUDA the one whose sizes have the most
-  // factors of two: vector accesses over a runtime-size stride are generated where it allows
-  // them, and serve the sizes that allow them too (as for inference graphs).
-  auto twos = [&](const std::vector<int64_t>& dims) {
-    int least = 64;
-    for (int64_t v : symbols_of(dims)) least = std::min(least, v > 0 ? __builtin_ctzll(static_cast<unsigned long long>(v)) : 64);
-    return least;
-  };
+  // The kernels are generated from the last member; on CUDA from the one whose sizes have the
+  // most factors of two (ir::fewest_twos), as for inference graphs.
   int last = group.back().sample;
   if (base_->fwd->on_cuda())
     for (const Member& m : group)
-      if (m.sample >= 0 && twos(*m.dims) > twos(samples_.at(static_cast<size_t>(last)).dims)) last = m.sample;
+      if (m.sample >= 0 && ir::fewest_twos(symbols_of(*m.dims)) > ir::fewest_twos(symbols_of(samples_.at(static_cast<size_t>(last)).dims)))
+        last = m.sample;
   Sample& s = samples_.at(static_cast<size_t>(last));
   const std::vector<int64_t> sym = symbols_of(s.dims);
   runtime::BuildResult f, b;

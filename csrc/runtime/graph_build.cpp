@@ -242,6 +242,19 @@ BuildResult build_for_sizes(bridge::TraceResult trace, ir::Program prog, const i
   return r;
 }
 
+std::shared_ptr<CompiledGraph> share_sized_kernels(bridge::TraceResult trace, ir::Program prog, const CompiledGraph& base,
+                                                   const ir::SizeTemplate& tmpl, std::vector<int64_t> symbols, std::string* why) {
+  auto g = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+  if (!base.on_cuda()) {
+    g->share_kernels(base, std::move(symbols));
+    return g;
+  }
+  auto spelling = ir::spell_ints(tmpl, ir::program_ints(g->program()), why);  // the program's own fields
+  if (!spelling) return nullptr;
+  const codegen::CudaSizes sizes{std::move(*spelling), tmpl.num_symbols};
+  return g->share_kernels(base, std::move(symbols), &sizes, why) ? g : nullptr;
+}
+
 BuildResult build_lowered(bridge::TraceResult trace, ir::Program prog, const BuildOptions& opts) {
   BuildResult r;
   try {

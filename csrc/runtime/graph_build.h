@@ -49,6 +49,11 @@ ir::Program lower_graph(bridge::TraceResult& trace, const BuildOptions& opts);
 // for runtime sizes, so other graphs at other sizes can share them (CompiledGraph::share_kernels).
 BuildResult build_for_sizes(bridge::TraceResult trace, ir::Program prog, const ir::SizeTemplate& tmpl, std::vector<int64_t> symbols,
                             const BuildOptions& opts);
+// A program of `tmpl` lowered at `symbols` (from `trace`), run by `base`'s kernels (built by
+// build_for_sizes from the same template): on CUDA only where those kernels serve its sizes
+// (CompiledGraph::share_kernels); null, with `why` set, where they do not.
+std::shared_ptr<CompiledGraph> share_sized_kernels(bridge::TraceResult trace, ir::Program prog, const CompiledGraph& base,
+                                                   const ir::SizeTemplate& tmpl, std::vector<int64_t> symbols, std::string* why);
 // build_graph for a program already lowered from `trace` (lower_graph).
 BuildResult build_lowered(bridge::TraceResult trace, ir::Program prog, const BuildOptions& opts);
 

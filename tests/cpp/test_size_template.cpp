@@ -164,3 +164,10 @@ TEST(SizeTemplate, SymbolPositionsFromCallSizes) {
   EXPECT_FALSE(enough);
   EXPECT_TRUE(ir::symbol_positions({&a, &a, &a}, &enough).empty());
 }
+
+TEST(SizeTemplate, SymbolValuesAndFactorsOfTwo) {
+  EXPECT_EQ(ir::symbol_values({1, 3}, {2, 24, 8, 24}), (std::vector<int64_t>{24, 24}));
+  EXPECT_EQ(ir::fewest_twos({24, 16}), 3);  // 24 = 8 * 3
+  EXPECT_EQ(ir::fewest_twos({24, 9}), 0);
+  EXPECT_EQ(ir::fewest_twos({}), 64);
+}
