@@ -82,7 +82,7 @@ std::vector<std::pair<TrainingSizes::Signature, std::shared_ptr<TrainingStages>>
   return fit(opts, source);
 }
 
-std::shared_ptr<TrainingStages> TrainingSizes::from_cache(const TrainingPlan& plan, const std::vector<int64_t>& dims,
+std::shared_ptr<TrainingStages> TrainingSizes::from_cache(TrainingPlan& plan, const std::vector<int64_t>& dims,
                                                           const runtime::BuildOptions& opts) {
   if (fwd_template_ || off_) return nullptr;
   auto ft = runtime::load_size_template(opts, ir::program_ints(plan.fwd_prog).shape);
@@ -109,7 +109,7 @@ std::shared_ptr<TrainingStages> TrainingSizes::from_cache(const TrainingPlan& pl
   fwd_base_ = f.graph;
   bwd_base_ = b.graph;
   builds_ = 1;
-  auto st = std::make_shared<TrainingStages>(*plan.stages);
+  std::shared_ptr<TrainingStages> st = plan.stages;
   st->fwd = f.graph;
   st->set_backward(b.graph, b.source);
   status_ = "training runtime sizes: kernels from the cache's size templates";

@@ -44,8 +44,9 @@ class TrainingSizes {
                                                                          std::string* source);
   // The stages of a plan the size templates in the kernel cache serve (an earlier process fitted
   // them), with their cached kernels: no build at a size never seen. From then on those templates
-  // serve later sizes too. Null where the cache has none for this plan.
-  std::shared_ptr<TrainingStages> from_cache(const TrainingPlan& plan, const std::vector<int64_t>& dims, const runtime::BuildOptions& opts);
+  // serve later sizes too, and the result is plan.stages with its graphs set. Null, the plan
+  // untouched, where the cache has none for it.
+  std::shared_ptr<TrainingStages> from_cache(TrainingPlan& plan, const std::vector<int64_t>& dims, const runtime::BuildOptions& opts);
   bool specialised(const Signature& sig) const { return off_ || rejected_.count(sig) > 0; }
   void give_up(const std::string& why);
   const std::string& status() const { return status_; }

@@ -84,14 +84,7 @@ struct TrainingStages {
   bool backward_cache_hit() const;
 
  private:
-  // A mutex that copies as a new one: runtime sizes copy a pair's description (training_sizes.cpp)
-  // before anything runs it.
-  struct Mutex : std::mutex {
-    Mutex() = default;
-    Mutex(const Mutex&) : std::mutex() {}
-    Mutex& operator=(const Mutex&) { return *this; }
-  };
-  mutable Mutex mutex_;  // the lazily built graphs below (backward threads, text getters)
+  mutable std::mutex mutex_;  // the lazily built graphs below (backward threads, text getters)
   bridge::TraceResult bwd_lowered_;  // what defer_backward kept, until built
   ir::Program bwd_prog_;
   bool bwd_deferred_ = false;
