@@ -814,9 +814,14 @@ class CodegenGraph {
 
   // One training call on a built pair, or eagerly where an input the pair writes in place shares
   // memory with another input (the pair reads them as independent values: the other would miss
-  // the write, as inference graphs decline such calls).
+  // the write) or with itself (an expanded tensor: eager's fill_ writes it, the copy back of the
+  // new contents cannot), as inference graphs decline such calls.
   py::object run_pair(const std::shared_ptr<TrainingStages>& st, const std::vector<at::Tensor>& inputs, py::args args) {
-    if (!st->mutated_inputs.empty() && runtime::written_input_aliases(st->mutated_inputs, [](int i) { return i; }, inputs)) return eager_(*args);
+    if (!st->mutated_inputs.empty()) {
+      if (runtime::written_input_aliases(st->mutated_inputs, [](int i) { return i; }, inputs)) return eager_(*args);
+      for (int i : st->mutated_inputs)
+        if (at::has_internal_overlap(inputs.at(i)) == at::MemOverlap::Yes) return eager_(*args);
+    }
     return pack(run_training_call(st, inputs));
   }
 
