@@ -144,12 +144,14 @@ def test_row_value_cache(dtype):
     """A row reduction's folded values that a later stage computes again are kept in registers
     (the row value cache): layer norm of a pointwise prologue with long rows (one row per block),
     the same with x also read outside the cached subexpression, softmax over 8192 columns, a
-    two-pass variance, and a short-row (row per warp) case; odd row counts."""
+    short-row (row per warp) case and a two-pass variance; odd row counts."""
     d = 4096
     w, b = make((d,), dtype), make((d,), dtype)
     cases = [
         (lambda x: F.layer_norm(F.gelu(x * w + b) + x, (d,), w, b, 1e-5), (300, d), True),
-        (lambda x: F.layer_norm(F.gelu(x) + x, (d,), w, b, 1e-5) + x * 2, (33, d), True),
+        # x also read outside the cached subexpression (times a factor in (0, 1): adding x lost the
+        # bf16 comparison to cancellation, one ulp of eager's rounded intermediates at 0.033)
+        (lambda x: F.layer_norm(F.gelu(x) + x, (d,), w, b, 1e-5) * torch.sigmoid(x), (33, d), True),
         (lambda x: torch.softmax(x * 0.5, dim=-1), (33, 8192), True),
         (lambda x: F.layer_norm(F.gelu(x) * 3, (768,), None, None, 1e-5), (101, 768), True),
         # (whether this one fuses into a cached shape is the lowering's business: values only)
