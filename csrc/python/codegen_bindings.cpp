@@ -766,7 +766,7 @@ class CodegenGraph {
   }
 
   // Training: a compiled forward/backward pair, built on the first call with a size signature
-  // from a joint trace on detached copies, so that call itself runs eagerly. A graph with symbolic
+  // from a joint trace on detached copies; that call then runs the pair it built. A graph with symbolic
   // sizes trained on batches of several lengths gets one pair whose kernels take the sizes at run
   // time once three sizes planned alike (training_sizes.h); other sizes, and every size
   // where no template fits, get a pair each. Past max_variants_ of those, or once a build failed,
@@ -805,10 +805,24 @@ class CodegenGraph {
       }
       if (!on_compiled_.is_none()) on_compiled_(this);
       if (grad_free_) return call(args);
+      if (st) return run_pair(st, inputs, args);
       return eager_(*args);
     }
     if (!found->second) return eager_(*args);
-    return pack(run_training_call(found->second, inputs));
+    return run_pair(found->second, inputs, args);
+  }
+
+  // One training call on a built pair, or eagerly where an input the pair writes in place shares
+  // memory with another input (the pair reads them as independent values: the other would miss
+  // the write) or with itself (an expanded tensor: eager's fill_ writes it, the copy back of the
+  // new contents cannot), as inference graphs decline such calls.
+  py::object run_pair(const std::shared_ptr<TrainingStages>& st, const std::vector<at::Tensor>& inputs, py::args args) {
+    if (!st->mutated_inputs.empty()) {
+      if (runtime::written_input_aliases(st->mutated_inputs, [](int i) { return i; }, inputs)) return eager_(*args);
+      for (int i : st->mutated_inputs)
+        if (at::has_internal_overlap(inputs.at(i)) == at::MemOverlap::Yes) return eager_(*args);
+    }
+    return pack(run_training_call(st, inputs));
   }
 
   // A new size signature of a training graph with runtime sizes: planned (traced, partitioned,

@@ -30,16 +30,23 @@ struct InputMismatch : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// True when an input the graph writes in place shares memory with another input: the graph,
-// which reads its inputs as independent values, would miss the write through the other one.
-template <class Mutations>
-bool mutated_input_aliases(const Mutations& mutations, const std::vector<at::Tensor>& inputs) {
-  for (const auto& m : mutations) {
-    const at::Tensor& w = inputs.at(m.first);
+// True when an input written in place (`written`: input positions, `index_of` gives one) shares
+// memory with another input: the graph, which reads its inputs as independent values, would miss
+// the write through the other one.
+template <class Written, class IndexOf>
+bool written_input_aliases(const Written& written, IndexOf index_of, const std::vector<at::Tensor>& inputs) {
+  for (const auto& m : written) {
+    const int i = index_of(m);
+    const at::Tensor& w = inputs.at(i);
     for (size_t j = 0; j < inputs.size(); ++j)
-      if (static_cast<int>(j) != m.first && inputs[j].defined() && inputs[j].storage().is_alias_of(w.storage())) return true;
+      if (static_cast<int>(j) != i && inputs[j].defined() && inputs[j].storage().is_alias_of(w.storage())) return true;
   }
   return false;
+}
+// The same for a graph's input mutations (pairs of input position and new contents).
+template <class Mutations>
+bool mutated_input_aliases(const Mutations& mutations, const std::vector<at::Tensor>& inputs) {
+  return written_input_aliases(mutations, [](const auto& m) { return m.first; }, inputs);
 }
 
 class CompiledGraph {

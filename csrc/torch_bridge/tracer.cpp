@@ -30,7 +30,10 @@ namespace {
 struct TraceState {
   TraceResult result;
   std::unordered_map<const c10::TensorImpl*, int> ids;  // real tensor -> value id
-  std::vector<at::Tensor> keep_alive;                   // so no TensorImpl address is reused
+  // So no TensorImpl address is reused while `ids` holds it: a weak reference keeps the object
+  // (not its storage: a dead tensor's memory goes back at once, as in eager; holding the tensors
+  // themselves made a first call's peak memory the sum of every intermediate result).
+  std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> keep_alive;
 };
 
 thread_local TraceState* t_state = nullptr;
@@ -213,7 +216,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
       if (!t.defined()) { node.outputs.push_back(-1); return; }
       int id = s->result.graph.add_value(ir::AtenValue::kNodeOutput, static_cast<int>(s->result.graph.nodes.size()), meta_of(t));
       s->ids[t.unsafeGetTensorImpl()] = id;  // a later result at a reused address wins
-      s->keep_alive.push_back(t);
+      s->keep_alive.emplace_back(t.getIntrusivePtr());
       node.outputs.push_back(id);
     };
     if (r.isTensor()) add_output(r.toTensor());
@@ -398,7 +401,7 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
       }
       int v = s.result.graph.add_value(ir::AtenValue::kInput, jt.num_primals + static_cast<int>(tangents.size()), meta_of(tangent));
       s.ids.emplace(tangent.unsafeGetTensorImpl(), v);
-      s.keep_alive.push_back(tangent);
+      s.keep_alive.emplace_back(tangent.getIntrusivePtr());
       diff_outs.push_back(o);
       tangents.push_back(at::functionalization::impl::to_functional_tensor(tangent));
     }

@@ -191,6 +191,24 @@ class Gen:
         if r.random() < 0.12:
             self.add_arg(repr(r.choice([2, 3, -1, 0.5, 1.5])), "s")
 
+    def add_alias_arg(self):
+        """Now and then an argument that is a view of an earlier tensor argument (different tensors
+        over one memory: a write through one must be seen through the other). Its own random
+        stream, so the other programs of each seed do not change."""
+        r = random.Random(f"kiln-fuzz-alias-{self.seed}")
+        if r.random() >= 0.1:
+            return
+        env = self.fresh_env(0)
+        cands = [n for n, _ in self.args if isinstance(env.get(n), torch.Tensor) and env[n].dim() >= 1]
+        if not cands:
+            return
+        a = r.choice(cands)
+        forms = ["{a}[:1]", "{a}[..., :1]", "{a}.view(-1)" if env[a].is_contiguous() else "{a}[1:]"]  # any size, 0 too
+        if env[a].dim() == 2:
+            forms.append("{a}.t()")
+        Gen.add_arg(self, r.choice(forms).format(a=a), "a")
+        self.features.append("aliased_args")
+
     def make_inputs_src(self):
         lines = ["def make_inputs(rng_seed, variant):", "    g = torch.Generator().manual_seed(rng_seed)"]
         for name, v0, v1 in self.syms:
@@ -753,6 +771,7 @@ def _generate(seed: int) -> Program:
     g = Gen(seed)
     r = g.r
     g.init_args()
+    g.add_alias_arg()
     g.rebuild()
     target = r.randint(4, 14)
     fill(g, OPS, target)

@@ -359,6 +359,7 @@ def generate_training(seed: int) -> Program:
     g = TrainGen(seed)
     r = g.r
     g.init_args()
+    g.add_alias_arg()
     g.rebuild()
     target = r.randint(3, 10)
     table = [(w, fn, name) for w, fn, name in OPS if name not in ("misc",)] + TRAIN_OPS

@@ -416,6 +416,43 @@ def test_a_write_to_an_argument_passed_twice_is_seen_through_the_other():
     assert_compiled([g.training_status for g in _codegen.GRAPHS])
 
 
+def test_a_write_to_an_input_is_seen_through_a_view_of_it_passed_beside_it():
+    # Different tensors over one memory are separate inputs of the pair, which reads them as
+    # independent values: a call where a written input shares memory with another runs eagerly
+    # (it returned the view's old contents: loss 2 where eager gives 4 on the second call).
+    def f(w, buf, view):
+        buf.add_(1)
+        return (w * view).sum()
+    c = kiln.compile(f)
+    w = torch.ones(2, requires_grad=True)
+    buf, ref = torch.zeros(4), torch.zeros(4)
+    for _ in range(3):
+        loss = c(w, buf, buf[:2])
+        loss.backward()
+        got, w.grad = w.grad, None
+        expected = f(w, ref, ref[:2])
+        expected.backward()
+        assert_same(loss, expected)
+        assert_same(got, w.grad)
+        assert_same(buf, ref)
+        w.grad = None
+    assert_compiled([g.training_status for g in _codegen.GRAPHS])
+    other = torch.zeros(4)
+    loss = c(w, other, torch.ones(2))  # no shared memory: the compiled pair
+    assert loss.grad_fn.name() == "KilnCompiledBackward"
+
+
+def test_the_first_call_of_a_training_graph_runs_the_pair_it_built():
+    c = kiln.compile(lambda w, x: (w * x).tanh().sum())
+    w, x = torch.randn(5, requires_grad=True), torch.randn(5)
+    loss = c(w, x)
+    assert loss.grad_fn.name() == "KilnCompiledBackward"  # not eager's SumBackward0
+    loss.backward()
+    got, w.grad = w.grad, None
+    (w * x).tanh().sum().backward()
+    assert_same(got, w.grad)
+
+
 class _Tied(nn.Module):
     def __init__(self):
         super().__init__()

@@ -375,3 +375,22 @@ def test_a_view_of_an_input_written_in_place_stays_tied_to_it_across_a_break():
         cf(pc, ac).backward()
         torch.testing.assert_close(ac, ae)
         torch.testing.assert_close(pc.grad, pe.grad)
+
+
+def test_a_training_graph_writing_an_expanded_input_runs_that_call_eagerly():
+    # Seed 2343: fill_ on an expanded (stride 0) argument works in eager; the pair's copy of the new
+    # contents back into it cannot (PyTorch refuses copy_ into overlapping memory) and raised.
+    def f(p, a):
+        a.fill_(3)
+        return (p * torch.cat([a, a[:0]]).float()).sum()
+
+    cf = kiln.compile(f)
+    for step in range(3):
+        pe, pc = _leaf(0, 5), _leaf(0, 5)
+        ae, ac = torch.tensor([1]).expand(5), torch.tensor([1]).expand(5)
+        le, lc = f(pe, ae), cf(pc, ac)
+        le.backward()
+        lc.backward()
+        torch.testing.assert_close(lc, le)
+        torch.testing.assert_close(pc.grad, pe.grad)
+        assert ac.tolist() == ae.tolist() == [3] * 5
