@@ -139,6 +139,29 @@ def test_layer_norm(shape, dtype):
     check(lambda x: F.layer_norm(F.gelu(x) + x, (d,), w, b, 1e-5), lambda: (make(shape, dtype),))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_row_value_cache(dtype):
+    """A row reduction's folded values that a later stage computes again are kept in registers
+    (the row value cache): layer norm of a pointwise prologue with long rows (one row per block),
+    the same with x also read outside the cached subexpression, softmax over 8192 columns, a
+    short-row (row per warp) case and a two-pass variance; odd row counts."""
+    d = 4096
+    w, b = make((d,), dtype), make((d,), dtype)
+    cases = [
+        (lambda x: F.layer_norm(F.gelu(x * w + b) + x, (d,), w, b, 1e-5), (300, d), True),
+        # x also read outside the cached subexpression (times a factor in (0, 1): adding x lost the
+        # bf16 comparison to cancellation, one ulp of eager's rounded intermediates at 0.033)
+        (lambda x: F.layer_norm(F.gelu(x) + x, (d,), w, b, 1e-5) * torch.sigmoid(x), (33, d), True),
+        (lambda x: torch.softmax(x * 0.5, dim=-1), (33, 8192), True),
+        (lambda x: F.layer_norm(F.gelu(x) * 3, (768,), None, None, 1e-5), (101, 768), True),
+        # (whether this one fuses into a cached shape is the lowering's business: values only)
+        (lambda x: ((torch.tanh(x) - torch.tanh(x).mean(-1, keepdim=True)) ** 2).mean(-1), (65, d), False),
+    ]
+    for fn, shape, cached in cases:
+        g = check(fn, lambda: (make(shape, dtype),))
+        assert not cached or "row values" in g.source, g.source
+
+
 def test_masked_softmax_and_embedding():
     def attn(s):
         t = s.shape[-1]

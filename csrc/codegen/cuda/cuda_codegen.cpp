@@ -250,11 +250,16 @@ class KernelWriter {
     }
     b << "  if (row >= " << product_text(k_.outer_sizes) << ") return;\n";
     define_vars(b, "  ", "row", 0, n_outer_);
-    // Rows of a block (over 1024 elements) keep the cache off by default: a block's row stays in
-    // L2 between stages, and the registers cost occupancy (pointwise_ln, 4096 floats a row, on an
-    // H100: 0.19 ms with the cache, 0.155 without; softmax of 8192-float rows: the same either
-    // way). Autotuning still tries it (an explicit row_per_block configuration).
-    const bool cache = config_.row_cache && split_ == 1 && (strategy_ != Strategy::kRowPerBlock || config_.strategy >= 0);
+    // Rows of a block (over 1024 elements) keep the load cache off by default unless the value
+    // cache holds values of the row: a block's row stays in L2 between stages, and the registers
+    // cost occupancy (pointwise_ln, 4096 floats a row, on an H100 before the value cache: 0.19 ms
+    // with the load cache, 0.155 without). Autotuning still tries it (an explicit row_per_block
+    // configuration), and 'nocache' turns both caches off.
+    // The row value cache (plan_value_cache) is on for every row strategy: it saves arithmetic
+    // as well as memory traffic. Where it holds values, the loads of their stages are cached too,
+    // so that a row block's loads are all issued at the kernel's start.
+    if (config_.row_cache && split_ == 1) plan_value_cache(b);
+    const bool cache = config_.row_cache && split_ == 1 && (strategy_ != Strategy::kRowPerBlock || config_.strategy >= 0 || !values_.empty());
     if (cache) plan_row_cache(b);
     std::set<int> written;
     for (const Stage& s : k_.stages) {
@@ -320,6 +325,104 @@ class KernelWriter {
     for (int64_t n : s.inner_sizes) key += std::to_string(n) + ",";
     return key;
   }
+  // Row value cache. A reduction folds a value computed from the row (layer norm: the statistics
+  // of gelu(x * w + b) + x) that a later stage computes again (the normalized output of that same
+  // value): the later stage re-read the row and redid the arithmetic (pointwise_ln on an H200:
+  // erf twice per element, 130 us for 268 MB, half the copy rate; with this cache 103 us, 66% of
+  // a 3.92 TB/s copy, and 92.5 us with 128-thread blocks, which max-autotune picks; softmax of
+  // 8192-float rows 79 -> 68 us, the copy's rate). Where both stages walk the
+  // same space with the same vector groups and a thread's share of the row is a few groups, the
+  // folded values are kept in registers (one array element per group and lane, the group loops
+  // unrolled) and the later stage reads them in place of the whole subexpression.
+  struct CachedValue {
+    std::string name;        // the register array [G][V]
+    const Stage* producer = nullptr;
+    ExprPtr value;
+    int V = 1, G = 0;
+    std::vector<const Stage*> consumers;
+  };
+  std::vector<CachedValue> values_;
+  int value_bytes_ = 0;  // registers (bytes per thread) the value cache takes from kMaxCacheBytes
+
+  // The nodes of `root` that compute `v` (outermost ones; each node once).
+  static std::vector<const Expr*> value_matches(const ExprPtr& root, const ExprPtr& v) {
+    std::vector<const Expr*> out;
+    std::set<const Expr*> seen;
+    std::function<void(const ExprPtr&)> walk = [&](const ExprPtr& e) {
+      if (!seen.insert(e.get()).second) return;
+      if (e->kind == v->kind && e->dtype == v->dtype && same_expr(e, v)) {
+        out.push_back(e.get());
+        return;
+      }
+      for (const ExprPtr& a : e->args) walk(a);
+      for (const auto& ind : e->indirect) walk(ind.value);
+    };
+    walk(root);
+    return out;
+  }
+  // Visits the nodes of `root` outside the subtrees rooted at `skip` (a node shared with a
+  // path around them is still visited).
+  static void for_each_node_outside(const ExprPtr& root, const std::set<const Expr*>& skip, const std::function<void(const Expr&)>& f) {
+    std::set<const Expr*> seen;
+    std::function<void(const ExprPtr&)> walk = [&](const ExprPtr& e) {
+      if (skip.count(e.get()) || !seen.insert(e.get()).second) return;
+      f(*e);
+      for (const ExprPtr& a : e->args) walk(a);
+      for (const auto& ind : e->indirect) walk(ind.value);
+    };
+    walk(root);
+  }
+  void plan_value_cache(StrBuilder& b) {
+    std::set<int> written;
+    for (const Stage& s : k_.stages)
+      for (int w : stage_outputs(s)) written.insert(w);
+    for (size_t i = 0; i < k_.stages.size(); ++i) {
+      const Stage& s = k_.stages[i];
+      if (s.kind != Stage::kReduction || !s.value) continue;
+      // A plain load is the load cache's (plan_row_cache); constants and locals cost nothing.
+      const Expr::Kind kind = s.value->kind;
+      if (kind == Expr::kLoad || kind == Expr::kConst || kind == Expr::kLocal || kind == Expr::kIndexValue) continue;
+      const int end = n_outer_ + static_cast<int>(s.inner_sizes.size());
+      const int V = stage_vector_width(s, n_outer_, end);
+      const int G = cache_groups(s, V);
+      if (!G) continue;
+      bool reads_written = false;
+      for_each_node(s.value, [&](const Expr& e) {
+        if (e.kind == Expr::kLoad && written.count(e.buffer)) reads_written = true;
+      });
+      if (reads_written) continue;
+      bool seen_before = false;
+      for (const CachedValue& c : values_) seen_before = seen_before || same_expr(c.value, s.value);
+      if (seen_before) continue;
+      CachedValue c;
+      c.producer = &s;
+      c.value = s.value;
+      c.V = V;
+      c.G = G;
+      for (size_t t = i + 1; t < k_.stages.size(); ++t) {
+        const Stage& u = k_.stages[t];
+        if (u.inner_sizes != s.inner_sizes || !u.value) continue;
+        if (stage_vector_width(u, n_outer_, end) != V || cache_groups(u, V) != G) continue;
+        if (!value_matches(u.value, s.value).empty()) c.consumers.push_back(&u);
+      }
+      if (c.consumers.empty()) continue;
+      const int size = (is_half(s.value->dtype) ? 4 : static_cast<int>(element_size(s.value->dtype))) * V * G;
+      if (value_bytes_ + size > kMaxCacheBytes) continue;
+      value_bytes_ += size;
+      c.name = "vc" + std::to_string(values_.size());
+      b << "  " << temp_type(s.value->dtype) << " " << c.name << "[" << G << "][" << V << "];  // row values (r" << s.local << "'s folded values)\n";
+      values_.push_back(std::move(c));
+    }
+  }
+  // Whether a stage's group loop (V, G) produces or reads a cached value.
+  bool uses_values(const Stage& s, int V, int G) const {
+    for (const CachedValue& c : values_) {
+      if (c.V != V || c.G != G) continue;
+      if (c.producer == &s || std::find(c.consumers.begin(), c.consumers.end(), &s) != c.consumers.end()) return true;
+    }
+    return false;
+  }
+
   // Which loads to cache; declares their register arrays.
   void plan_row_cache(StrBuilder& b) {
     const bool latency_bound = launch_.grid <= kLatencyBoundGrid && !any_symbolic(k_.outer_sizes);
@@ -362,7 +465,7 @@ class KernelWriter {
       });
       for (const std::string& k : keys) ++stages_using[k];
     }
-    int bytes = 0;
+    int bytes = value_bytes_;
     for (const std::string& key : order) {
       if (stages_using[key] < 2) continue;
       const Expr& e = *example[key];
@@ -512,8 +615,9 @@ class KernelWriter {
     if (is_symbolic(last) || rows.front() == '(') groups_text = rows == "1" ? groups_per_row : "(" + rows + "*" + groups_per_row + ")";
     const std::string xv = "x" + std::to_string(v);
     // A row stage with cached loads: the group loop unrolled, group j of the thread at g.
-    const int G = !cache_.empty() && first_var == n_outer_ && start == lane_ && step == std::to_string(width_) ? cache_groups(s, V) : 0;
-    bool cached = false;
+    const bool row_loop = first_var == n_outer_ && start == lane_ && step == std::to_string(width_);
+    const int G = (!cache_.empty() || !values_.empty()) && row_loop ? cache_groups(s, V) : 0;
+    bool cached = G && uses_values(s, V, G);
     if (G) {
       for_each_node(s.value, [&](const Expr& e) {
         if (e.kind == Expr::kLoad && e.indirect.empty() && cache_.count(load_key(s, e, V, G))) cached = true;
@@ -563,7 +667,18 @@ class KernelWriter {
     std::map<std::string, std::string> load_names;
     // Tensor-valued indices of vector loads are computed in the load block (at lane 0 of the group).
     ExprEmitter lem(p_, loads, vin + "  ", counter_);
-    for_each_node(s.value, [&](const Expr& e) {
+    // Subexpressions an earlier stage left in the row value cache: read from registers, their
+    // loads not made.
+    std::set<const Expr*> from_cache;
+    if (j >= 0)
+      for (const CachedValue& c : values_) {
+        if (c.V != V || c.G != G || std::find(c.consumers.begin(), c.consumers.end(), &s) == c.consumers.end()) continue;
+        for (const Expr* e : value_matches(s.value, c.value)) {
+          em.values[e] = c.name + "[" + std::to_string(j) + "][k]";
+          from_cache.insert(e);
+        }
+      }
+    for_each_node_outside(s.value, from_cache, [&](const Expr& e) {
       if (e.kind != Expr::kLoad || !aligned_.count(e.buffer) || !vector_load(p_, e, v, V)) return;
       std::string key = "b" + std::to_string(e.buffer) + " + (" + index_text(e.index) + ")";
       if (!e.indirect.empty()) {
@@ -598,6 +713,9 @@ class KernelWriter {
     b << vin << "  const " << IT_ << " " << xv << " = base + k;\n";
     std::string val = work.body(em, b, vin + "  ", vstore);
     if (vstore) b << vin << "  vs.v[k] = " << to_storage(p_.buffers[s.out_buffer].dtype, val) << ";\n";
+    if (j >= 0)
+      for (const CachedValue& c : values_)
+        if (c.producer == &s && c.V == V && c.G == G) b << vin << "  " << c.name << "[" << j << "][k] = " << em.emit(s.value) << ";\n";
     b << vin << "}\n";
     if (work.after_group) work.after_group(b, vin, V);
     if (vstore) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "codegen/common/op_spelling.h"
@@ -117,6 +118,29 @@ void collect(const ExprPtr& e, const std::function<void(const Expr&)>& f, std::s
   for (const auto& a : e->args) collect(a, f, seen);
   for (const auto& i : e->indirect) collect(i.value, f, seen);
 }
+bool same_expr(const ExprPtr& a, const ExprPtr& b) {
+  if (a == b) return true;
+  if (!a || !b || a->kind != b->kind || a->dtype != b->dtype || a->args.size() != b->args.size()) return false;
+  switch (a->kind) {
+    case Expr::kLoad:
+      if (a->buffer != b->buffer || !(a->index == b->index) || a->indirect.size() != b->indirect.size()) return false;
+      for (size_t i = 0; i < a->indirect.size(); ++i)
+        if (a->indirect[i].stride != b->indirect[i].stride || a->indirect[i].bound != b->indirect[i].bound ||
+            !same_expr(a->indirect[i].value, b->indirect[i].value))
+          return false;
+      return true;
+    case Expr::kConst: return std::memcmp(&a->value, &b->value, sizeof(double)) == 0;
+    case Expr::kIndexValue: return a->index == b->index;
+    case Expr::kLocal: return a->local == b->local && a->local_part == b->local_part;
+    case Expr::kUnary: if (a->unary_op != b->unary_op) return false; break;
+    case Expr::kBinary: if (a->binary_op != b->binary_op) return false; break;
+    default: break;
+  }
+  for (size_t i = 0; i < a->args.size(); ++i)
+    if (!same_expr(a->args[i], b->args[i])) return false;
+  return true;
+}
+
 void for_each_node(const ExprPtr& e, const std::function<void(const Expr&)>& f) {
   std::set<const Expr*> seen;
   collect(e, f, seen);
@@ -220,6 +244,7 @@ std::string ExprEmitter::address(const Expr& e) {
 std::string ExprEmitter::emit(const ExprPtr& e) {
   auto it = memo_.find(e.get());
   if (it != memo_.end()) return it->second;
+  if (auto c = values.find(e.get()); c != values.end()) return c->second;
   std::string v = "t" + std::to_string(next_++);
   std::string rhs = render(e);
   out_ << indent_ << "const " << temp_type(e->dtype) << " " << v << " = " << rhs << ";\n";

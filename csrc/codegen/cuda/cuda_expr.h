@@ -63,6 +63,9 @@ bool stage_checks(const Stage& s);
 // Whether an access at `idx` covers V consecutive, V-aligned elements as variable `v` runs
 // over a group [base, base + V) with base a multiple of V.
 bool vector_access(const Index& idx, int v, int V);
+// Whether two expressions compute the same value at every point of the same loop space: the
+// same tree (operators, types, constants bit for bit, loads of the same buffer at the same index).
+bool same_expr(const ExprPtr& a, const ExprPtr& b);
 // Whether an expression's value changes with variable v.
 bool expr_uses_var(const ExprPtr& e, int v);
 // Whether a load can be a vector load of V elements as variable v runs over a V-aligned group.
@@ -77,6 +80,9 @@ class ExprEmitter {
   ExprEmitter(const Program& p, StrBuilder& out, std::string indent, int& counter)
       : p_(p), out_(out), indent_(std::move(indent)), next_(counter) {}
   std::map<const Expr*, std::string> vec_loads;
+  // Whole subexpressions already computed by an earlier stage and kept in registers (the row
+  // value cache): the node is spelled as this C++ value and its operands are not emitted.
+  std::map<const Expr*, std::string> values;
   std::string lane;
   // The element index of a load: its index, plus each tensor-valued index (emitted first) times
   // its stride, checked against its bound.
