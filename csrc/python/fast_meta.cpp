@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "frontend/objects/tensor_probe.h"
+#include "torch_bridge/autograd_node.h"
 
 namespace kiln::frontend {
 
@@ -123,17 +124,6 @@ struct CaptureOnlyBackward : torch::autograd::Node {
 // A probe's computation runs with grad mode off (its meta functions must record nothing); under
 // the caller's grad mode, a floating result of operands that require grad then requires grad
 // as eager's does, through a CaptureOnlyBackward node whose edges are those operands'.
-// Autograd nodes are held by std::shared_ptr in PyTorch 2.11 and by c10::intrusive_ptr in later
-// versions: made through whichever the edges hold.
-template <class P> struct MakeNode;
-template <class T> struct MakeNode<std::shared_ptr<T>> {
-  template <class N> static std::shared_ptr<T> make() { return std::make_shared<N>(); }
-};
-template <class T> struct MakeNode<c10::intrusive_ptr<T>> {
-  template <class N> static c10::intrusive_ptr<T> make() { return c10::make_intrusive<N>(); }
-};
-using NodePtr = decltype(torch::autograd::Edge::function);
-
 // Returns false where the result cannot be given eager's autograd metadata here (a view: the
 // Python path then answers).
 bool attach_autograd(at::Tensor& result, bool grad) {
@@ -144,7 +134,7 @@ bool attach_autograd(at::Tensor& result, bool grad) {
   for (const at::Tensor& o : operands)
     if (result.is_same(o)) return true;  // x.to(its own dtype) is x, as in eager
   if (result.is_view() || result.requires_grad()) return false;
-  NodePtr fn = MakeNode<NodePtr>::make<CaptureOnlyBackward>();
+  auto fn = bridge::make_node<CaptureOnlyBackward>();
   fn->set_next_edges(torch::autograd::collect_next_edges(operands));
   torch::autograd::create_gradient_edge(result, std::move(fn));
   return true;
