@@ -34,6 +34,13 @@ namespace py = pybind11;
 
 namespace kiln::python {
 
+// An exception's message without the C++ backtrace a c10::Error carries (statuses and fallback
+// reasons are read by people, in explain() and the report).
+static std::string message_of(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
 // For kiln/_cudagraphs.py: whether a CUDA graph capture serves a call's arguments. The capture
 // reads parameters in place (their data pointers must be the captured ones) and copies the other
 // tensors in (their layouts must be the captured ones; a parameter there has a capture of its
@@ -843,7 +850,7 @@ class CodegenGraph {
         for (auto& [s, st] : training_sizes_.add(sig, dims, std::move(plan), opts_, &source_)) trainings_[s] = std::move(st);
         if (training_sizes_.builds() && !timings_.contains("training_sizes_build")) timings_["training_sizes_build"] = since(t0);
       } catch (const std::exception& e) {  // py::error_already_set too: the per-size path traces again and reports it
-        training_sizes_.give_up(std::string("planning failed: ") + e.what());
+        training_sizes_.give_up(std::string("planning failed: ") + message_of(e));
       }
       size_status_ = training_sizes_.status();
     }
@@ -885,9 +892,9 @@ class CodegenGraph {
       timings_["training_build"] = since(t0);
       return st;
     } catch (const py::error_already_set& e) {
-      training_status_ = std::string("eager: ") + e.what();
+      training_status_ = std::string("eager: ") + message_of(e);
     } catch (const std::exception& e) {
-      training_status_ = std::string("eager: ") + e.what();
+      training_status_ = std::string("eager: ") + message_of(e);
       if (std::strstr(e.what(), "no output requires grad")) {
         grad_free_ = true;
         training_status_ = "none needed: no output requires grad";
@@ -905,7 +912,7 @@ class CodegenGraph {
     } catch (const py::error_already_set& e) {
       // If eager raises too, the inputs were bad (a zero divisor, a shape mismatch): that is
       // the user's exception, and the next call traces again. Otherwise kiln could not trace it.
-      std::string why = std::string("trace failed: ") + e.what();
+      std::string why = std::string("trace failed: ") + message_of(e);
       if (frontend_) {  // the frame reruns eagerly; a second failure gives up on generated code
         if (++trace_failures_ >= 2) {
           state_ = kEager;
@@ -920,7 +927,7 @@ class CodegenGraph {
       if (!on_compiled_.is_none()) on_compiled_(this);
       return r;
     } catch (const std::exception& e) {
-      return fall_back(std::string("trace failed: ") + e.what(), args);
+      return fall_back(std::string("trace failed: ") + message_of(e), args);
     }
     tr = bridge::plan_channels_last(std::move(tr), inputs, runner());  // CUDA convolutions: NHWC
     // Writing a result back into an input whose elements share memory (an expanded tensor) is

@@ -593,3 +593,22 @@ def test_first_backwards_on_two_threads_build_the_backward_once():
     for p, q in zip(m.parameters(), ref.parameters()):
         assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-5)
     assert_compiled([g.training_status for g in _codegen.GRAPHS])
+
+
+def test_a_graph_whose_backward_eager_refuses_runs_eagerly_with_a_readable_reason():
+    # x is saved for w's gradient, then written: eager's backward raises, so the joint trace does;
+    # the graph runs eagerly, and its reason is PyTorch's message without the C++ backtrace.
+    def f(x, w):
+        y = x * w
+        x.add_(1)
+        return x * 1, y.sum()
+    c = kiln.compile(f)
+    x, xe = torch.randn(4), torch.randn(4)
+    xe.copy_(x)
+    w = torch.randn(4, requires_grad=True)
+    (a, la), (b, lb) = c(x, w), f(xe, w)
+    assert_same(a, b)
+    assert_same(la, lb)
+    (status,) = [g.training_status for g in _codegen.GRAPHS]
+    assert status.startswith("eager: one of the variables needed for gradient computation has been modified"), status
+    assert "Exception raised from" not in status and "frame #" not in status, status
