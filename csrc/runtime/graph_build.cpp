@@ -82,7 +82,12 @@ std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program
   // Programs of many kernels are split into units of about kCudaUnitBytes of kernel source (in practice autotuning modules and large graphs), at
   // most one per compile job, compiled by NVRTC on as many threads; one unit is the whole
   // source as it always was (the same cubin cache entry).
-  constexpr size_t kCudaUnitBytes = 48000;
+  // KILN_CUDA_UNIT_BYTES overrides the unit size (measurements of NVRTC's concurrency).
+  static const size_t kCudaUnitBytes = [] {
+    const char* v = std::getenv("KILN_CUDA_UNIT_BYTES");
+    const long b = v ? std::strtol(v, nullptr, 10) : 0;
+    return b > 0 ? static_cast<size_t>(b) : size_t{48000};
+  }();
   const size_t n = m.kernels.size();
   size_t total = 0;
   for (const std::string& ks : m.kernel_sources) total += ks.size();
@@ -107,15 +112,12 @@ std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program
   }
   const std::string dir = cache_dir(opts.cache_dir);
   auto t2 = std::chrono::steady_clock::now();
-  std::vector<CubinResult> results(sources.size());
-  if (sources.size() == 1) {
-    results[0] = compile_cuda_cached(dir, sources[0], arch);
-  } else {
-    std::vector<std::thread> threads;
-    for (size_t u = 0; u < sources.size(); ++u)
-      threads.emplace_back([&, u] { results[u] = compile_cuda_cached(dir, sources[u], arch); });
-    for (auto& t : threads) t.join();
-  }
+  // KILN_NVRTC_PROCESSES=1: units compile in child processes instead of threads.
+  static const bool processes = [] {
+    const char* v = std::getenv("KILN_NVRTC_PROCESSES");
+    return v && *v == '1';
+  }();
+  std::vector<CubinResult> results = compile_cuda_units(dir, sources, arch, processes);
   r.cache_hit = true;
   std::vector<std::string> cubins;
   for (CubinResult& cr : results) {
