@@ -815,12 +815,17 @@ class CodegenGraph {
   // One training call on a built pair, or eagerly where an input the pair writes in place shares
   // memory with another input (the pair reads them as independent values: the other would miss
   // the write) or with itself (an expanded tensor: eager's fill_ writes it, the copy back of the
-  // new contents cannot), as inference graphs decline such calls.
+  // new contents cannot), as inference graphs decline such calls; and where autograd records the
+  // write (it requires grad) and it is a leaf or a view (eager raises for a leaf or a view of
+  // one, at the write).
   py::object run_pair(const std::shared_ptr<TrainingStages>& st, const std::vector<at::Tensor>& inputs, py::args args) {
     if (!st->mutated_inputs.empty()) {
       if (runtime::written_input_aliases(st->mutated_inputs, [](int i) { return i; }, inputs)) return eager_(*args);
-      for (int i : st->mutated_inputs)
-        if (at::has_internal_overlap(inputs.at(i)) == at::MemOverlap::Yes) return eager_(*args);
+      for (size_t k = 0; k < st->mutated_inputs.size(); ++k) {
+        const at::Tensor& t = inputs.at(st->mutated_inputs[k]);
+        if (at::has_internal_overlap(t) == at::MemOverlap::Yes) return eager_(*args);
+        if (st->output_requires_grad[st->num_outputs + k] && (t.is_leaf() || t.is_view())) return eager_(*args);
+      }
     }
     return pack(run_training_call(st, inputs));
   }

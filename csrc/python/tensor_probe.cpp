@@ -14,6 +14,7 @@
 #include <torch/csrc/Device.h>
 
 #include "support/str_builder.h"
+#include "torch_bridge/autograd_node.h"
 
 namespace kiln::frontend {
 
@@ -194,7 +195,7 @@ PyObject* probe_make_meta(PyObject* o) {
     else
       m = at::empty(t.sizes(), t.options().device(at::kMeta).requires_grad(false));
   }
-  if (t.requires_grad()) m.set_requires_grad(true);
+  kiln::bridge::requires_grad_like(m, t);
   return THPVariable_Wrap(m);
 }
 

@@ -4,6 +4,7 @@
 // touches Python: the node is what a torch.autograd.Function would give, without its Python
 // objects (ctx, saved-tensor lists, the backward's frames).
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/autograd/variable.h>
@@ -13,11 +14,11 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "python/training_stages.h"
+#include "torch_bridge/autograd_node.h"
 
 namespace kiln::python {
 
@@ -63,13 +64,7 @@ std::string type_name(const at::Tensor& t) {
   return std::string("torch.") + (t.is_cuda() ? "cuda." : "") + c10::toString(t.scalar_type()) + "Tensor";
 }
 
-// A new autograd node: PyTorch 2.13 holds them in c10::intrusive_ptr, earlier releases (2.11 on
-// the lent GPU machines) in std::shared_ptr.
-template <class T, class... Args>
-auto make_node(Args&&... args) {
-  if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, T>) return c10::make_intrusive<T>(std::forward<Args>(args)...);
-  else return std::make_shared<T>(std::forward<Args>(args)...);
-}
+using bridge::make_node;
 
 class TrainingNode : public Node {
  public:
@@ -181,12 +176,17 @@ std::vector<at::Tensor> run_training_call(const std::shared_ptr<TrainingStages>&
     call->saved.reserve(st.saved_primals.size() + outs.size() - n - m);
     for (int i : st.saved_primals) {
       bool written = std::find(st.mutated_inputs.begin(), st.mutated_inputs.end(), i) != st.mutated_inputs.end();
-      call->saved.push_back(written ? inputs[i].clone() : inputs[i]);
+      // A copy with the input's own strides (the backward was compiled for them; clone() makes a
+      // strided slice contiguous).
+      call->saved.push_back(written ? at::empty_strided(inputs[i].sizes(), inputs[i].strides(), inputs[i].options()).copy_(inputs[i]) : inputs[i]);
     }
-    for (int k = 0; k < m; ++k) inputs[st.mutated_inputs[k]].copy_(outs[n + k]);  // running statistics and the like
+    // Running statistics and the like; an input that requires grad is written after the nodes
+    // exist, under autograd, so its history leads through the node to its old contents.
+    for (int k = 0; k < m; ++k)
+      if (!st.output_requires_grad[n + k]) inputs[st.mutated_inputs[k]].copy_(outs[n + k]);
     for (size_t k = n + m; k < outs.size(); ++k) call->saved.push_back(std::move(outs[k]));
   }
-  outs.resize(n);
+  outs.resize(n + m);
   // A saved tensor that is an input, an output or a view (whose autograd metadata holds its base)
   // is held as an alias: an output would point back at its node (a cycle), and none may carry
   // autograd history into the backward. The other saved values are the forward's own tensors,
@@ -197,7 +197,7 @@ std::vector<at::Tensor> run_training_call(const std::shared_ptr<TrainingStages>&
     at::Tensor& t = call->saved[i];
     call->versions.push_back(t._version());
     bool shared = i < num_primals || t.unsafeGetTensorImpl()->autograd_meta() != nullptr;
-    for (int k = 0; k < n && !shared; ++k) shared = outs[k].unsafeGetTensorImpl() == t.unsafeGetTensorImpl();
+    for (int k = 0; k < n + m && !shared; ++k) shared = outs[k].unsafeGetTensorImpl() == t.unsafeGetTensorImpl();
     if (shared) t = shallow_alias(t);
   }
   // An output that is a view of a buffer of the node's own is a tensor of its own. One that is a
@@ -229,7 +229,7 @@ std::vector<at::Tensor> run_training_call(const std::shared_ptr<TrainingStages>&
     if (base >= 0 && st.output_requires_grad[k]) view_base[k] = base;
     else outs[k] = outs[k].detach();  // an alias that gets no gradient
   }
-  for (int k = 0; k < n; ++k)
+  for (int k = 0; k < n + m; ++k)
     if (st.tangent_of_output[k] >= 0) call->tangents.push_back({outs[k].sizes().vec(), outs[k].options()});
   for (size_t g = 0; g < st.component_outputs.size(); ++g) {
     edge_list edges;
@@ -247,7 +247,7 @@ std::vector<at::Tensor> run_training_call(const std::shared_ptr<TrainingStages>&
     auto node = make_node<TrainingNode>(call, static_cast<int>(g));
     node->set_next_edges(std::move(edges));
     for (int j : st.component_outputs[g]) {
-      if (view_base[j] >= 0) {
+      if (j < n && view_base[j] >= 0) {
         node->add_input_metadata(Node::undefined_input());
         continue;
       }
@@ -259,6 +259,9 @@ std::vector<at::Tensor> run_training_call(const std::shared_ptr<TrainingStages>&
     const at::Tensor& b = view_base[k] < num_in ? inputs[view_base[k]] : outs[view_base[k] - num_in];
     outs[k] = b.as_strided(outs[k].sizes(), outs[k].strides(), outs[k].storage_offset());
   }
+  for (int k = 0; k < m; ++k)
+    if (st.output_requires_grad[n + k]) inputs[st.mutated_inputs[k]].copy_(outs[n + k]);  // CopyBackwards, as eager's write records
+  outs.resize(n);
   return outs;
 }
 

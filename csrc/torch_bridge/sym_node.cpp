@@ -18,6 +18,7 @@
 
 #include "frontend/objects/tensor_probe.h"
 #include "symbolic/shape_env.h"
+#include "torch_bridge/autograd_node.h"
 
 namespace kiln::frontend {
 static thread_local bool tls_meta_mode = false;
@@ -302,7 +303,7 @@ PyObject* probe_make_symbolic_meta(PyObject* o, const std::shared_ptr<sym::Shape
       at::AutoDispatchBelowADInplaceOrView guard;
       m = at::empty_strided_symint(sz, st, t.options().device(at::kMeta).requires_grad(false));
     }
-    if (t.requires_grad()) m.set_requires_grad(true);
+    kiln::bridge::requires_grad_like(m, t);
     return THPVariable_Wrap(m);
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());

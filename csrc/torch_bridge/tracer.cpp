@@ -9,6 +9,8 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
+#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
@@ -18,6 +20,8 @@
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "torch_bridge/autograd_node.h"
 
 namespace kiln::bridge {
 
@@ -354,6 +358,7 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
   jt.num_primals = static_cast<int>(inputs.size());
   std::vector<at::Tensor> base, functional, leaves;
   std::vector<int> leaf_of;
+  std::vector<const torch::autograd::Node*> identity_of(inputs.size(), nullptr);  // per input that requires grad
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
     check_input(t, i);
@@ -368,8 +373,16 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
     s.ids.emplace(base.back().unsafeGetTensorImpl(), v);
     functional.push_back(at::functionalization::impl::to_functional_tensor(base.back()));
     if (t.requires_grad()) {
-      functional.back().requires_grad_(true);
-      leaves.push_back(functional.back());
+      // The gradient is taken for a leaf over the same memory; the graph reads a non-leaf joined
+      // to it by an identity node, so the graph may write it in place as eager may write a
+      // non-leaf input (its new contents are then a differentiable forward output).
+      at::Tensor leaf = at::functionalization::impl::to_functional_tensor(base.back());
+      leaf.requires_grad_(true);
+      auto identity = make_node<torch::autograd::Identity>();
+      identity->set_next_edges({torch::autograd::impl::gradient_edge(leaf)});
+      torch::autograd::set_history(functional.back(), identity);
+      identity_of[i] = identity.get();
+      leaves.push_back(leaf);
       leaf_of.push_back(static_cast<int>(i));
     }
   }
@@ -388,10 +401,24 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
     at::functionalization::impl::FunctionalizationReapplyViewsGuard reapply(true);
     c10::impl::IncludeDispatchKeyGuard include(c10::DispatchKeySet({c10::DispatchKey::Functionalize, c10::DispatchKey::Fake}));
     outs = run(functional);
+    // Inputs the forward wrote in place: their new contents are forward outputs after the graph's
+    // own, for the caller to copy back; differentiable where autograd recorded the write (the
+    // input's history moved past its identity node; a write under no_grad, a parameter's
+    // initialisation, leaves it a leaf's plain new contents).
+    const size_t own = outs.size();
+    std::vector<bool> recorded;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      at::functionalization::impl::sync(functional[i]);
+      if (at::functionalization::impl::from_functional_tensor(functional[i]).unsafeGetTensorImpl() == base[i].unsafeGetTensorImpl()) continue;
+      outs.push_back(functional[i]);
+      jt.mutated_inputs.push_back(static_cast<int>(i));
+      recorded.push_back(identity_of[i] && functional[i].grad_fn().get() != identity_of[i]);
+    }
     std::vector<at::Tensor> diff_outs, tangents;
-    for (const at::Tensor& o : outs) {
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const at::Tensor& o = outs[k];
       if (!o.defined()) fail("the graph returned an undefined tensor");
-      bool req = o.requires_grad();
+      bool req = k < own ? o.requires_grad() : recorded[k - own];
       jt.output_requires_grad.push_back(req);
       if (!req) continue;
       at::Tensor tangent;
@@ -440,14 +467,6 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
     });
     for (at::Tensor& o : outs) o = unwrap(o);
     for (at::Tensor& g : grads) g = unwrap(g);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      at::functionalization::impl::sync(functional[i]);
-      at::Tensor now = at::functionalization::impl::from_functional_tensor(functional[i]);
-      if (now.unsafeGetTensorImpl() == base[i].unsafeGetTensorImpl()) continue;
-      if (inputs[i].requires_grad()) fail("the training graph writes in place to input " + std::to_string(i) + ", which requires grad");
-      outs.push_back(now);
-      jt.mutated_inputs.push_back(static_cast<int>(i));
-    }
     s.result.graph.num_inputs = jt.num_primals + static_cast<int>(tangents.size());
   } catch (...) {
     t_state = nullptr;

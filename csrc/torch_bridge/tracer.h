@@ -45,15 +45,16 @@ TraceResult trace(const std::vector<at::Tensor>& inputs, const GraphRunner& run)
 // leaves) and PyTorch's autograd engine differentiates its outputs with tangent inputs, while
 // the tracer records every functional operator of both passes. Graph inputs: the primals, then
 // one tangent per output that requires grad; outputs: the forward outputs, then the gradients
-// that are defined. The caller's tensors and autograd graph are untouched. Inputs the graph
-// writes in place (BatchNorm's running statistics) must not require grad: their new contents
-// are extra forward outputs, right after the graph's own, for the caller to copy back.
+// that are defined. The caller's tensors and autograd graph are untouched. The new contents of
+// inputs the graph writes in place (BatchNorm's running statistics, `x.mul_(2)` on an input) are
+// extra forward outputs, right after the graph's own, for the caller to copy back; where the
+// input requires grad they are differentiable outputs with tangents like the graph's own.
 struct JointTrace {
   TraceResult trace;
   int num_primals = 0;
   int num_fwd_outputs = 0;                 // the graph's outputs plus one per mutated input
   std::vector<int> mutated_inputs;         // per extra forward output: the input it overwrites
-  std::vector<bool> output_requires_grad;  // per forward output
+  std::vector<bool> output_requires_grad;  // per forward output, the mutated inputs' included
   std::vector<int> grad_of;                // per gradient output: the primal it belongs to
   std::vector<std::vector<int>> grad_outputs;  // per gradient output: the differentiable outputs
                                                // (0-based among them) whose autograd graph reaches it

@@ -203,7 +203,7 @@ class Gen:
         if not cands:
             return
         a = r.choice(cands)
-        forms = ["{a}[:1]", "{a}[..., :1]", "{a}.view(-1)" if env[a].is_contiguous() else "{a}[1:]"]  # any size, 0 too
+        forms = ["{a}[:1]", "{a}[..., :1]", "{a}.unsqueeze(0)", "{a}[1:]"]  # views at any size, 0 too
         if env[a].dim() == 2:
             forms.append("{a}.t()")
         Gen.add_arg(self, r.choice(forms).format(a=a), "a")

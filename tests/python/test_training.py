@@ -453,6 +453,80 @@ def test_the_first_call_of_a_training_graph_runs_the_pair_it_built():
     assert_same(got, w.grad)
 
 
+class _ResidualBlock(nn.Module):
+    # torchvision's BasicBlock writes activations in place: ReLU(inplace=True), out += identity.
+    def __init__(self, c):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += x
+        return self.relu(out)
+
+
+def test_in_place_writes_to_activations_are_one_training_graph():
+    # The capture's meta copy of a tensor written in place was a leaf, so every in-place op on an
+    # activation that requires grad broke the graph ("a leaf Variable that requires grad is being
+    # used in an in-place operation") and ran eagerly.
+    statuses = train_steps(_ResidualBlock(4), lambda: [torch.randn(2, 4, 8, 8, requires_grad=True)])
+    assert len(statuses) == 1
+    assert_compiled(statuses)
+
+
+def test_a_write_to_an_input_that_requires_grad_is_compiled_and_differentiated():
+    def f(x, w):
+        x.mul_(w)  # x is an activation (not a leaf): eager records MulBackward on it
+        return (x.sin() * 2).sum()
+    c = kiln.compile(f)
+    for _ in range(3):
+        a, w = torch.randn(5, requires_grad=True), torch.randn(5, requires_grad=True)
+        xe, xc = a * 1.5, a * 1.5
+        le, lc = f(xe, w), c(xc, w)
+        assert_same(xc, xe)
+        # the loss and a later use of x, whose history now leads through the write
+        (le + xe.pow(2).sum()).backward()
+        ga, gw = a.grad, w.grad
+        a.grad = w.grad = None
+        (lc + xc.pow(2).sum()).backward()
+        assert_same(a.grad, ga)
+        assert_same(w.grad, gw)
+        assert lc.grad_fn.name() == "KilnCompiledBackward"
+    assert_compiled([g.training_status for g in _codegen.GRAPHS])
+    # The same graph given a leaf (or a view of an activation) runs that call eagerly: eager
+    # raises for the leaf at the write, and records the view's write on its base.
+    leaf = torch.randn(5, requires_grad=True)
+    with pytest.raises(RuntimeError) as eager_error:
+        f(leaf, w)
+    with pytest.raises(RuntimeError) as kiln_error:
+        c(leaf, w)
+    assert str(kiln_error.value) == str(eager_error.value)
+    a = torch.randn(2, 5, requires_grad=True)
+    xe, xc = a * 1.5, a * 1.5
+    (c(xc[0], w) + xc.sum()).backward()
+    ga, a.grad = a.grad, None
+    (f(xe[0], w) + xe.sum()).backward()
+    assert_same(ga, a.grad)
+
+
+@pytest.mark.parametrize("view", [False, True])
+def test_a_write_to_a_leaf_that_requires_grad_raises_as_eager(view):
+    def f(x, w):
+        (x[1:] if view else x).mul_(w)
+        return x.sum()
+    c = kiln.compile(f)
+    for make in (lambda: (torch.randn(4, requires_grad=True) * 1).detach().requires_grad_(), lambda: torch.randn(4, requires_grad=True)):
+        w = torch.randn(3 if view else 4)
+        with pytest.raises(RuntimeError) as eager_error:
+            f(make(), w)
+        with pytest.raises(RuntimeError) as kiln_error:
+            c(make(), w)
+        assert str(kiln_error.value) == str(eager_error.value)
+
+
 class _Tied(nn.Module):
     def __init__(self):
         super().__init__()

@@ -394,3 +394,24 @@ def test_a_training_graph_writing_an_expanded_input_runs_that_call_eagerly():
         torch.testing.assert_close(lc, le)
         torch.testing.assert_close(pc.grad, pe.grad)
         assert ac.tolist() == ae.tolist() == [3] * 5
+
+
+def test_a_strided_input_written_in_place_and_saved_for_backward_keeps_its_strides():
+    # Seed 3150: the backward reads a written input as it was before the call, from a copy; clone()
+    # made the copy of a strided slice contiguous, and the backward, compiled for the slice's
+    # strides, refused it ("input 1 differs from the traced one") inside loss.backward().
+    def f(a, p):
+        t = torch.sub(p, a, alpha=0.5)
+        a.add_(a, alpha=2)
+        return t.sigmoid().sum() + (p * a).sum()
+
+    cf = kiln.compile(f)
+    for step in range(3):
+        pe, pc = _leaf(0, ()), _leaf(0, ())
+        ae, ac = torch.arange(10.0)[::2], torch.arange(10.0)[::2]
+        le, lc = f(ae, pe), cf(ac, pc)
+        le.backward()
+        lc.backward()
+        torch.testing.assert_close(lc, le)
+        torch.testing.assert_close(pc.grad, pe.grad)
+        torch.testing.assert_close(ac, ae)

@@ -61,7 +61,8 @@ std::string probe_mismatch(PyObject* o, const TensorFacts& facts);
 // "f32[4, 8]" style summary, with the device if not CPU.
 std::string probe_describe(const TensorFacts& facts);
 std::string probe_describe_tensor(PyObject* t);
-// New reference: a meta tensor with t's sizes, strides, dtype and requires_grad.
+// New reference: a meta tensor with t's sizes, strides and dtype, requiring grad as t does (a
+// leaf, or not: bridge::requires_grad_like).
 PyObject* probe_make_meta(PyObject* t);
 // Shape propagation in C++ for common elementwise operators (csrc/python/fast_meta.cpp): the
 // meta result of `target(*args, **kwargs)` (or of the tensor method `method` on args[0]) from
