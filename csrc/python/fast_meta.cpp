@@ -228,7 +228,8 @@ bool is_binary(Op op) { return op <= Op::kXor || op == Op::kMaximum || op == Op:
 // ---- composite operators -------------------------------------------------------------------
 
 enum class Kind { kSoftmax, kLogSoftmax, kLayerNorm, kEmbedding, kLinear, kMatmul, kMm, kBmm, kAddmm, kBaddbmm, kSum, kMean,
-                  kArange, kAmax, kAmin, kTril, kTriu, kMaskedFill, kBitwiseNot, kPow, kSquare, kTo, kCast, kTypeAs, kSdpa };
+                  kArange, kAmax, kAmin, kTril, kTriu, kMaskedFill, kBitwiseNot, kPow, kSquare, kTo, kCast, kTypeAs, kSdpa,
+                  kConv2d, kRelu, kSilu, kBatchNorm, kMaxPool2d, kAdaptiveAvgPool2d };
 
 // A Python signature: parameter names in order, how many must be given, how many may be given
 // by position, and how many leading ones may not be given by keyword (self of a method, the
@@ -522,6 +523,114 @@ at::Tensor arange(const Bound& b) {
   return at::empty({std::max<int64_t>(n, 0)}, at::TensorOptions().dtype(dtype).device(at::kMeta));
 }
 
+// ---- convolution networks (conv2d, batch_norm, max_pool2d, adaptive_avg_pool2d, F.relu) -------
+// PyTorch's meta kernels for these check their arguments with torch._check, whose first use
+// imports torch.fx.experimental.symbolic_shapes and sympy (a ResNet's first capture: 0.3 s with
+// compiled bytecode, 2.9 s without, as on the GPU image). The fast path takes NCHW-contiguous
+// operands (every PyTorch version gives a contiguous result there) and the arguments eager
+// accepts; anything else takes the Python path, which raises the operator's own errors.
+
+// int[2] as PyTorch parses it: one int, or a sequence of one or two.
+bool as_pair(PyObject* o, int64_t out[2]) {
+  std::vector<int64_t> v;
+  if (!as_ints(o, &v, true) || v.empty() || v.size() > 2) return false;
+  out[0] = v[0];
+  out[1] = v.size() == 2 ? v[1] : v[0];
+  return true;
+}
+
+bool nchw(const at::Tensor& t) { return t.dim() == 4 && t.is_contiguous() && is_float(t.scalar_type()); }
+
+at::Tensor conv2d(const Bound& b) {
+  at::Tensor x, w, bias;
+  if (!meta_operand(b.get("input"), &x) || !meta_operand(b.get("weight"), &w) || !opt_tensor(b.get("bias"), &bias)) return {};
+  int64_t stride[2] = {1, 1}, pad[2] = {0, 0}, dil[2] = {1, 1}, groups = 1;
+  if (PyObject* o = b.get("stride"); o && !as_pair(o, stride)) return {};
+  if (PyObject* o = b.get("padding"); o && !as_pair(o, pad)) return {};  // "same" / "valid": the Python path
+  if (PyObject* o = b.get("dilation"); o && !as_pair(o, dil)) return {};
+  if (PyObject* o = b.get("groups"); o && !as_int(o, &groups)) return {};
+  if (!nchw(x) || !nchw(w) || w.scalar_type() != x.scalar_type() || groups < 1) return {};
+  const int64_t cout = w.size(0);
+  if (cout == 0 || cout % groups != 0 || x.size(1) != w.size(1) * groups || x.size(0) == 0) return {};
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != cout || bias.scalar_type() != x.scalar_type())) return {};
+  std::vector<int64_t> sizes = {x.size(0), cout, 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    if (stride[i] < 1 || pad[i] < 0 || dil[i] < 1 || w.size(2 + i) < 1) return {};
+    const int64_t span = dil[i] * (w.size(2 + i) - 1) + 1, in = x.size(2 + i) + 2 * pad[i];
+    if (in < span) return {};  // "kernel size can't be greater than actual input size"
+    sizes[2 + i] = (in - span) / stride[i] + 1;
+  }
+  return at::empty(sizes, x.options());
+}
+
+// F.batch_norm in inference (training=False): a new tensor of the input's shape. Training updates
+// the running statistics in place: the Python path.
+at::Tensor batch_norm(const Bound& b) {
+  at::Tensor x, mean, var, w, bias;
+  if (!meta_operand(b.get("input"), &x) || !meta_operand(b.get("running_mean"), &mean) || !meta_operand(b.get("running_var"), &var) ||
+      !opt_tensor(b.get("weight"), &w) || !opt_tensor(b.get("bias"), &bias) || !opt_double(b.get("momentum")) || !opt_double(b.get("eps")))
+    return {};
+  bool training = false;
+  if (PyObject* o = b.get("training"); o && (!as_bool(o, &training) || training)) return {};
+  if (x.dim() < 2 || !x.is_contiguous() || !is_float(x.scalar_type())) return {};
+  for (const at::Tensor* p : {&mean, &var, &w, &bias})
+    if (p->defined() && (p->dim() != 1 || p->size(0) != x.size(1) || p->scalar_type() != x.scalar_type())) return {};
+  return at::empty(x.sizes(), x.options());
+}
+
+// F.max_pool2d without indices (ceil_mode off): PyTorch's pooling_output_shape.
+at::Tensor max_pool2d(const Bound& b) {
+  at::Tensor x;
+  int64_t kernel[2], stride[2], pad[2] = {0, 0}, dil[2] = {1, 1};
+  if (!meta_operand(b.get("input"), &x) || !as_pair(b.get("kernel_size"), kernel)) return {};
+  PyObject* s = b.get("stride");
+  std::vector<int64_t> none;
+  if (absent(s) || (as_ints(s, &none, false) && none.empty())) {
+    stride[0] = kernel[0];
+    stride[1] = kernel[1];
+  } else if (!as_pair(s, stride)) {
+    return {};
+  }
+  if (PyObject* o = b.get("padding"); o && !as_pair(o, pad)) return {};
+  if (PyObject* o = b.get("dilation"); o && !as_pair(o, dil)) return {};
+  for (const char* flag : {"ceil_mode", "return_indices"}) {
+    bool v = false;
+    if (PyObject* o = b.get(flag); o && (!as_bool(o, &v) || v)) return {};
+  }
+  if (!nchw(x) || x.numel() == 0) return {};
+  std::vector<int64_t> sizes = {x.size(0), x.size(1), 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    if (kernel[i] < 1 || stride[i] < 1 || dil[i] < 1 || pad[i] < 0 || pad[i] > kernel[i] / 2) return {};
+    const int64_t n = x.size(2 + i) + 2 * pad[i] - dil[i] * (kernel[i] - 1) - 1;
+    if (n < 0) return {};
+    sizes[2 + i] = n / stride[i] + 1;
+  }
+  return at::empty(sizes, x.options());
+}
+
+// F.adaptive_avg_pool2d to one pixel: ATen computes it as mean over the last two dimensions.
+at::Tensor adaptive_avg_pool2d(const Bound& b) {
+  at::Tensor x;
+  int64_t out[2];
+  if (!meta_operand(b.get("input"), &x) || !as_pair(b.get("output_size"), out) || out[0] != 1 || out[1] != 1) return {};
+  if (!nchw(x) || x.numel() == 0) return {};
+  return at::meta::mean(x, std::vector<int64_t>{-1, -2}, true, std::nullopt);
+}
+
+// F.relu / F.silu (Python functions around torch.relu / torch._C._nn.silu); in place: the Python path.
+at::Tensor activation(Kind kind, const Bound& b) {
+  at::Tensor x;
+  bool inplace = false;
+  if (!meta_operand(b.get("input"), &x)) return {};
+  if (PyObject* o = b.get("inplace"); o && (!as_bool(o, &inplace) || inplace)) return {};
+  if (kind == Kind::kRelu) {
+    if (x.scalar_type() == at::kBool || (!at::isSignedType(x.scalar_type()) && !at::isFloatingType(x.scalar_type()))) return {};
+    return at::meta::clamp_min(x, 0);
+  }
+  if (!is_float(x.scalar_type())) return {};
+  return at::meta::silu(x);
+}
+
 at::Tensor composite(const Sig& sig, const Bound& b) {
   at::Tensor x, y, z;
   switch (sig.kind) {
@@ -581,6 +690,11 @@ at::Tensor composite(const Sig& sig, const Bound& b) {
       return cast(x, y.scalar_type());
     case Kind::kSdpa: return sdpa(b);
     case Kind::kArange: return arange(b);
+    case Kind::kConv2d: return conv2d(b);
+    case Kind::kBatchNorm: return batch_norm(b);
+    case Kind::kMaxPool2d: return max_pool2d(b);
+    case Kind::kAdaptiveAvgPool2d: return adaptive_avg_pool2d(b);
+    case Kind::kRelu: case Kind::kSilu: return activation(sig.kind, b);
   }
   return {};
 }
@@ -668,6 +782,14 @@ const std::unordered_map<PyObject*, Sig>& composite_functions() {
     add("operator", "pow", {Kind::kPow, {"input", "exponent"}, 2, 2, 2});
     add("torch._C._nn", "scaled_dot_product_attention",
         {Kind::kSdpa, {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"}, 3, 6});
+    add("torch", "conv2d", {Kind::kConv2d, {"input", "weight", "bias", "stride", "padding", "dilation", "groups"}, 2});
+    add("torch.nn.functional", "batch_norm",
+        {Kind::kBatchNorm, {"input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"}, 3});
+    add("torch.nn.functional", "max_pool2d",
+        {Kind::kMaxPool2d, {"input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"}, 2});
+    add("torch.nn.functional", "adaptive_avg_pool2d", {Kind::kAdaptiveAvgPool2d, {"input", "output_size"}, 2});
+    add("torch.nn.functional", "relu", {Kind::kRelu, {"input", "inplace"}, 1});
+    add("torch.nn.functional", "silu", {Kind::kSilu, {"input", "inplace"}, 1});
     return t;
   }();
   return *m;

@@ -32,7 +32,8 @@ int cuda_arch(int device) {
 }
 
 std::shared_ptr<CudaKernels> CudaKernels::load(const std::vector<std::string>& cubins, const std::vector<int>& unit_of,
-                                               std::vector<codegen::CudaKernel> kernels, int device, std::string* error) {
+                                               std::vector<codegen::CudaKernel> kernels, int device, std::string* error,
+                                               const std::vector<int>& same) {
   const CudaApi* api = cuda_api(error);
   if (!api) return nullptr;
   const CudaApi& nv = *api;
@@ -65,7 +66,14 @@ std::shared_ptr<CudaKernels> CudaKernels::load(const std::vector<std::string>& c
   std::vector<void*> module_spin(k->modules_.size(), nullptr);
   for (size_t m = 0; m < k->modules_.size(); ++m)
     if (nv.cuModuleGetFunction(&module_spin[m], k->modules_[m], "kiln_spin") != 0) module_spin[m] = nullptr;
+  // The function names of each kernel's configurations (default first), before the kernels move.
+  std::vector<std::vector<std::pair<std::string, std::string>>> names(kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) {
+    names[i].emplace_back(kernels[i].name, kernels[i].scalar_name);
+    for (const auto& a : kernels[i].alternatives) names[i].emplace_back(a.name, a.scalar_name);
+  }
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const size_t from = i < same.size() && same[i] >= 0 && static_cast<size_t>(same[i]) < i ? static_cast<size_t>(same[i]) : i;
     void* module = k->modules_.at(static_cast<size_t>(unit_of.at(i)));
     k->spin_.push_back(module_spin.at(static_cast<size_t>(unit_of.at(i))));
     std::vector<codegen::CudaKernel> all;
@@ -73,10 +81,16 @@ std::shared_ptr<CudaKernels> CudaKernels::load(const std::vector<std::string>& c
     kernels[i].alternatives.clear();
     all.push_back(std::move(kernels[i]));
     for (auto& a : alternatives) all.push_back(std::move(a));
+    if (names[from].size() != all.size()) {
+      *error = "kernel " + all[0].name + " is not the same code as kernel " + names[from][0].first;
+      return nullptr;
+    }
     std::vector<Variant> vs;
-    for (auto& kernel : all) {
+    for (size_t c = 0; c < all.size(); ++c) {
+      codegen::CudaKernel& kernel = all[c];
       Variant v;
-      if (!find(module, kernel.name, &v.function) || (!kernel.scalar_name.empty() && !find(module, kernel.scalar_name, &v.scalar)))
+      const auto& [fn, scalar_fn] = names[from][c];
+      if (!find(module, fn, &v.function) || (!kernel.scalar_name.empty() && !find(module, scalar_fn, &v.scalar)))
         return nullptr;
       k->checks_ = k->checks_ || kernel.checks;
       v.config = kernel.config.empty() ? "default" : kernel.config;

@@ -14,8 +14,11 @@ class CudaKernels {
  public:
   // Loads the cubins on CUDA device `device` and finds each kernel (its scalar twin and its
   // autotuning alternatives) in cubin `unit_of[k]`. Returns null with `error` set on failure.
+  // Where `same[k]` names an earlier kernel (codegen::same_kernels: the same code), kernel k runs
+  // that kernel's functions (their names; kernel k's source was not compiled).
   static std::shared_ptr<CudaKernels> load(const std::vector<std::string>& cubins, const std::vector<int>& unit_of,
-                                           std::vector<codegen::CudaKernel> kernels, int device, std::string* error);
+                                           std::vector<codegen::CudaKernel> kernels, int device, std::string* error,
+                                           const std::vector<int>& same = {});
   // Launches kernel `k` (the configuration chosen for it) on the device's current stream: its
   // parameters are taken from the graph's buffer table `ptrs`, then the error flag `err` (device
   // memory, or null when no kernel checks anything). The scalar twin runs when a vectorized

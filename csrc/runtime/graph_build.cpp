@@ -10,6 +10,7 @@
 
 #include "codegen/cpp/cpp_codegen.h"
 #include "codegen/cuda/cuda_codegen.h"
+#include "codegen/cuda/kernel_dedup.h"
 #include "codegen/cuda/matmul_epilogue.h"
 #include "lowering/lowerer.h"
 #include "runtime/cpp_compiler.h"
@@ -79,14 +80,28 @@ std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program
   r.timings.push_back({"codegen", since(t1)});
   const int arch = opts.cuda_arch ? opts.cuda_arch : cuda_arch(device);
   if (!arch) throw std::runtime_error("the compute capability of CUDA device " + std::to_string(device) + " is not known");
-  // Programs of many kernels are split into units of about kCudaUnitBytes of kernel source (in practice autotuning modules and large graphs), at
-  // most one per compile job, compiled by NVRTC on as many threads; one unit is the whole
-  // source as it always was (the same cubin cache entry).
-  constexpr size_t kCudaUnitBytes = 48000;
+  // Programs of many kernels are split into units of about kCudaUnitBytes of kernel source, at
+  // most one per compile job, compiled by NVRTC on as many threads (KILN_NVRTC_PROCESSES=1: child
+  // processes); one unit is the whole source as it always was (the same cubin cache entry). NVRTC
+  // takes ~0.2 s per kernel on the H200's host and its threads overlap (hf_llama's 45 kernels as
+  // one unit: 8.97 s; as 8 units on 8 threads: 2.08 s), so units are small.
+  // KILN_CUDA_UNIT_BYTES overrides the unit size (measurements of NVRTC's concurrency).
+  static const size_t kCudaUnitBytes = [] {
+    const char* v = std::getenv("KILN_CUDA_UNIT_BYTES");
+    const long b = v ? std::strtol(v, nullptr, 10) : 0;
+    return b > 0 ? static_cast<size_t>(b) : size_t{16000};
+  }();
+  // A kernel that is the same code as an earlier one (a model's repeated layers) is not compiled
+  // again: it runs the earlier one's function (codegen/cuda/kernel_dedup.h).
+  const std::vector<int> same = codegen::same_kernels(m);
   const size_t n = m.kernels.size();
-  size_t total = 0;
-  for (const std::string& ks : m.kernel_sources) total += ks.size();
-  const size_t max_units = std::min<size_t>(static_cast<size_t>(compile_jobs(opts.jobs)), n);
+  size_t total = 0, distinct = 0;
+  for (size_t k = 0; k < n; ++k)
+    if (same[k] == static_cast<int>(k)) {
+      total += m.kernel_sources[k].size();
+      ++distinct;
+    }
+  const size_t max_units = std::min<size_t>(static_cast<size_t>(compile_jobs(opts.jobs)), distinct);
   const size_t units = std::max<size_t>(1, std::min(max_units, (total + kCudaUnitBytes - 1) / kCudaUnitBytes));
   const std::string prefix = codegen::cuda_prefix_header() + "\n";
   std::vector<std::string> sources;
@@ -95,6 +110,10 @@ std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program
     size_t before = 0;
     int last = -1;
     for (size_t k = 0; k < n; ++k) {
+      if (same[k] != static_cast<int>(k)) {
+        unit_of[k] = unit_of[static_cast<size_t>(same[k])];
+        continue;
+      }
       const int u = static_cast<int>(std::min(units - 1, total ? before * units / total : 0));
       if (u != last) {  // contiguous groups of about total / units bytes; none left empty
         sources.push_back(prefix);
@@ -107,15 +126,12 @@ std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program
   }
   const std::string dir = cache_dir(opts.cache_dir);
   auto t2 = std::chrono::steady_clock::now();
-  std::vector<CubinResult> results(sources.size());
-  if (sources.size() == 1) {
-    results[0] = compile_cuda_cached(dir, sources[0], arch);
-  } else {
-    std::vector<std::thread> threads;
-    for (size_t u = 0; u < sources.size(); ++u)
-      threads.emplace_back([&, u] { results[u] = compile_cuda_cached(dir, sources[u], arch); });
-    for (auto& t : threads) t.join();
-  }
+  // KILN_NVRTC_PROCESSES=1: units compile in child processes instead of threads.
+  static const bool processes = [] {
+    const char* v = std::getenv("KILN_NVRTC_PROCESSES");
+    return v && *v == '1';
+  }();
+  std::vector<CubinResult> results = compile_cuda_units(dir, sources, arch, processes);
   r.cache_hit = true;
   std::vector<std::string> cubins;
   for (CubinResult& cr : results) {
@@ -125,9 +141,10 @@ std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program
   }
   r.timings.push_back({r.cache_hit ? "load_cached" : "compile", since(t2)});
   r.timings.push_back({"cuda_units", static_cast<double>(sources.size())});
+  r.timings.push_back({"cuda_kernels_compiled", static_cast<double>(distinct)});
   auto t3 = std::chrono::steady_clock::now();
   std::string err;
-  auto kernels = CudaKernels::load(cubins, unit_of, std::move(m.kernels), device, &err);
+  auto kernels = CudaKernels::load(cubins, unit_of, std::move(m.kernels), device, &err, same);
   if (!kernels) throw std::runtime_error(err);
   if (opts.autotune && !sizes) {
     // The choices of an earlier process, kept beside the cubins, keyed by the source (with its

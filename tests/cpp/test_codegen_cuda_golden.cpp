@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "codegen/cuda/cuda_codegen.h"
+#include "codegen/cuda/kernel_dedup.h"
 #include "codegen/cuda/matmul_epilogue.h"
 #include "ir/aten_graph.h"
 #include "lowering/lowerer.h"
@@ -254,5 +255,46 @@ return %9
   EXPECT_NE(text.find("0.001"), std::string::npos) << text;  // cuDNN's `epsilon`
 }
 
-}  // namespace
+// Two layers of the same shape (mm, then a residual add and gelu): their kernels are the same
+// code on other buffers, so only the first is compiled; the last one (sigmoid) differs.
+TEST(CudaDedup, RepeatedLayersShareTheirKernels) {
+  const char* g = R"(%0 = input 0 : f32[64, 256]{256, 1}@device
+%1 = input 1 : f32[256, 256]{256, 1}@device
+%2 = aten::mm(%0, %1) : f32[64, 256]{256, 1}@device
+%3 = aten::add.Tensor(%2, other=%0, alpha=1) : f32[64, 256]{256, 1}@device
+%4 = aten::gelu(%3, approximate='none') : f32[64, 256]{256, 1}@device
+%5 = aten::mm(%4, %1) : f32[64, 256]{256, 1}@device
+%6 = aten::add.Tensor(%5, other=%4, alpha=1) : f32[64, 256]{256, 1}@device
+%7 = aten::gelu(%6, approximate='none') : f32[64, 256]{256, 1}@device
+%8 = aten::mm(%7, %1) : f32[64, 256]{256, 1}@device
+%9 = aten::sigmoid(%8) : f32[64, 256]{256, 1}@device
+return %9
+)";
+  ir::Program p = lowering::Lowerer(ir::AtenGraph::parse(g), cuda_options()).run();
+  schedule::plan_memory(p);
+  codegen::CudaModule m = codegen::generate_cuda(p);
+  ASSERT_EQ(m.kernels.size(), 3u) << m.source;
+  const std::vector<int> same = codegen::same_kernels(m);
+  EXPECT_EQ(same, (std::vector<int>{0, 0, 2}));
+  EXPECT_NE(m.kernel_sources[0], m.kernel_sources[1]);  // other names and buffers
+  EXPECT_EQ(codegen::canonical_kernel_text(m.kernel_sources[0], m.kernels[0].name),
+            codegen::canonical_kernel_text(m.kernel_sources[1], m.kernels[1].name));
+}
 
+TEST(CudaDedup, CanonicalTextRenamesBuffersInOrderAndKeepsEverythingElse) {
+  using codegen::canonical_kernel_text;
+  const std::string a = "// k3 (pointwise): %5=aten::add\nKILN_KERNEL void k3(float* b7, const float* b2) { b7[0] = b2[1] + 1.5e3f; k3_scalar(); }\n";
+  const std::string b = "// k9 (pointwise): %8=aten::add\nKILN_KERNEL void k9(float* b4, const float* b11) { b4[0] = b11[1] + 1.5e3f; k9_scalar(); }\n";
+  EXPECT_EQ(canonical_kernel_text(a, "k3"), canonical_kernel_text(b, "k9"));
+  // The same buffer twice is not two buffers; parameters in another order are another kernel.
+  EXPECT_NE(canonical_kernel_text(a, "k3"), canonical_kernel_text("KILN_KERNEL void k9(float* b4, const float* b4) { b4[0] = b4[1] + 1.5e3f; k9_scalar(); }\n", "k9"));
+  EXPECT_NE(canonical_kernel_text("void k1(float* b1, float* b2) { b1[0] = b2[0] - b1[0]; }", "k1"),
+            canonical_kernel_text("void k2(float* b1, float* b2) { b2[0] = b1[0] - b2[0]; }", "k2"));
+  // Other constants, other names (k30 is not k3's), text with quotes: different.
+  EXPECT_NE(canonical_kernel_text(a, "k3"), canonical_kernel_text("KILN_KERNEL void k9(float* b4, const float* b11) { b4[0] = b11[1] + 2.5e3f; k9_scalar(); }\n", "k9"));
+  EXPECT_NE(canonical_kernel_text("void k30(float* b1) {}", "k3"), canonical_kernel_text("void k40(float* b1) {}", "k4"));
+  EXPECT_EQ(canonical_kernel_text("void k1() { f(\"// x\"); }", "k1"), "void k1() { f(\"// x\"); }");
+  EXPECT_NE(canonical_kernel_text("void k1(bf16* b1) {}", "k1").find("bf16"), std::string::npos);
+}
+
+}  // namespace

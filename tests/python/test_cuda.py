@@ -589,3 +589,37 @@ def test_cuda_graphs_serve_other_sizes_with_runtime_size_kernels():
     assert s["graphs"] == 2 and s["recompiles"] == 1, s
     dynamic = s["codegen"][1]
     assert dynamic["status"] == "compiled" and dynamic["size_builds"] == 1 and dynamic["specializations"] <= 2, s["codegen"]
+
+
+_UNITS_IN_PROCESSES = """
+import sys, torch, torch.nn.functional as F
+from kiln import _C
+def many(x):
+    for i in range(8):
+        x = torch.softmax(x * 1.5, dim=i % 2)
+        x = F.layer_norm(x, (x.shape[-1],))
+    return x
+x = torch.randn(256, 384, device="cuda")
+g = _C.CodegenGraph(many, sys.argv[1], None, True, False, 4)
+torch.testing.assert_close(g(x), many(x), rtol=1e-3, atol=1e-3)
+t = dict(g.timings)
+assert g.status == "compiled" and t["cuda_units"] >= 2 and not t["cache_hit"] and "compile" in t, (g.status, t)
+g2 = _C.CodegenGraph(many, sys.argv[1], None, True, False, 4)
+torch.testing.assert_close(g2(x), many(x), rtol=1e-3, atol=1e-3)
+t2 = dict(g2.timings)
+assert t2["cache_hit"] and t2["cuda_units"] == t["cuda_units"], t2
+print("OK", t["cuda_units"])
+"""
+
+
+def test_units_compile_in_child_processes(tmp_path):
+    """KILN_NVRTC_PROCESSES=1: each unit is compiled by NVRTC in a child process (small units, so
+    this graph has several); the cubins come back through the cache, and a warm graph loads them."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""), KILN_NVRTC_PROCESSES="1",
+               KILN_CUDA_UNIT_BYTES="4000")
+    p = subprocess.run([sys.executable, "-c", _UNITS_IN_PROCESSES, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "OK" in p.stdout, (p.stdout, p.stderr[-3000:])

@@ -347,3 +347,71 @@ def test_softmax_stacklevel_is_not_the_dim():
     x = meta((4, 6))
     got = _C._fast_meta(F.softmax, "", (x, 0), {"_stacklevel": 5})
     same(got, F.softmax(x, 0, _stacklevel=5))
+
+
+# ---- convolution networks (conv2d, batch_norm, max_pool2d, adaptive_avg_pool2d, F.relu/F.silu) --
+
+def test_conv_pool_batch_norm_match():
+    calls = []
+    for dt in (torch.float32, torch.bfloat16, torch.float16):
+        for x in layouts((2, 6, 9, 8), dt):
+            for w, kw in ((meta((4, 6, 3, 3), dt), {}), (meta((4, 6, 3, 3), dt), {"stride": 2, "padding": 1}),
+                          (meta((6, 2, 3, 1), dt), {"groups": 3, "padding": (1, 0), "dilation": (2, 1)}),
+                          (meta((4, 6, 1, 1), dt), {"stride": (2,)}), (meta((4, 6, 7, 7), dt), {"padding": [3, 3], "stride": [2, 2]}),
+                          (meta((4, 3, 3, 3), dt), {}), (meta((4, 6, 11, 3), dt), {}), (meta((4, 6, 3, 3), torch.float64), {}),
+                          (meta((4, 6, 3, 3), dt, "channels_last"), {})):
+                calls += [(torch.conv2d, "", (x, w), kw), (F.conv2d, "", (x, w, meta((w.shape[0],), dt)), kw),
+                          (torch.conv2d, "", (x, w, meta((5,), dt)), kw)]
+            for k, kw in ((3, {"stride": 2, "padding": 1}), (2, {}), ((3, 2), {"stride": (1, 2)}), (3, {"padding": 2}),
+                          (2, {"dilation": 2, "stride": []}), (3, {"ceil_mode": True}), (20, {})):
+                calls.append((F.max_pool2d, "", (x, k), kw))
+            for size in (1, (1, 1), [1, 1], 2):
+                calls.append((F.adaptive_avg_pool2d, "", (x, size), {}))
+            c = meta((6,), dt)
+            for kw in ({}, {"training": False, "eps": 1e-3}, {"momentum": 0.2}):
+                calls += [(F.batch_norm, "", (x, c, c, c, c), kw), (F.batch_norm, "", (x, c, c), kw),
+                          (F.batch_norm, "", (x, c, c), dict(kw, weight=c, bias=meta((5,), dt)))]
+            for f in (F.relu, F.silu):
+                calls += [(f, "", (x,), {}), (f, "", (x,), {"inplace": False})]
+    for x in (meta((3, 4), torch.int64), meta((3, 4), torch.bool), meta((2, 3), torch.float64)):
+        calls += [(F.relu, "", (x,), {}), (F.silu, "", (x,), {})]
+    assert check_all(calls) > 100
+
+
+def test_conv_pool_batch_norm_python_path_for_the_rest():
+    x, w, c = meta((2, 6, 9, 8)), meta((4, 6, 3, 3)), meta((6,))
+    assert _C._fast_meta(torch.conv2d, "", (x, w), {"padding": "same"}) is None
+    assert _C._fast_meta(torch.conv2d, "", (meta((6, 9, 8)), w), {}) is None  # unbatched
+    assert _C._fast_meta(torch.conv2d, "", (meta((2, 6, 9, 8), layout="channels_last"), w), {}) is None
+    assert _C._fast_meta(F.batch_norm, "", (x, c, c), {"training": True}) is None  # writes the running statistics
+    assert _C._fast_meta(F.max_pool2d, "", (x, 3), {"return_indices": True}) is None
+    assert _C._fast_meta(F.relu, "", (x,), {"inplace": True}) is None
+    assert _C._fast_meta(F.adaptive_avg_pool2d, "", (x, (2, 2)), {}) is None
+
+
+def test_first_capture_of_a_cnn_imports_no_sympy():
+    code = ("import sys, torch, kiln\n"
+            "import torch.nn as nn, torch.nn.functional as F\n"
+            "class M(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.stem = nn.Sequential(nn.Conv2d(3, 8, 7, 2, 3, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(3, 2, 1))\n"
+            "        self.c = nn.Conv2d(8, 8, 3, 1, 1)\n"
+            "        self.bn = nn.BatchNorm2d(8)\n"
+            "        self.fc = nn.Linear(8, 5)\n"
+            "    def forward(self, x):\n"
+            "        x = self.stem(x)\n"
+            "        x = F.relu(self.bn(self.c(x)) + x)\n"
+            "        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))\n"
+            "m = M().eval()\n"
+            "f = kiln.compile(m)\n"
+            "x = torch.randn(2, 3, 32, 32)\n"
+            "with torch.no_grad():\n"
+            "    y = f(x)\n"
+            "    imported = 'sympy' in sys.modules\n"
+            "    torch.testing.assert_close(y, m(x), rtol=1e-4, atol=1e-5)\n"
+            "assert kiln.stats()['graphs'] == 1, kiln.stats()\n"
+            "print(imported)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout
