@@ -96,12 +96,13 @@ JointSplit partition_joint(const AtenGraph& joint, int num_primals, int num_fwd_
 
   const size_t n = joint.nodes.size();
   std::vector<bool> fwd(n, false), bwd(n, false);
-  // Nodes that raise on bad values (an index out of range) run in the forward even when unused.
+  // Nodes that raise on bad values (an index out of range) run in the forward even when unused,
+  // and so do random ones: eager draws their numbers, and the draws after them depend on it.
   std::vector<int> fwd_roots = fwd_out;
   const std::vector<bool> in_backward = tangent_dependent_nodes(joint, num_primals);
   for (size_t i = 0; i < n; ++i) {
     const AtenNode& node = joint.nodes[i];
-    if (!in_backward[i] && ir::raises_on_values(joint, node) && !node.outputs.empty() && node.outputs[0] >= 0)
+    if (!in_backward[i] && (node.nondeterministic || ir::raises_on_values(joint, node)) && !node.outputs.empty() && node.outputs[0] >= 0)
       fwd_roots.push_back(node.outputs[0]);
   }
   mark_needed(joint, fwd_roots, fwd);

@@ -85,6 +85,7 @@ class TrainingNode : public Node {
           "compile with backend='eager' or run this part without kiln.compile");
     if (!call_) throw std::runtime_error(torch::autograd::ERR_BACKWARD_TWICE);
     TrainingStages& st = *call_->stages;
+    if (st.component_grads[group_].empty()) return {};
     const std::vector<int>& outputs = st.component_outputs[group_];
     // Per tangent: whether autograd gave this node a gradient for its output. An output the loss
     // does not use gets none (undefined), which is not a zero gradient: its formulas must not run
@@ -243,7 +244,9 @@ std::vector<at::Tensor> run_training_call(const std::shared_ptr<TrainingStages>&
         edges.emplace_back();
       }
     }
-    if (!any) continue;
+    // A group whose outputs reach no input's gradient (norm(p=0)'s formula gives none) still
+    // requires grad, as eager's outputs do: a node without edges, whose backward does nothing.
+    if (!any && !st.component_grads[g].empty()) continue;
     auto node = make_node<TrainingNode>(call, static_cast<int>(g));
     node->set_next_edges(std::move(edges));
     for (int j : st.component_outputs[g]) {

@@ -2,6 +2,8 @@
 // then saved values) and the backward graph (saved primals, saved values, tangents in) out.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "autograd/min_cut.h"
 #include "autograd/partition.h"
 
@@ -115,4 +117,24 @@ TEST(Partition, MinCutSavesAPointwiseValueABackwardMatmulReads) {
   ASSERT_EQ(cut.num_saved_values, 1);
   EXPECT_EQ(cut.forward.values[cut.forward.outputs.back()].meta.sizes, (std::vector<int64_t>{8, 4, 3}));  // tanh's output
   EXPECT_EQ(cut.num_recomputed, 0);
+}
+
+// A random node whose result nothing reads still runs in the forward: eager draws its numbers,
+// and every later draw depends on it (a training graph's unused dropout changed the next one's).
+TEST(Partition, KeepsAnUnusedRandomNodeInTheForward) {
+  ir::AtenGraph joint = ir::AtenGraph::parse(R"(%0 = input 0 : f32[4]{1}
+%1 = input 1 : f32[4]{1}
+%2 = aten::rand_like(%0) : f32[4]{1}
+%3 = aten::tanh(%0) : f32[4]{1}
+%4 = aten::tanh_backward(%1, output=%3) : f32[4]{1}
+return %3, %4
+)");
+  joint.num_inputs = 2;
+  joint.nodes[0].nondeterministic = true;
+  for (auto how : {autograd::Partitioner::kSaveAll, autograd::Partitioner::kMinCut}) {
+    autograd::JointSplit s = autograd::partition_joint(joint, /*num_primals=*/1, /*num_fwd_outputs=*/1, how);
+    EXPECT_EQ(s.forward_nodes, (std::vector<int>{0, 1}));  // rand_like, tanh
+    EXPECT_EQ(s.backward_nodes.back(), 2);                  // (min-cut recomputes tanh before it)
+    EXPECT_EQ(std::count(s.backward_nodes.begin(), s.backward_nodes.end(), 0), 0);  // never drawn again
+  }
 }

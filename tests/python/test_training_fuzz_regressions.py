@@ -415,3 +415,43 @@ def test_a_strided_input_written_in_place_and_saved_for_backward_keeps_its_strid
         torch.testing.assert_close(lc, le)
         torch.testing.assert_close(pc.grad, pe.grad)
         torch.testing.assert_close(ac, ae)
+
+
+def test_an_unused_dropout_still_draws_its_numbers():
+    # Seed 7280: the partitioner dropped a dropout whose result nothing read, so the next dropout
+    # drew other numbers than eager's (every step of a training graph differed).
+    def f(p):
+        torch.nn.functional.dropout(p * 2, p=0.1, training=True)
+        return torch.nn.functional.dropout(p, p=0.25, training=True).tanh().sum()
+
+    cf = kiln.compile(f)
+    for step in range(3):
+        pe, pc = _leaf(step, 50), _leaf(step, 50)
+        torch.manual_seed(step)
+        le = f(pe)
+        torch.manual_seed(step)
+        lc = cf(pc)
+        le.backward()
+        lc.backward()
+        torch.testing.assert_close(lc, le)
+        torch.testing.assert_close(pc.grad, pe.grad)
+
+
+def test_an_output_that_reaches_no_gradient_still_requires_grad():
+    # Seed 6691: norm(p=0)'s formula gives no gradient, so no input of the pair got one and the
+    # call made no autograd node: the loss did not require grad and loss.backward() raised where
+    # eager's runs (and leaves p.grad None).
+    def f(p):
+        t = p.norm(0).flatten().sin()
+        t.pow_(2)
+        return torch.nn.functional.mse_loss(t, torch.zeros_like(t))
+
+    cf = kiln.compile(f)
+    for step in range(3):
+        pe, pc = _leaf(step, 3, 3, dtype=torch.float64), _leaf(step, 3, 3, dtype=torch.float64)
+        le, lc = f(pe), cf(pc)
+        assert lc.requires_grad == le.requires_grad
+        le.backward()
+        lc.backward()
+        torch.testing.assert_close(lc, le)
+        assert pc.grad is None and pe.grad is None
