@@ -80,6 +80,7 @@ def _push_options() -> None:
         if name in ch:
             mask |= bit
     _C.set_options(mask, _options.get("memoize_shape_propagation"), _options.get("max_inline_depth"))
+    _C.set_cuda_compile_settings(_options.get("cuda_unit_bytes"), _options.get("nvrtc_processes"))
 
 
 def _sym_sum(self, nodes):

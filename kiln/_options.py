@@ -43,6 +43,10 @@ _opt("memoize_shape_propagation", bool, True, "reuse meta-tensor results for rep
 _opt("cache_dir", str, "", "where compiled kernels are cached (default: $XDG_CACHE_HOME/kiln or ~/.cache/kiln)", env="KILN_CACHE_DIR")
 _opt("compile_background", bool, False, "build each graph on a background thread; its calls run eagerly until the build is done", env="KILN_COMPILE_BACKGROUND")
 _opt("compile_jobs", int, 0, "C++ compiler processes at once, also the most translation units per graph (0: one per CPU)", env="KILN_COMPILE_JOBS")
+_opt("cuda_unit_bytes", int, 16000, "CUDA graphs: about this much kernel source per NVRTC unit; units compile concurrently "
+     "(at most compile_jobs of them)", env="KILN_CUDA_UNIT_BYTES")
+_opt("nvrtc_processes", bool, False, "CUDA graphs: compile NVRTC units in child processes instead of threads",
+     env="KILN_NVRTC_PROCESSES")
 _opt("fusion", bool, True, "fuse elementwise work into consumers and reductions (off: every computed value gets its own buffer and kernel)", env="KILN_FUSION")
 _opt("size_specializations", int, 8, "per graph with symbolic sizes: how many size signatures get kernels generated "
      "for them where kernels cannot take the sizes at run time (CUDA graphs: four times this many); calls of other "

@@ -13,6 +13,7 @@
 #include "frontend/hook/options.h"
 #include "frontend/hook/stats.h"
 #include "frontend/objects/torch_types.h"
+#include "runtime/graph_build.h"
 #include "runtime/malloc_tuning.h"
 
 namespace py = pybind11;
@@ -82,6 +83,8 @@ PYBIND11_MODULE(_C, m) {
     options().memoize_meta = memoize_meta;
     options().max_inline_depth = max_inline_depth;
   });
+  m.def("set_cuda_compile_settings", &kiln::runtime::set_cuda_compile_settings,
+        "kernel source bytes per NVRTC unit, and whether units compile in child processes (runtime/graph_build.h)");
   m.def("set_log_callback", [](py::object fn) { set_log_callback(fn.ptr()); });
   m.def("set_fx_compiler", [](py::object fn) { set_fx_compiler(fn.ptr()); });
   m.def("set_debug_sink", [](py::object fn) { set_debug_sink(fn.ptr()); });

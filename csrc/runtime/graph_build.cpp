@@ -2,6 +2,7 @@
 #include "runtime/graph_build.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <set>
@@ -20,6 +21,15 @@
 #endif
 
 namespace kiln::runtime {
+
+// Process-wide CUDA build settings, pushed from kiln's options registry (set_cuda_compile_settings).
+static std::atomic<size_t> g_cuda_unit_bytes{16000};
+static std::atomic<bool> g_nvrtc_processes{false};
+
+void set_cuda_compile_settings(size_t unit_bytes, bool in_processes) {
+  g_cuda_unit_bytes.store(unit_bytes > 0 ? unit_bytes : 16000, std::memory_order_relaxed);
+  g_nvrtc_processes.store(in_processes, std::memory_order_relaxed);
+}
 
 namespace {
 double since(std::chrono::steady_clock::time_point t0) {
@@ -81,16 +91,13 @@ std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program
   const int arch = opts.cuda_arch ? opts.cuda_arch : cuda_arch(device);
   if (!arch) throw std::runtime_error("the compute capability of CUDA device " + std::to_string(device) + " is not known");
   // Programs of many kernels are split into units of about kCudaUnitBytes of kernel source, at
-  // most one per compile job, compiled by NVRTC on as many threads (KILN_NVRTC_PROCESSES=1: child
+  // most one per compile job, compiled by NVRTC on as many threads (option nvrtc_processes: child
   // processes); one unit is the whole source as it always was (the same cubin cache entry). NVRTC
   // takes ~0.2 s per kernel on the H200's host and its threads overlap (hf_llama's 45 kernels as
   // one unit: 8.97 s; as 8 units on 8 threads: 2.08 s), so units are small.
-  // KILN_CUDA_UNIT_BYTES overrides the unit size (measurements of NVRTC's concurrency).
-  static const size_t kCudaUnitBytes = [] {
-    const char* v = std::getenv("KILN_CUDA_UNIT_BYTES");
-    const long b = v ? std::strtol(v, nullptr, 10) : 0;
-    return b > 0 ? static_cast<size_t>(b) : size_t{16000};
-  }();
+  // The unit size is an option (cuda_unit_bytes, KILN_CUDA_UNIT_BYTES: measurements of NVRTC's
+  // concurrency), pushed by set_cuda_compile_settings.
+  const size_t kCudaUnitBytes = g_cuda_unit_bytes.load(std::memory_order_relaxed);
   // A kernel that is the same code as an earlier one (a model's repeated layers) is not compiled
   // again: it runs the earlier one's function (codegen/cuda/kernel_dedup.h).
   const std::vector<int> same = codegen::same_kernels(m);
@@ -126,11 +133,8 @@ std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program
   }
   const std::string dir = cache_dir(opts.cache_dir);
   auto t2 = std::chrono::steady_clock::now();
-  // KILN_NVRTC_PROCESSES=1: units compile in child processes instead of threads.
-  static const bool processes = [] {
-    const char* v = std::getenv("KILN_NVRTC_PROCESSES");
-    return v && *v == '1';
-  }();
+  // Option nvrtc_processes (KILN_NVRTC_PROCESSES=1): units compile in child processes instead of threads.
+  const bool processes = g_nvrtc_processes.load(std::memory_order_relaxed);
   std::vector<CubinResult> results = compile_cuda_units(dir, sources, arch, processes);
   r.cache_hit = true;
   std::vector<std::string> cubins;

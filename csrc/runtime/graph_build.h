@@ -40,6 +40,10 @@ struct BuildResult {
 
 BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts);
 
+// Process-wide settings of CUDA builds, pushed from kiln's options registry: the kernel source per
+// NVRTC unit (units compile concurrently) and whether units compile in child processes.
+void set_cuda_compile_settings(size_t unit_bytes, bool in_processes);
+
 // The program build_graph generates code for: a traced graph lowered, its memory planned. A CUDA
 // graph's trace is first prepared for its device (scalar constants moved there, matmul
 // epilogues fused), so `trace` must be the one the program is built with.
