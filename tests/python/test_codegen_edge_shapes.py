@@ -242,3 +242,17 @@ def test_values_computed_twice_round_as_in_eager():
         a, b = torch.randn(13), torch.randn(8)
         got, want = compiled(a, b), fn(a, b)
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_tanh_keeps_the_sign_of_zero(grad):
+    # kiln's float tanh returned +0 for -0 (its polynomial's fma adds +0 and -0); atan2 of the
+    # result then gave 0 where eager gives -pi (fuzz seed 11131, a training graph).
+    def f(x):
+        t = x.ceil().tanh()
+        return t.sum(), t, torch.atan2(t, t)
+    x = torch.tensor([-0.5, -0.2, -0.0, 0.0, 0.3, -0.7, 2.0], requires_grad=grad)
+    got, want = kiln.compile(f)(x), f(x)
+    for a, b in zip(got, want):
+        assert torch.equal(torch.signbit(a.detach()), torch.signbit(b.detach())), (a, b)
+        torch.testing.assert_close(a, b)

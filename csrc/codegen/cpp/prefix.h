@@ -165,7 +165,8 @@ static inline float tanh(float x) {
   p = madd(p, x2, 0.053968253968253968f);
   p = madd(p, x2, -0.13333333333333333f);
   p = madd(p, x2, 0.33333333333333333f);
-  float small = madd(-(x * x2), p, x);
+  // The sign of x: the fma gives +0 for x = -0 (+0 + -0), where tanh(-0) is -0.
+  float small = __builtin_copysignf(madd(-(x * x2), p, x), x);
   float big = 1.0f - 2.0f / (kiln::exp(2.0f * x) + 1.0f);
   return (x < 0.55f && x > -0.55f) ? small : big;
 }
