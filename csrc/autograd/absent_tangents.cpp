@@ -70,22 +70,8 @@ std::vector<int> reads(const AtenArg& a) {
   return {};
 }
 
-// Whether a node makes a tensor of zeros whatever its inputs (clamp's backward selects between
-// the gradient and `scalar_tensor(0.)`): a zero only sums and selections may count as structural,
-// where adding or picking it gives exactly zero (a product with it may not: eager's 0 * inf).
-bool makes_literal_zero(const AtenNode& n) {
-  const std::string base = n.op.substr(0, n.op.find('.'));
-  if (base == "aten::zeros" || base == "aten::new_zeros" || base == "aten::zeros_like") return true;
-  // scalar_tensor's value is its first argument (`s`, unnamed in the textual form).
-  const AtenArg* a = base == "aten::scalar_tensor" ? (n.args.empty() ? nullptr : &n.args[0])
-                     : (base == "aten::full" || base == "aten::full_like" || base == "aten::new_full") ? n.arg("fill_value")
-                                                                                                       : nullptr;
-  return a && ((a->kind == AtenArg::kDouble && a->d == 0.0) || ((a->kind == AtenArg::kInt || a->kind == AtenArg::kBool) && a->i == 0));
-}
-
-// Whether the node's outputs are zero given which of its (original) arguments are (`zero`:
-// structural zeros; `literal`: tensors of zeros an operator made, see makes_literal_zero).
-bool output_is_zero(const AtenNode& n, const std::vector<bool>& zero, const std::vector<bool>& literal) {
+// Whether the node's outputs are zero given which of its (original) arguments are.
+bool output_is_zero(const AtenNode& n, const std::vector<bool>& zero) {
   ZeroRule rule = rule_of(n.op);
   if (rule == ZeroRule::kNone) return false;
   bool any = false, all = true, first_done = false, first_zero = false, grad_zero = false;
@@ -93,7 +79,7 @@ bool output_is_zero(const AtenNode& n, const std::vector<bool>& zero, const std:
     if (rule == ZeroRule::kAllArgs && a.name == "condition") continue;  // where's mask selects, it is not summed
     for (int v : reads(a)) {
       any |= zero[v];
-      all &= zero[v] || (rule == ZeroRule::kAllArgs && literal[v]);
+      all &= zero[v];
       if (!first_done) { first_zero = zero[v]; first_done = true; }
       if (is_grad_arg(a)) grad_zero |= zero[v];
     }
@@ -124,16 +110,11 @@ PrunedBackward prune_absent_tangents(const AtenGraph& g, int first_tangent, cons
     size_t k = static_cast<size_t>(val.index - first_tangent);
     zero[v] = k >= present.size() || !present[k];
   }
-  std::vector<bool> literal(g.values.size(), false);
-  for (const AtenNode& n : g.nodes)
-    if (makes_literal_zero(n))
-      for (int o : n.outputs)
-        if (o >= 0) literal[o] = true;
   // Which nodes are zero, in order (a node's arguments come before it).
   std::vector<bool> node_zero(g.nodes.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const AtenNode& n = g.nodes[i];
-    node_zero[i] = output_is_zero(n, zero, literal);
+    node_zero[i] = output_is_zero(n, zero);
     if (node_zero[i])
       for (int o : n.outputs)
         if (o >= 0) zero[o] = true;
