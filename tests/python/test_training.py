@@ -395,25 +395,32 @@ def test_a_tensor_passed_twice_is_one_input_of_the_training_graph():
     assert_compiled([g.training_status for g in _codegen.GRAPHS])
 
 
+def _writes_match_eager(f, w, args_of, steps=3):
+    """Calls kiln.compile(f)(w, *args_of(buf)) and f(w, *args_of(ref)), with buf and ref two zero
+    buffers that f writes, `steps` times: the loss, w's gradient and the buffer match eager's, and
+    every graph was compiled. Returns the compiled function."""
+    c = kiln.compile(f)
+    buf, ref = torch.zeros(4), torch.zeros(4)
+    for _ in range(steps):
+        w.grad = None
+        loss = c(w, *args_of(buf))
+        loss.backward()
+        got, w.grad = w.grad, None
+        expected = f(w, *args_of(ref))
+        expected.backward()
+        assert_same(loss, expected)  # read through the other argument after the write
+        assert_same(got, w.grad)
+        assert_same(buf, ref)
+    w.grad = None
+    assert_compiled([g.training_status for g in _codegen.GRAPHS])
+    return c
+
+
 def test_a_write_to_an_argument_passed_twice_is_seen_through_the_other():
     def f(w, a, b):
         a.add_(1)
         return (w * b).sum()
-    c = kiln.compile(f)
-    w = torch.randn(4, requires_grad=True)
-    buf, ref = torch.zeros(4), torch.zeros(4)
-    for _ in range(3):
-        w.grad = None
-        loss = c(w, buf, buf)
-        loss.backward()
-        got = w.grad
-        w.grad = None
-        expected = f(w, ref, ref)
-        expected.backward()
-        assert_same(loss, expected)  # read through b after the write through a
-        assert_same(got, w.grad)
-        assert_same(buf, ref)
-    assert_compiled([g.training_status for g in _codegen.GRAPHS])
+    _writes_match_eager(f, torch.randn(4, requires_grad=True), lambda buf: (buf, buf))
 
 
 def test_a_write_to_an_input_is_seen_through_a_view_of_it_passed_beside_it():
@@ -423,22 +430,9 @@ def test_a_write_to_an_input_is_seen_through_a_view_of_it_passed_beside_it():
     def f(w, buf, view):
         buf.add_(1)
         return (w * view).sum()
-    c = kiln.compile(f)
     w = torch.ones(2, requires_grad=True)
-    buf, ref = torch.zeros(4), torch.zeros(4)
-    for _ in range(3):
-        loss = c(w, buf, buf[:2])
-        loss.backward()
-        got, w.grad = w.grad, None
-        expected = f(w, ref, ref[:2])
-        expected.backward()
-        assert_same(loss, expected)
-        assert_same(got, w.grad)
-        assert_same(buf, ref)
-        w.grad = None
-    assert_compiled([g.training_status for g in _codegen.GRAPHS])
-    other = torch.zeros(4)
-    loss = c(w, other, torch.ones(2))  # no shared memory: the compiled pair
+    c = _writes_match_eager(f, w, lambda buf: (buf, buf[:2]))
+    loss = c(w, torch.zeros(4), torch.ones(2))  # no shared memory: the compiled pair
     assert loss.grad_fn.name() == "KilnCompiledBackward"
 
 
