@@ -23,11 +23,12 @@
 namespace kiln::runtime {
 
 // Process-wide CUDA build settings, pushed from kiln's options registry (set_cuda_compile_settings).
-static std::atomic<size_t> g_cuda_unit_bytes{16000};
+constexpr size_t kDefaultCudaUnitBytes = 16000;  // kiln/_options.py's cuda_unit_bytes default
+static std::atomic<size_t> g_cuda_unit_bytes{kDefaultCudaUnitBytes};
 static std::atomic<bool> g_nvrtc_processes{false};
 
 void set_cuda_compile_settings(size_t unit_bytes, bool in_processes) {
-  g_cuda_unit_bytes.store(unit_bytes > 0 ? unit_bytes : 16000, std::memory_order_relaxed);
+  g_cuda_unit_bytes.store(unit_bytes > 0 ? unit_bytes : kDefaultCudaUnitBytes, std::memory_order_relaxed);
   g_nvrtc_processes.store(in_processes, std::memory_order_relaxed);
 }
 
