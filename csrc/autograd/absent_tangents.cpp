@@ -110,11 +110,27 @@ PrunedBackward prune_absent_tangents(const AtenGraph& g, int first_tangent, cons
     size_t k = static_cast<size_t>(val.index - first_tangent);
     zero[v] = k >= present.size() || !present[k];
   }
+  // Per value: whether it depends on any tangent (a gradient), on a given one (a defined gradient).
+  std::vector<bool> grad(g.values.size(), false), given(g.values.size(), false);
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].kind == AtenValue::kInput && g.values[v].index >= first_tangent) grad[v] = true, given[v] = !zero[v];
+  std::vector<bool> node_grad(g.nodes.size(), false);
+  std::unordered_map<int, bool> fn_given;  // per autograd node: whether any of its operators reads a defined gradient
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const AtenNode& n = g.nodes[i];
+    bool any_grad = false, any_given = false;
+    for (const AtenArg& a : n.args)
+      for (int v : reads(a)) any_grad |= grad[v], any_given |= given[v];
+    node_grad[i] = any_grad;
+    for (int o : n.outputs)
+      if (o >= 0) grad[o] = any_grad, given[o] = any_given;
+    if (n.grad_fn >= 0) fn_given[n.grad_fn] = fn_given[n.grad_fn] || any_given;
+  }
   // Which nodes are zero, in order (a node's arguments come before it).
   std::vector<bool> node_zero(g.nodes.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const AtenNode& n = g.nodes[i];
-    node_zero[i] = output_is_zero(n, zero);
+    node_zero[i] = (n.grad_fn >= 0 && node_grad[i] && !fn_given[n.grad_fn]) || output_is_zero(n, zero);
     if (node_zero[i])
       for (int o : n.outputs)
         if (o >= 0) zero[o] = true;

@@ -11,6 +11,13 @@
 // to zero (add with a live operand, cat, an unknown operator), the zero is materialised as an
 // `aten::zeros` node of the value's dtype and sizes at that point, after every product that
 // could have turned it into NaN. Gradients that end up zero are dropped from the outputs.
+//
+// Above the operators, autograd's own rule: a node none of whose gradients is defined is not run
+// (its results are None). Each backward operator names the autograd node whose formula recorded
+// it (AtenNode::grad_fn); when nothing that node's operators read depends on a given tangent,
+// every operator of it that reads a gradient is zero, whatever it computes (clamp's backward
+// selects between the gradient and scalar_tensor(0.): a selection this pass cannot call zero
+// from its operands alone).
 // No Python, no ATen.
 #pragma once
 #include <vector>

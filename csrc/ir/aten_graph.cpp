@@ -98,6 +98,7 @@ std::string AtenGraph::to_string() const {
     const char* sep = " : ";
     for (int v : n.outputs)
       if (v >= 0) b << sep << values[v].meta.to_string(), sep = ", ";
+    if (n.grad_fn >= 0) b << " in grad_fn " << n.grad_fn;
     b << "\n";
   }
   b << "return ";

@@ -52,6 +52,9 @@ struct AtenNode {
   std::vector<int> outputs;       // value ids (-1 for non-tensor outputs)
   bool nondeterministic = false;  // random ops: never folded or duplicated
   bool list_output = false;       // the operator returns one Tensor[] (outputs are its items)
+  // In a joint trace's backward: which autograd node's formula recorded it (numbered in the order
+  // they ran; -1 outside any: forward operators, the engine's sums of gradients). Text: "in grad_fn N".
+  int grad_fn = -1;
   const AtenArg* arg(const std::string& name) const;
 };
 

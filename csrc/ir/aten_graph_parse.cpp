@@ -225,6 +225,7 @@ AtenGraph AtenGraph::parse(const std::string& text) {
       first = false;
       define(v, AtenValue::kNodeOutput, node, lp.meta(), lp);
     }
+    if (lp.accept("in grad_fn")) n.grad_fn = static_cast<int>(lp.integer());
     if (!lp.done()) lp.fail("unexpected text (more types than outputs?)");
     g.nodes.push_back(std::move(n));
   }

@@ -48,6 +48,24 @@ thread_local TraceState* t_state = nullptr;
 // and the engine's threads working for it). One joint backward at a time (g_joint_backward), and
 // its operators record one at a time (g_backward_record: one engine thread per device).
 std::atomic<TraceState*> g_backward_state{nullptr};
+// The autograd node whose formula this thread runs in a joint backward (AtenNode::grad_fn), set by
+// hooks on every node of the traced graph: its operators are one node's work, which eager skips
+// whole when none of the node's gradients is defined (autograd/absent_tangents.cpp).
+thread_local int t_grad_fn = -1;
+std::atomic<int> g_next_grad_fn{0};
+
+struct EnterGradFn : torch::autograd::FunctionPreHook {
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    t_grad_fn = g_next_grad_fn.fetch_add(1);
+    return grads;
+  }
+};
+struct LeaveGradFn : torch::autograd::FunctionPostHook {
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grad_inputs, const torch::autograd::variable_list&) override {
+    t_grad_fn = -1;
+    return grad_inputs;
+  }
+};
 std::mutex g_joint_backward;
 std::mutex g_backward_record;
 
@@ -184,6 +202,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
 
   ir::AtenNode node;
   node.op = name;
+  node.grad_fn = t_grad_fn;
   node.nondeterministic = op.hasTag(at::Tag::nondeterministic_seeded);
   const size_t n_args = schema.arguments().size();
   std::vector<c10::IValue> boxed;
@@ -437,6 +456,7 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
     // from outputs that get no gradient at run time must keep .grad None, as in eager, even where
     // its formula gives zeros without reading the output's gradient (copysign's `other`).
     reaches.assign(leaves.size(), {});
+    std::unordered_set<torch::autograd::Node*> graph_nodes;
     {
       std::unordered_map<const torch::autograd::Node*, int> leaf_node;
       for (size_t k = 0; k < leaves.size(); ++k)
@@ -450,6 +470,7 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
           torch::autograd::Node* n = stack.back();
           stack.pop_back();
           if (!seen.insert(n).second) continue;
+          graph_nodes.insert(n);
           auto it = leaf_node.find(n);
           if (it != leaf_node.end()) reaches[it->second].push_back(static_cast<int>(j));
           for (const auto& e : n->next_edges())
@@ -457,12 +478,20 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
         }
       }
     }
+    for (torch::autograd::Node* n : graph_nodes) {
+      n->add_pre_hook(std::make_unique<EnterGradFn>());
+      n->add_post_hook(std::make_unique<LeaveGradFn>());
+    }
     unlocked([&] {
       std::lock_guard<std::mutex> one(g_joint_backward);
       struct Publish {
         explicit Publish(TraceState* st) { g_backward_state.store(st, std::memory_order_release); }
-        ~Publish() { g_backward_state.store(nullptr, std::memory_order_release); }
+        ~Publish() {
+          g_backward_state.store(nullptr, std::memory_order_release);
+          t_grad_fn = -1;  // a formula that raised left its node's number behind
+        }
       } publish(&s);
+      g_next_grad_fn.store(0);
       grads = torch::autograd::grad(diff_outs, leaves, tangents, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
     });
     for (at::Tensor& o : outs) o = unwrap(o);

@@ -102,3 +102,31 @@ return %7
   EXPECT_EQ(text.find("aten::mul.Scalar"), std::string::npos) << text;  // the zero meets no inf
   EXPECT_NE(text.find("%3 = aten::zeros([3]"), std::string::npos) << text;  // materialised at the add
 }
+
+// clamp's backward selects between the gradient and scalar_tensor(0.): no rule on the operators
+// makes that selection zero, but it is the formula of an autograd node (grad_fn 0) none of whose
+// gradients is given, which eager does not run. std's backward (grad_fn 1) reads only its result:
+// it is not run either, so its product with 1 / (N - 1) = inf never meets a materialised zero.
+// The forward-only operator inside the formula (the mask) stays what it was.
+TEST(AbsentTangents, AnAutogradNodeWithNoGivenGradientIsNotRun) {
+  ir::AtenGraph g = ir::AtenGraph::parse(R"(%0 = input 0 : f32[3]{1}
+%1 = input 1 : f32[3]{1}
+%2 = input 2 : f32[3]{1}
+%3 = aten::ge.Scalar(%0, other=0) : b8[3]{1} in grad_fn 0
+%4 = aten::scalar_tensor(0., dtype=f32, layout=None, device=None, pin_memory=None) : f32[]{} in grad_fn 0
+%5 = aten::where.self(%3, self=%2, other=%4) : f32[3]{1} in grad_fn 0
+%6 = aten::mul.Scalar(%5, other=inf) : f32[3]{1} in grad_fn 1
+%7 = aten::add.Tensor(%6, other=%1, alpha=1) : f32[3]{1}
+return %7
+)");
+  g.num_inputs = 3;
+  EXPECT_EQ(g.nodes[2].grad_fn, 0);
+  EXPECT_EQ(ir::AtenGraph::parse(g.to_string()).to_string(), g.to_string());  // the text keeps grad_fn
+  autograd::PrunedBackward p = autograd::prune_absent_tangents(g, /*first_tangent=*/1, {true, false});
+  const std::string text = p.graph.to_string();
+  EXPECT_EQ(text.find("aten::where"), std::string::npos) << text;
+  EXPECT_EQ(text.find("aten::mul.Scalar"), std::string::npos) << text;
+  EXPECT_NE(text.find("aten::add.Tensor(%3, other=%1"), std::string::npos) << text;
+  // Both tangents given: every operator runs.
+  EXPECT_EQ(autograd::prune_absent_tangents(g, 1, {true, true}).graph.nodes.size(), 5u);
+}

@@ -351,6 +351,31 @@ def test_an_unused_std_over_one_element_leaves_the_used_gradient_finite():
         torch.testing.assert_close(pc.grad, pe.grad)
 
 
+def test_an_unused_clamped_std_leaves_the_used_gradient_finite():
+    # The same NaN std, clamped, returned and unused: clamp's backward selects between the
+    # gradient and scalar_tensor(0.), a selection no rule on operators calls zero, so the absent
+    # tangent became real zeros there and went into std's backward: every gradient of p was NaN
+    # (fuzz seed 12467). Eager never runs an autograd node none of whose gradients is defined;
+    # the backward's operators now carry their node and the whole formula goes.
+    def f(p):
+        t = p.std(-2, keepdim=True).clone()
+        t.clamp_(-0.5, 0.5)
+        loss = (p - p.detach()).amin(1).sum() + (p * 3).pow(2).mean()
+        return loss, t
+
+    cf = kiln.compile(f)
+    for step in range(3):
+        pe, pc = _leaf(step, 1, 6), _leaf(step, 1, 6)
+        with pytest.warns(UserWarning):
+            le = f(pe)[0]
+        lc = cf(pc)[0]
+        le.backward()
+        lc.backward()
+        torch.testing.assert_close(lc, le)
+        torch.testing.assert_close(pc.grad, pe.grad)
+        assert lc.grad_fn.name() == "KilnCompiledBackward"
+
+
 def test_a_view_of_an_input_written_in_place_stays_tied_to_it_across_a_break():
     # a[0] is a view of an input the training graph divides in place; at the break it is handed
     # to the rest of the function, which clamps it in place. The compiled pair returned a fresh
