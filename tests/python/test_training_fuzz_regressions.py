@@ -376,6 +376,24 @@ def test_an_unused_clamped_std_leaves_the_used_gradient_finite():
         assert lc.grad_fn.name() == "KilnCompiledBackward"
 
 
+def test_an_unused_clamp_gives_no_gradient_where_eager_gives_none():
+    # The loss (norm(p=0): its formula returns no gradient) leaves p.grad None in eager. The
+    # unused clamp's backward, run on a materialised zero tangent, gave p a zeros gradient (fuzz
+    # seed 12918). Its autograd node gets no defined gradient, so it is not run.
+    def f(p):
+        t = p / 2
+        return t.norm(0).sum(), torch.clamp(t, min=0)
+
+    cf = kiln.compile(f)
+    for step in range(3):
+        pe, pc = _leaf(step, 4, 3), _leaf(step, 4, 3)
+        f(pe)[0].backward()
+        lc = cf(pc)[0]
+        lc.backward()
+        assert pe.grad is None and pc.grad is None
+        assert lc.grad_fn.name() == "KilnCompiledBackward"
+
+
 def test_a_view_of_an_input_written_in_place_stays_tied_to_it_across_a_break():
     # a[0] is a view of an input the training graph divides in place; at the break it is handed
     # to the rest of the function, which clamps it in place. The compiled pair returned a fresh
