@@ -344,3 +344,19 @@ def test_sys_monitoring_debugger_steps_through_the_dumped_graphs(tmp_path, backe
     assert [f for f in started if f.endswith("graph_module.py")] == dumped, started
     # With no debugger the compiled code runs as before.
     assert_same(c(x), _stepped(x))
+
+
+def test_a_break_at_an_attribute_store_reads_as_the_store(tmp_path):
+    def fn(x):
+        h = x[:, None] * 2
+        h.requires_grad = True
+        return (h * 3).sum()
+
+    kiln.compile(fn, options={"debug_dir": str(tmp_path)})(torch.randn(3))
+    manifest = json.load(open(os.path.join(tmp_path, "manifest.json")))["entries"]
+    transformed = open(os.path.join(tmp_path, manifest[0]["folder"], "transformed.py")).read()
+    ast.parse(transformed)
+    assert re.search(r"__graph_out\[0\]\.requires_grad = True  # .*test_debug_dump.py:\d+: the graph break, run eagerly", transformed), transformed
+    # a nested function's "<locals>" is spelled so that the file parses
+    assert re.search(r"return test_a_break_at_an_attribute_store_reads_as_the_store\.locals\.fn\.__resume_at_\d+\(x, __graph_out\[0\]\)",
+                     transformed), transformed

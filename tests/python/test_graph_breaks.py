@@ -399,3 +399,48 @@ def test_objects_made_before_a_break_keep_their_identity_across_it():
         return len(b), p.v, a is b, o is p, holder["o"] is o, holder["a"] is a
 
     check(fn, x1, graphs=None, breaks=None)
+
+
+def test_break_at_an_attribute_store_splits_the_frame():
+    # `h.requires_grad = True` (transformers' Wav2Vec2 feature encoder in training) is a store
+    # kiln does not capture: the graph ends before it, the store runs eagerly and a resume function
+    # holds the rest (the frame ran eagerly whole before), so the layers after it are compiled.
+    w = torch.randn(4, 4, requires_grad=True)
+
+    def fn(x):
+        h = x[:, None] * 2
+        h.requires_grad = True
+        for _ in range(2):
+            h = (h @ w).tanh()
+        return h.sum(), h
+
+    compiled = kiln.compile(fn)
+    for n in (3, 3, 5):
+        x = torch.randn(n, 4)
+        w.grad = None
+        le, he = fn(x)
+        le.backward()
+        ge = w.grad
+        w.grad = None
+        lc, hc = compiled(x)
+        lc.backward()
+        assert_same(lc, le)
+        assert_same(hc, he)
+        assert_same(w.grad, ge)
+    s = kiln.stats()  # the new length recompiles the frame, which breaks there again
+    assert s["graph_breaks"] == 2 and all("requires_grad" in b["reason"] for b in s["breaks"]), s["breaks"]
+    assert [r["ops"] > 0 for r in s["graph_records"]].count(True) == 4, s["graph_records"]
+
+
+def test_an_attribute_store_that_raises_at_a_break_raises_as_in_eager():
+    def fn(x):
+        h = x.long() + 1
+        h.requires_grad = True  # only floating point tensors can require gradients
+        return h * 2
+
+    x = torch.randn(4)
+    with pytest.raises(RuntimeError) as eager:
+        fn(x)
+    with pytest.raises(RuntimeError) as compiled:
+        kiln.compile(fn)(x)
+    assert str(compiled.value) == str(eager.value)

@@ -236,7 +236,10 @@ std::string entry_python(const Capture& cap, PyCodeObject* code) {
     for (size_t i = 0; i < locals.size(); ++i) a += (i ? ", " : "") + locals[i];
     for (const auto& s : rest)
       if (s != "NULL") a += ", " + s;
-    return qual + ".__resume_at_" + std::to_string(offset) + "(" + a + ")  # its own folder in this dump";
+    // A nested function's qualified name holds "<locals>": spelled `locals` so that the file parses.
+    std::string callee = qual;
+    for (size_t at; (at = callee.find("<locals>")) != std::string::npos;) callee.replace(at, 8, "locals");
+    return callee + ".__resume_at_" + std::to_string(offset) + "(" + a + ")  # its own folder in this dump";
   };
   const std::string at = where(code, b.offset);
   if (b.kind == BreakState::kCall) {
@@ -261,6 +264,11 @@ std::string entry_python(const Capture& cap, PyCodeObject* code) {
     out += "    __result = " + callee + "(" + call + ")  # " + at + ": the graph break, run eagerly\n";
     std::vector<std::string> rest(stack.begin(), stack.begin() + static_cast<long>(base));
     rest.push_back("__result");
+    out += "    return " + resume_call(b.index + 1, rest) + "\n";
+  } else if (b.kind == BreakState::kStoreAttr) {
+    const std::string owner = stack.empty() ? "?" : stack.back(), value = stack.size() >= 2 ? stack[stack.size() - 2] : "?";
+    out += "    " + owner + "." + py_str(b.attr_name.get()) + " = " + value + "  # " + at + ": the graph break, run eagerly\n";
+    std::vector<std::string> rest(stack.begin(), stack.end() - std::min<size_t>(stack.size(), 2));
     out += "    return " + resume_call(b.index + 1, rest) + "\n";
   } else {
     std::vector<std::string> rest(stack.begin(), stack.end() - (stack.empty() ? 0 : 1));

@@ -140,8 +140,8 @@ std::string break_refusal(PyCodeObject* code, int index) {
   const DecodedCode& dc = decoded_code(code);
   if (index < 0 || index >= dc.bc->size()) return "no instruction to break at";
   const Instruction& in = dc.bc->at(index);
-  if (!name_is(in, "CALL") && !is_branch(in)) return std::string("a break at ") + in.name + " is not supported";
-  // A call inside a loop runs the frame eagerly, as Dynamo does. A branch on a tensor inside a
+  if (!name_is(in, "CALL") && !name_is(in, "STORE_ATTR") && !is_branch(in)) return std::string("a break at ") + in.name + " is not supported";
+  // A call or an attribute store inside a loop runs the frame eagerly, as Dynamo does. A branch on a tensor inside a
   // `while` loop splits it, as Dynamo's jumps do: the resume function holds the rest of the
   // loop, so each iteration continues in it (a `for` loop's iterator on the stack is not rebuilt
   // there, so those frames still run eagerly).
@@ -178,6 +178,10 @@ VarPtr Interpreter::capture_break_state(Frame& f) {
     brk->call_args = in.arg;
     brk->kw_names = f.kw_names;
     if (static_cast<int>(f.stack.size()) < in.arg + 2) unsupported("stack underflow at a graph break");
+  } else if (name_is(in, "STORE_ATTR")) {  // `x.requires_grad = True` on a tensor, an attribute of an object kiln cannot model
+    brk->kind = BreakState::kStoreAttr;
+    brk->attr_name = PyRef::borrow(PyTuple_GET_ITEM(f.code->co_names, in.arg));
+    if (f.stack.size() < 2) unsupported("stack underflow at a graph break");
   } else if (is_branch(in)) {
     brk->kind = std::strstr(in.name, "IF_TRUE") ? BreakState::kJumpIfTrue : BreakState::kJumpIfFalse;
     if (f.stack.empty()) unsupported("stack underflow at a graph break");
@@ -257,6 +261,11 @@ PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObje
     pushed = PyRef::steal(PyObject_Vectorcall(callable, argv.data(), npos, kwnames));
     if (!pushed) return nullptr;
     stack.resize(base);
+    target = brk.index + 1;
+  } else if (brk.kind == BreakState::kStoreAttr) {
+    // STORE_ATTR's stack: [..., value, owner].
+    if (PyObject_SetAttr(stack[stack.size() - 1], brk.attr_name.get(), stack[stack.size() - 2]) < 0) return nullptr;
+    stack.resize(stack.size() - 2);
     target = brk.index + 1;
   } else {
     const int truth = PyObject_IsTrue(stack.back());

@@ -14,7 +14,7 @@ namespace kiln::frontend {
 
 // Why the frame cannot be split before its instruction `index` ("" when it can): closures and
 // cells (their slots would move), a break inside a loop (the frame runs eagerly instead, as
-// Dynamo does) or inside a try/with block, or an instruction other than CALL or a branch.
+// Dynamo does) or inside a try/with block, or an instruction other than CALL, STORE_ATTR or a branch.
 std::string break_refusal(PyCodeObject* code, int index);
 
 // Runs a break's instruction on the frame's state (the tuple its graph produced) and then the

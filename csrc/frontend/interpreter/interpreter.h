@@ -88,11 +88,12 @@ struct SideEffect {
 // trace into, or a branch on a tensor's value); the graph computes everything before it, the
 // instruction runs eagerly, and a resume function continues the frame from the next one.
 struct BreakState {
-  enum Kind { kCall, kJumpIfTrue, kJumpIfFalse } kind = kCall;
+  enum Kind { kCall, kJumpIfTrue, kJumpIfFalse, kStoreAttr } kind = kCall;
   int index = -1;                 // the instruction that runs eagerly
   int offset = 0;                 // its byte offset (names the resume functions)
   int call_args = 0;              // kCall: CALL's argument count
   PyRef kw_names;                 // kCall: the pending KW_NAMES tuple, or null
+  PyRef attr_name;                // kStoreAttr: the attribute STORE_ATTR sets (`owner.name = value`)
   std::vector<bool> stack_null;   // the live stack before the instruction, bottom first
   int n_locals = 0;               // the frame's local slots, all passed to the resume function
   std::vector<int> unbound;       // ... of which these are unbound at the break
