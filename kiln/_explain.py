@@ -18,8 +18,8 @@ class ExplainOutput:
     recompile_stacks: list = dataclasses.field(default_factory=list)  # per recompile: the user's stack at the call
 
     @property
-    def graph_count(self):
-        return len(self.graphs)
+    def graph_count(self):  # captures with no operator run as the frame would: not graphs (as Dynamo counts)
+        return sum(1 for g in self.graphs if g["ops"] > 0)
 
     @property
     def graph_break_count(self):

@@ -424,7 +424,9 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   entry->compiled = PyRef::steal(compiled);
   auto t2 = std::chrono::steady_clock::now();
   double cs = std::chrono::duration<double>(t1 - t0).count(), bs = std::chrono::duration<double>(t2 - t1).count();
-  S.graphs++;
+  // A capture with no operator runs as the frame would (make_eager_graph): a cache entry, not a
+  // graph, as Dynamo counts them (an empty frame, or the prefix of one whose first call breaks).
+  if (cap.graph->num_calls() > 0) S.graphs++;
   S.capture_s += cs;
   S.backend_s += bs;
   GraphRecord rec;
