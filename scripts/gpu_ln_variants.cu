@@ -15,7 +15,7 @@ template <int BLOCK> __device__ __forceinline__ float block_sum(float s, float* 
   return t;
 }
 template <int BLOCK> __device__ __forceinline__ kiln::WelfordState<float> block_welford(kiln::WelfordState<float> a, kiln::WelfordState<float>* smem) {
-  return kiln::block_allreduce(a, [](kiln::WelfordState<float> p, kiln::WelfordState<float> q) { return kiln::welford_combine(p, q); }, smem);
+  return kiln::block_allreduce<BLOCK / 32>(a, [](kiln::WelfordState<float> p, kiln::WelfordState<float> q) { return kiln::welford_combine(p, q); }, smem);
 }
 }  // namespace v
 

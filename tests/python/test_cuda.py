@@ -148,7 +148,9 @@ def test_row_value_cache(dtype):
     folded values are cached takes its mean and variance from two passes over those registers."""
     d = 4096
     w, b = make((d,), dtype), make((d,), dtype)
-    lw, lb = make((d,), dtype), make((d,), dtype)
+    # (A small bias: the output is then not a difference of two terms of a few units, where one ulp
+    # of eager's rounded bf16 intermediates, 0.031 at 4 to 8, showed as 0.035 against 0.03 allowed.)
+    lw, lb = make((d,), dtype), make((d,), dtype) * 0.1
     cases = [  # (fn, shape, cached, layer norm)
         (lambda x: F.layer_norm(F.gelu(x * w + b) + x, (d,), w, b, 1e-5), (300, d), True, True),
         (lambda x: F.layer_norm(F.gelu(x * w + b) + x, (d,), lw, lb, 1e-5), (129, d), True, True),

@@ -519,7 +519,9 @@ class KernelWriter {
         const bool guard = (j + 1) * static_cast<int64_t>(width_) > groups;
         b << "    " << (guard ? "if (g < " + std::to_string(groups) + ") {" : "{") << "\n";
         if (end_var - 1 > n_outer_) define_vars(b, "      ", "g / " + std::to_string(groups_per_row), n_outer_, end_var - 1, &s);
-        b << "      const " << IT_ << " x" << end_var - 1 << " = (g % " << groups_per_row << ") * " << c.V << ";\n";
+        // (One inner variable: g < groups_per_row, no remainder to take.)
+        const std::string group = end_var - 1 > n_outer_ ? "(g % " + std::to_string(groups_per_row) + ")" : "g";
+        b << "      const " << IT_ << " x" << end_var - 1 << " = " << group << " * " << c.V << ";\n";
         b << "      " << c.name << "[" << j << "] = kiln::load_vec<" << c.V << ">(b" << c.load->buffer << " + (" << index_text(c.load->index)
           << "));\n";
         b << "    }\n  }\n";
@@ -652,7 +654,11 @@ class KernelWriter {
                   const std::string& groups_per_row, const int64_t& last, const std::string& xv, int j, int G) {
     const int v = end_var - 1;
     if (end_var - 1 > first_var) define_vars(b, in, "g / " + groups_per_row, first_var, end_var - 1, &s);
-    b << in << "const " << IT_ << " base = (g % " << groups_per_row << ") * " << V << ";\n";
+    // With one variable the loop's space is one row of groups (g < groups_per_row): a remainder
+    // there is a division the compiler cannot drop (it does not know the bound of threadIdx.x),
+    // and it kept a row kernel's group addresses from being one base plus constant offsets.
+    const std::string group = end_var - 1 > first_var ? "(g % " + groups_per_row + ")" : "g";
+    b << in << "const " << IT_ << " base = " << group << " * " << V << ";\n";
     const bool tail = is_symbolic(last) || last % V != 0;  // a runtime length may leave a partial group
     std::string vin = in;
     if (tail) {
