@@ -11,7 +11,13 @@ registers and the bandwidth it reaches against a 256 MB device copy.
 
     python3 scripts/gpu_ln_variants.py [--case ln|softmax] [--once] [--no-variants] [module.txt[:prefix.cuh] ...]
         (default module: the golden of pointwise_ln; a module of another tree takes that tree's
-         prefix header after a colon; --once: one launch of each, for ncu)"""
+         prefix header after a colon; --once: one launch of each, for ncu)
+
+Seen on an H200 (copy 3.92 TB/s), pointwise_ln, us per launch: kiln's kernel with Welford states
+104.8 (65% of the copy), with two-pass statistics 91.3, and with group addresses free of remainders
+78.1 (88%; 48 registers, 5 blocks of 256 per SM); that kernel with blocks of 128 83.5, of 512 78.3;
+hand-written rows of a block of 256 78.6, persistent blocks that prefetch the next row at best 85.9
+(127 registers). softmax's generated kernel 68.3 (99%)."""
 import os
 import re
 import statistics
