@@ -226,15 +226,16 @@ template <class T, class F> KILN_DEV T warp_allreduce(T v, F combine) {
   for (int o = 16; o > 0; o >>= 1) v = combine(v, shfl_xor(v, o));
   return v;
 }
-// `smem` holds one value per warp. Every thread of the block must call it.
-template <class T, class F> KILN_DEV T block_allreduce(T v, F combine, T* smem) {
+// A block of kWarps warps (the generator knows its block size): `smem` holds one value per warp.
+// Every thread of the block must call it.
+template <int kWarps, class T, class F> KILN_DEV T block_allreduce(T v, F combine, T* smem) {
   v = warp_allreduce(v, combine);
-  const int warps = (blockDim.x + 31) >> 5;
   __syncthreads();  // an earlier use of smem is over
   if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = v;
   __syncthreads();
   v = smem[0];
-  for (int w = 1; w < warps; ++w) v = combine(v, smem[w]);
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) v = combine(v, smem[w]);
   return v;
 }
 }  // namespace kiln

@@ -1,0 +1,155 @@
+// Hand-written variants of pointwise_ln's row kernel (out = layer_norm(gelu(x * w + b) + x) * w + b,
+// rows of D = 4096 floats), to find what the generated kernel should do. Compiled by NVRTC with
+// kiln's prefix header in front (kiln::Vec, load_vec, gelu, Welford helpers).
+#define D 4096
+namespace v {
+template <int BLOCK> __device__ __forceinline__ float block_sum(float s, float* smem) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = s;
+  __syncthreads();
+  float t = smem[0];
+#pragma unroll
+  for (int w = 1; w < BLOCK / 32; ++w) t += smem[w];
+  return t;
+}
+template <int BLOCK> __device__ __forceinline__ kiln::WelfordState<float> block_welford(kiln::WelfordState<float> a, kiln::WelfordState<float>* smem) {
+  return kiln::block_allreduce<BLOCK / 32>(a, [](kiln::WelfordState<float> p, kiln::WelfordState<float> q) { return kiln::welford_combine(p, q); }, smem);
+}
+}  // namespace v
+
+// One row per block. RED 0: a Welford fold per vector group and a Welford block reduction (kiln's
+// generated kernel today); 1: one Welford state per thread (its values two-pass in registers),
+// Welford block reduction; 2: two block sums (the row's sum, then the squared deviations from its
+// mean, over the values held in registers).
+template <int BLOCK, int RED>
+__device__ __forceinline__ void ln_row(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, const float* __restrict__ lw, const float* __restrict__ lb, float* __restrict__ out) {
+  constexpr int G = D / 4 / BLOCK;
+  const int row = blockIdx.x, lane = threadIdx.x;
+  kiln::Vec<float, 4> xc[G];
+#pragma unroll
+  for (int j = 0; j < G; ++j) xc[j] = kiln::load_vec<4>(x + row * D + (lane + j * BLOCK) * 4);
+  float vc[G][4];
+  float mean, m2;
+  kiln::WelfordState<float> acc = {0.f, 0.f, 0.f};
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    const kiln::Vec<float, 4> wv = kiln::load_vec<4>(w + (lane + j * BLOCK) * 4), bv = kiln::load_vec<4>(b + (lane + j * BLOCK) * 4);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      vc[j][k] = kiln::gelu(xc[j].v[k] * wv.v[k] + bv.v[k]) + xc[j].v[k];
+      sum += vc[j][k];
+    }
+    if (RED == 0) kiln::welford_group(acc, vc[j]);
+  }
+  if (RED == 2) {
+    __shared__ float smem[BLOCK / 32];
+    mean = v::block_sum<BLOCK>(sum, smem) * (1.f / D);
+    float s2 = 0.f;
+#pragma unroll
+    for (int j = 0; j < G; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) s2 += (vc[j][k] - mean) * (vc[j][k] - mean);
+    m2 = v::block_sum<BLOCK>(s2, smem);
+  } else {
+    if (RED == 1) {
+      const float tm = sum * (1.f / (4 * G));
+      float s2 = 0.f;
+#pragma unroll
+      for (int j = 0; j < G; ++j)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) s2 += (vc[j][k] - tm) * (vc[j][k] - tm);
+      acc = {float(4 * G), tm, s2};
+    }
+    __shared__ kiln::WelfordState<float> wsm[32];
+    acc = v::block_welford<BLOCK>(acc, wsm);
+    mean = acc.mean;
+    m2 = acc.m2;
+  }
+  const float rstd = 1.f / sqrtf(m2 / D + 1e-5f);
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    const kiln::Vec<float, 4> wv = kiln::load_vec<4>(lw + (lane + j * BLOCK) * 4), bv = kiln::load_vec<4>(lb + (lane + j * BLOCK) * 4);
+    kiln::Vec<float, 4> o;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) o.v[k] = (vc[j][k] - mean) * rstd * wv.v[k] + bv.v[k];
+    kiln::store_vec<4>(out + row * D + (lane + j * BLOCK) * 4, o);
+  }
+}
+#define ROW(B, R) \
+  extern "C" __global__ void __launch_bounds__(B) ln_b##B##_r##R(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, const float* __restrict__ lw, const float* __restrict__ lb, float* __restrict__ out) { \
+    ln_row<B, R>(x, w, b, lw, lb, out); \
+  }
+ROW(128, 0) ROW(256, 0) ROW(512, 0)
+ROW(128, 1) ROW(256, 1) ROW(512, 1)
+ROW(128, 2) ROW(256, 2) ROW(512, 2) ROW(1024, 2)
+
+// Persistent: gridDim.x blocks walk the rows; the next row's loads are issued into the registers
+// the current row's x leaves free as soon as its values are computed, so they overlap the row's
+// two reductions and its stores. WB 1: w and b held in registers for all rows.
+template <int BLOCK, int WB>
+__device__ __forceinline__ void ln_persistent(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, const float* __restrict__ lw, const float* __restrict__ lb, float* __restrict__ out, int rows) {
+  constexpr int G = D / 4 / BLOCK;
+  const int lane = threadIdx.x;
+  __shared__ float smem[BLOCK / 32];
+  kiln::Vec<float, 4> wr[WB ? G : 1], br[WB ? G : 1], lwr[WB ? G : 1], lbr[WB ? G : 1];
+  if (WB) {
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      const int c = (lane + j * BLOCK) * 4;
+      wr[j] = kiln::load_vec<4>(w + c), br[j] = kiln::load_vec<4>(b + c), lwr[j] = kiln::load_vec<4>(lw + c), lbr[j] = kiln::load_vec<4>(lb + c);
+    }
+  }
+  kiln::Vec<float, 4> xc[G];
+  int row = blockIdx.x;
+  if (row < rows) {
+#pragma unroll
+    for (int j = 0; j < G; ++j) xc[j] = kiln::load_vec<4>(x + row * D + (lane + j * BLOCK) * 4);
+  }
+  for (; row < rows; row += gridDim.x) {
+    float vc[G][4];
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      kiln::Vec<float, 4> wv, bv;
+      if (WB) wv = wr[j], bv = br[j];
+      else wv = kiln::load_vec<4>(w + (lane + j * BLOCK) * 4), bv = kiln::load_vec<4>(b + (lane + j * BLOCK) * 4);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        vc[j][k] = kiln::gelu(xc[j].v[k] * wv.v[k] + bv.v[k]) + xc[j].v[k];
+        sum += vc[j][k];
+      }
+    }
+    const int next = row + gridDim.x;
+    if (next < rows) {
+#pragma unroll
+      for (int j = 0; j < G; ++j) xc[j] = kiln::load_vec<4>(x + next * D + (lane + j * BLOCK) * 4);
+    }
+    const float mean = v::block_sum<BLOCK>(sum, smem) * (1.f / D);
+    float s2 = 0.f;
+#pragma unroll
+    for (int j = 0; j < G; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) s2 += (vc[j][k] - mean) * (vc[j][k] - mean);
+    const float m2 = v::block_sum<BLOCK>(s2, smem);
+    const float rstd = 1.f / sqrtf(m2 / D + 1e-5f);
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      kiln::Vec<float, 4> wv, bv;
+      if (WB) wv = lwr[j], bv = lbr[j];
+      else wv = kiln::load_vec<4>(lw + (lane + j * BLOCK) * 4), bv = kiln::load_vec<4>(lb + (lane + j * BLOCK) * 4);
+      kiln::Vec<float, 4> o;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) o.v[k] = (vc[j][k] - mean) * rstd * wv.v[k] + bv.v[k];
+      kiln::store_vec<4>(out + row * D + (lane + j * BLOCK) * 4, o);
+    }
+  }
+}
+#define PERS(B, W) \
+  extern "C" __global__ void __launch_bounds__(B) lnp_b##B##_w##W(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, const float* __restrict__ lw, const float* __restrict__ lb, float* __restrict__ out, int rows) { \
+    ln_persistent<B, W>(x, w, b, lw, lb, out, rows); \
+  }
+PERS(256, 0) PERS(512, 0) PERS(1024, 0)
+PERS(256, 1) PERS(512, 1) PERS(1024, 1)
