@@ -209,9 +209,15 @@ std::vector<at::Tensor> run_training_call(const std::shared_ptr<TrainingStages>&
   std::vector<bool> is_input(n, false);
   for (int k = 0; k < n; ++k)
     for (const at::Tensor& b : inputs) is_input[k] = is_input[k] || outs[k].unsafeGetTensorImpl() == b.unsafeGetTensorImpl();
-  auto own_base = [&](int k) {  // a non-view output (not an input) sharing output k's memory
+  // A non-view output over memory of an input is an alias of it all the same (detach()'s result,
+  // which autograd does not call a view): never a base, or a view of the input that requires grad
+  // would be made again from the detached alias, without its history (fuzz seed 14965).
+  std::vector<bool> aliases_input(n, false);
+  for (int k = 0; k < n; ++k)
+    for (const at::Tensor& b : inputs) aliases_input[k] = aliases_input[k] || is_input[k] || same_storage(outs[k], b);
+  auto own_base = [&](int k) {  // a non-view output of the node's own memory sharing output k's
     for (int j = 0; j < n; ++j)
-      if (j != k && !is_input[j] && !outs[j].is_view() && same_storage(outs[k], outs[j])) return j;
+      if (j != k && !aliases_input[j] && !outs[j].is_view() && same_storage(outs[k], outs[j])) return j;
     return -1;
   };
   for (int k = 0; k < n; ++k) {

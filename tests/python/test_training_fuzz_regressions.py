@@ -394,6 +394,24 @@ def test_an_unused_clamp_gives_no_gradient_where_eager_gives_none():
         assert lc.grad_fn.name() == "KilnCompiledBackward"
 
 
+def test_a_view_of_an_input_returned_beside_its_detached_alias_keeps_its_gradient():
+    # detach()'s result shares the input's memory but is no view for autograd; the node took it
+    # for the base of the other output (a slice of the same input) and made the slice again from
+    # it, without history: the loss's gradient never reached p, and SGD left it unchanged (fuzz
+    # seed 14965, where a graph break ends the graph at requires_grad_()).
+    def f(p):
+        return p[1:], p.detach().requires_grad_()
+
+    cf = kiln.compile(f)
+    for step in range(3):
+        pe, pc = _leaf(step, 4), _leaf(step, 4)
+        (se, _), (sc, _) = f(pe), cf(pc)
+        assert sc._base is pc and sc.grad_fn is not None
+        (se * 3).sum().backward()
+        (sc * 3).sum().backward()
+        torch.testing.assert_close(pc.grad, pe.grad)
+
+
 def test_a_view_of_an_input_written_in_place_stays_tied_to_it_across_a_break():
     # a[0] is a view of an input the training graph divides in place; at the break it is handed
     # to the rest of the function, which clamps it in place. The compiled pair returned a fresh
