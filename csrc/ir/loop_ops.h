@@ -23,7 +23,7 @@ enum OpFlags : uint8_t {
 // X(enumerator, textual name, flags, C++ spelling, CUDA spelling)
 #define KILN_UNARY_OPS(X)                                                                                                     \
   X(kNeg, "neg", kOpNone, "(-$0)", "(-$0)")                                                                                     \
-  X(kAbs, "abs", kOpNone, "($0 < 0 ? -$0 : $0)", "($0 < 0 ? -$0 : $0)")                                                         \
+  X(kAbs, "abs", kOpNone, "(kiln::abs_value($0))", "(kiln::abs_value($0))")                                                     \
   X(kNot, "not", kOpPredicate, "(!$0)", "(!$0)")                                                                                \
   X(kBitNot, "bitnot", kOpLogicalOnBool, "(~$0)", "(~$0)")                                                                      \
   X(kIsNan, "isnan", kOpPredicate, "($0 != $0)", "($0 != $0)")                                                                  \

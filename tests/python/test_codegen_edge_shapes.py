@@ -256,3 +256,27 @@ def test_tanh_keeps_the_sign_of_zero(grad):
     for a, b in zip(got, want):
         assert torch.equal(torch.signbit(a.detach()), torch.signbit(b.detach())), (a, b)
         torch.testing.assert_close(a, b)
+
+
+def test_abs_clears_the_sign_of_zero():
+    # abs was spelled `x < 0 ? -x : x`, which keeps -0; where the compiler did not turn it into a
+    # sign-bit clear, abs(-0.) gave -0., the products after it -0. and `a2 // t10` -inf where eager
+    # gives inf (fuzz seed 15054). Now a fabs, in both code generators' prefixes.
+    def f(a0, a2):
+        t2 = 3 - a0
+        t3 = torch.stack([u * i for i, u in enumerate([t2, t2 + 1])])  # t2 * 0: -0. where t2 < 0
+        t4 = t3.abs()
+        t5 = t4[0] * 0
+        for row in t4:
+            t5 = t5 + row
+        t10 = t5 * t4.clamp(-1, 1)
+        return t10, a2 // t10
+
+    compiled = kiln.compile(f)
+    for seed in range(4):
+        g = torch.Generator().manual_seed(seed)
+        a0 = torch.randn(11, 11, generator=g) * 3
+        a2 = torch.randn(2, 11, 2, generator=g)[:, :, ::2]
+        for a, b in zip(compiled(a0, a2), f(a0, a2)):
+            assert torch.equal(torch.signbit(a), torch.signbit(b))
+            torch.testing.assert_close(a, b)

@@ -249,6 +249,10 @@ template <class T> static inline T maxnan(T a, T b) { return a != a ? a : (a > b
 template <class T> static inline T minnan(T a, T b) { return a != a ? a : (a < b ? a : b); }
 template <class T> static inline T fmaxv(T a, T b) { return a != a ? b : (b != b ? a : (a > b ? a : b)); }
 template <class T> static inline T fminv(T a, T b) { return a != a ? b : (b != b ? a : (a < b ? a : b)); }
+// |x|: the sign bit cleared for floats (abs(-0.) is +0., as eager's; `x < 0 ? -x : x` kept -0.).
+template <class T> static inline T abs_value(T x) { return x < T(0) ? T(-x) : x; }
+static inline float abs_value(float x) { return __builtin_fabsf(x); }
+static inline double abs_value(double x) { return __builtin_fabs(x); }
 template <class T> static inline T relu(T x) { return x < T(0) ? T(0) : x; }
 template <class T> static inline T clamp_lo(T x, T lo) { return x < lo ? lo : x; }
 template <class T> static inline T clamp_hi(T x, T hi) { return x > hi ? hi : x; }

@@ -91,6 +91,10 @@ template <class T> KILN_DEV T maxnan(T a, T b) { return a != a ? a : (b != b ? b
 template <class T> KILN_DEV T minnan(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
 template <class T> KILN_DEV T fmaxv(T a, T b) { return a != a ? b : (b != b ? a : (a > b ? a : b)); }
 template <class T> KILN_DEV T fminv(T a, T b) { return a != a ? b : (b != b ? a : (a < b ? a : b)); }
+// |x|: the sign bit cleared for floats (abs(-0.) is +0., as eager's).
+template <class T> KILN_DEV T abs_value(T x) { return x < T(0) ? T(-x) : x; }
+KILN_DEV float abs_value(float x) { return fabsf(x); }
+KILN_DEV double abs_value(double x) { return fabs(x); }
 template <class T> KILN_DEV T relu(T x) { return x < T(0) ? T(0) : x; }
 template <class T> KILN_DEV T clamp_lo(T x, T lo) { return x < lo ? lo : x; }
 template <class T> KILN_DEV T clamp_hi(T x, T hi) { return x > hi ? hi : x; }
