@@ -36,6 +36,14 @@ struct SavedCall {
   // history (an output saved by its own node would be a cycle), sharing their version counters.
   std::vector<at::Tensor> saved;
   std::vector<uint32_t> versions;  // per saved tensor: its version after the forward
+  // Saved values that are the new contents of an input the forward wrote: an alias of that input
+  // and its version after the write, checked with the saved tensor (eager saved the input).
+  struct Watched {
+    int saved;
+    at::Tensor input;
+    uint32_t version;
+  };
+  std::vector<Watched> watched;
   struct Tangent {
     std::vector<int64_t> sizes;
     at::TensorOptions options;
@@ -139,18 +147,23 @@ class TrainingNode : public Node {
     const size_t n = reads ? reads->size() : call_->saved.size();
     for (size_t k = 0; k < n; ++k) {
       const int i = reads ? (*reads)[k] : static_cast<int>(k);
-      const at::Tensor& t = call_->saved[i];
-      if (t._version() == call_->versions[i]) continue;
-      std::string sizes;
-      for (int64_t d : t.sizes()) {
-        if (!sizes.empty()) sizes += ", ";
-        sizes += std::to_string(d);
-      }
-      throw std::runtime_error("one of the variables needed for gradient computation has been modified by an inplace operation: [" +
-                               type_name(t) + " [" + sizes + "]], which is saved by a graph kiln compiled, is at version " +
-                               std::to_string(t._version()) + "; expected version " + std::to_string(call_->versions[i]) +
-                               " instead. Hint: the tensor was written in place after the compiled call and before backward");
+      check_version(call_->saved[i], call_->versions[i]);
+      for (const auto& w : call_->watched)
+        if (w.saved == i) check_version(w.input, w.version);
     }
+  }
+
+  static void check_version(const at::Tensor& t, uint32_t expected) {
+    if (t._version() == expected) return;
+    std::string sizes;
+    for (int64_t d : t.sizes()) {
+      if (!sizes.empty()) sizes += ", ";
+      sizes += std::to_string(d);
+    }
+    throw std::runtime_error("one of the variables needed for gradient computation has been modified by an inplace operation: [" +
+                             type_name(t) + " [" + sizes + "]], which is saved by a graph kiln compiled, is at version " +
+                             std::to_string(t._version()) + "; expected version " + std::to_string(expected) +
+                             " instead. Hint: the tensor was written in place after the compiled call and before backward");
   }
 
   std::shared_ptr<SavedCall> call_;
@@ -185,7 +198,19 @@ std::vector<at::Tensor> run_training_call(const std::shared_ptr<TrainingStages>&
     // exist, under autograd, so its history leads through the node to its old contents.
     for (int k = 0; k < m; ++k)
       if (!st.output_requires_grad[n + k]) inputs[st.mutated_inputs[k]].copy_(outs[n + k]);
-    for (size_t k = n + m; k < outs.size(); ++k) call->saved.push_back(std::move(outs[k]));
+    for (size_t k = n + m; k < outs.size(); ++k) {
+      // The new contents of an input written above, saved for the backward: eager's formulas
+      // saved the input itself, whose version a later write bumps, so backward then raises
+      // (fuzz seed 14647: a0.fill_() feeds a Linear, a0[0].zero_() after a graph break).
+      // The saved copy keeps the layout the backward was compiled for; the input is watched.
+      for (int j = 0; j < m; ++j)
+        if (!st.output_requires_grad[n + j] && outs[k].unsafeGetTensorImpl() == outs[n + j].unsafeGetTensorImpl()) {
+          const at::Tensor& in = inputs[st.mutated_inputs[j]];
+          call->watched.push_back({static_cast<int>(call->saved.size()), shallow_alias(in), in._version()});
+          break;
+        }
+      call->saved.push_back(std::move(outs[k]));
+    }
   }
   outs.resize(n + m);
   // A saved tensor that is an input, an output or a view (whose autograd metadata holds its base)
