@@ -2,10 +2,12 @@
 // values, interpreted on symbolic values.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <unordered_set>
 
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/fake_id.h"
 #include "frontend/objects/tensor_probe.h"
 #include "frontend/objects/torch_types.h"
 
@@ -296,7 +298,7 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     }
     return sup;
   }
-  if (is("id")) unsupported("id() of a traced value");
+  if (is("id")) { need(1); return id_of(args[0]); }
   if (f == op_fn("getitem")) { need(2); return subscript(args[0], args[1]); }
   // operator.* with tensors: record; otherwise fold.
   if (module_of(f) == "_operator" || module_of(f) == "operator") {
@@ -307,6 +309,46 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
   }
   *handled = false;
   return nullptr;
+}
+
+// id(v), as Dynamo answers it: an object the capture specialises on by identity (guarded by
+// identity here) and the singletons have their real id; a value that exists only while capturing
+// (a tensor the graph computes, a list or object the code made, a trace-time value) or a constant
+// (which object CPython hands out for an equal value is its own business) gets a fake id.
+VarPtr Interpreter::id_of(const VarPtr& v) {
+  PyObject* real = nullptr;
+  if (v->kind == VarKind::kObject && !v->fresh && !is_trace_value(v->obj.get())) real = identity(v);
+  PyObject* o = v->obj.get();
+  if (v->is_const() && (o == Py_None || o == Py_True || o == Py_False || o == Py_Ellipsis || o == Py_NotImplemented)) real = o;
+  if (real) return make_const(PyRef::steal(PyLong_FromVoidPtr(real)).get());
+  std::pair<int, const void*> key{2, v.get()};
+  if (v->kind == VarKind::kConst || v->kind == VarKind::kObject) key = {0, o};
+  else if (v->is_tensor()) key = {1, reinterpret_cast<const void*>(static_cast<intptr_t>(v->node))};
+  auto it = fake_ids_.find(key);
+  if (it == fake_ids_.end()) {
+    PyRef token = PyRef::steal(PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type)));
+    PyRef fake = PyRef::steal(token ? new_fake_id(token.get()) : nullptr);
+    if (!fake) unsupported("id(): cannot make a fake id: " + take_python_error());
+    fake_id_holds_.push_back(token);
+    if (key.first == 0) fake_id_holds_.push_back(v->obj);
+    if (key.first == 2) fake_id_vars_.push_back(v);
+    it = fake_ids_.emplace(key, fake).first;
+  }
+  return make_const(it->second.get());
+}
+
+void Interpreter::refuse_fake_ids(const VarPtr& v, const char* use) {
+  if (fake_ids_.empty()) return;
+  std::function<bool(const VarPtr&, int)> holds = [&](const VarPtr& x, int depth) {
+    if (x->is_const()) return holds_fake_id(x->obj.get());
+    if (depth > 8 || (x->kind != VarKind::kTuple && x->kind != VarKind::kList && x->kind != VarKind::kDict)) return false;
+    for (const auto& k : x->keys)
+      if (holds_fake_id(k.get())) return true;
+    for (const auto& it : x->items)
+      if (holds(it, depth + 1)) return true;
+    return false;
+  };
+  if (holds(v, 0)) unsupported(std::string("id() of a value that exists only while compiling, used ") + use);
 }
 
 // A list position given to insert/pop: a constant int, or a size (specialised, guarded).

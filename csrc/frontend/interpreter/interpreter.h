@@ -416,6 +416,14 @@ class Interpreter {
   std::unordered_set<const Var*> templates_in_progress_;
   std::unordered_map<const Var*, PyRef> tokens_;
   std::unordered_map<PyObject*, VarPtr> token_vars_;
+  // id(v) (builtins.cpp): the real id of an object whose identity the capture specialises on, or
+  // a fake id (fake_id.h), one per value: keyed by the constant or trace-time object, the tensor's
+  // graph value, or else the Var, each kept alive (with its token) for the whole capture.
+  VarPtr id_of(const VarPtr& v);
+  void refuse_fake_ids(const VarPtr& v, const char* use);
+  std::map<std::pair<int, const void*>, PyRef> fake_ids_;
+  std::vector<PyRef> fake_id_holds_;
+  std::vector<VarPtr> fake_id_vars_;
 };
 
 }  // namespace kiln::frontend

@@ -7,6 +7,7 @@
 
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/fake_id.h"
 #include "frontend/objects/tensor_probe.h"
 #include "frontend/objects/torch_types.h"
 #include "frontend/hook/frame_dispatch.h"
@@ -207,6 +208,8 @@ VarPtr Interpreter::make_iterator(const VarPtr& v) {
 }
 
 VarPtr Interpreter::fold(PyObject* fn, const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  for (const auto& a : args) refuse_fake_ids(a, "in a Python computation");
+  for (const auto& kv : kwargs) refuse_fake_ids(kv.second, "in a Python computation");
   PyRef t = PyRef::steal(PyTuple_New(args.size()));
   for (size_t i = 0; i < args.size(); ++i) {
     PyRef a = as_python(args[i]);
@@ -517,6 +520,8 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     bool plain = true;
     for (const auto& a : args) plain &= !a->is_tensor() && static_cast<bool>(as_python(a));
     for (const auto& kv : kwargs) plain &= !kv.second->is_tensor() && static_cast<bool>(as_python(kv.second));
+    for (const auto& a : args) refuse_fake_ids(a, "as an lru_cache key");
+    for (const auto& kv : kwargs) refuse_fake_ids(kv.second, "as an lru_cache key");
     if (plain) {
       // A cached tensor (`torch.ones(n, n).tril()` by size) is traced through the wrapped function
       // instead, as Dynamo does (it ignores the cache): its ops go into the graph.

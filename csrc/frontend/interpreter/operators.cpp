@@ -6,6 +6,7 @@
 
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/fake_id.h"
 #include "frontend/objects/tensor_probe.h"
 #include "frontend/objects/torch_types.h"
 
@@ -117,6 +118,10 @@ VarPtr Interpreter::compare(int op, const VarPtr& a, const VarPtr& b) {
     PyRef r = PyRef::steal(PyObject_RichCompare(pa.get(), pb.get(), op));
     if (!r) unsupported("comparison raised " + take_python_error());
     return wrap_symbolic(r.get(), -1);
+  }
+  if (op != 2 && op != 3) {  // ids only compare equal or not
+    refuse_fake_ids(a, "in an ordering comparison");
+    refuse_fake_ids(b, "in an ordering comparison");
   }
   PyRef pa = as_python(a), pb = as_python(b);
   if (!pa || !pb) {

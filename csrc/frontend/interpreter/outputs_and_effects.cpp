@@ -5,6 +5,7 @@
 
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/fake_id.h"
 #include "frontend/objects/tensor_probe.h"
 #include "frontend/objects/torch_types.h"
 
@@ -122,6 +123,8 @@ static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::
         fail("a method of a container built during the capture is live at the end of the graph");
       if (v->kind == VarKind::kObject && v->fresh && PyExceptionInstance_Check(v->obj.get()))
         fail("an exception object made during the capture is handed back (each call would share it)");
+      if (v->kind == VarKind::kConst && holds_fake_id(v->obj.get()))
+        fail("id() of a value that exists only while compiling is handed back");
       t.kind = OutputTemplate::kConst;
       t.obj = v->obj;
       return t;
@@ -136,6 +139,7 @@ static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::
       t.kind = OutputTemplate::kDict;
       t.obj = PyRef::steal(PyTuple_New(v->keys.size()));
       for (size_t i = 0; i < v->keys.size(); ++i) PyTuple_SET_ITEM(t.obj.get(), i, Py_NewRef(v->keys[i].get()));
+      if (holds_fake_id(t.obj.get())) fail("a dict keyed by id() of values that exist only while compiling is handed back");
       for (const auto& it : v->items) t.items.push_back(make_template(self, it, outs, out_index, fail));
       t.dict_setitem = v->obj;  // an OrderedDict or defaultdict made during capture: rebuilt as one
       if (v->obj && v->self) t.names = v->self->obj;  // the defaultdict's factory

@@ -307,6 +307,7 @@ static bool plain_value(const VarPtr& v, int depth = 0) {
 }
 
 PyRef Interpreter::set_member(const VarPtr& v) {
+  refuse_fake_ids(v, "as a member of a set");
   if (plain_value(v)) return as_python(v);
   if (v->kind == VarKind::kObject) return PyRef::borrow(identity(v));
   bool by_identity = v->is_tensor() && (!v->source || v->source->kind == Source::kMade);
