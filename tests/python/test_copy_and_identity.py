@@ -60,3 +60,117 @@ def test_a_fake_id_handed_back_or_computed_with_runs_eagerly():
         assert torch.equal(out[0], torch.full((2,), 2.0)) and isinstance(out[1], int)
         s = kiln.stats()
         assert s["graphs"] == 0 and why in s["breaks"][0]["reason"] and "id()" in s["breaks"][0]["reason"], s["breaks"]
+
+
+# ---------------------------------------------------------------- copy.deepcopy
+
+def test_deepcopy_of_a_config_like_object_is_inlined():
+    def fn(x):
+        c = copy.deepcopy(SETTINGS)
+        c.shifts.append(10)
+        c.table["a"] = 5
+        return x * c.scale + sum(c.shifts) + c.table["a"] + len(SETTINGS.shifts) + SETTINGS.table["a"]
+    check(fn, x1)
+    assert SETTINGS.shifts == [1, 2] and SETTINGS.table == {"a": 3, 4: "four"}
+
+
+def test_deepcopy_guards_what_it_copied():
+    obj = Settings()
+
+    def fn(x):
+        return x * copy.deepcopy(obj).scale
+    c = kiln.compile(fn, backend="eager")
+    x = torch.randn(3)
+    assert_same(c(x), x * 2)
+    obj.scale = 5  # the copied attribute changed: the guard fails and the capture is redone
+    assert_same(c(x), x * 5)
+    assert stats() == (2, 0, 1)
+
+
+def test_deepcopy_of_a_dict_argument_returned_and_mutated():
+    def fn(x, d):
+        e = copy.deepcopy(d)
+        e["l"].append(x.sum())
+        e["n"] = e["n"] + 1
+        return x + e["n"], e, e["l"] is not d["l"]
+    check(fn, lambda: (torch.randn(3), {"n": 1, "l": [1, 2], "t": (1, "a")}))
+
+
+def test_deepcopy_returns_a_new_object_each_call():
+    def fn(x):
+        return x + 1, copy.deepcopy(SETTINGS)
+    c = kiln.compile(fn, backend="eager")
+    _, a = c(torch.ones(1))
+    _, b = c(torch.ones(1))
+    assert type(a) is Settings and a is not SETTINGS and a is not b and a.shifts is not b.shifts
+    assert vars(a) == vars(SETTINGS) == vars(b)
+    assert stats() == (1, 0, 0)
+
+
+class WithOwnDeepcopy:
+    def __init__(self):
+        self.v = 3
+
+    def __deepcopy__(self, memo):
+        out = WithOwnDeepcopy()
+        out.v = self.v * 10
+        return out
+
+
+OWN = WithOwnDeepcopy()
+
+
+class Slotted:
+    __slots__ = ("v",)
+
+    def __init__(self):
+        self.v = 4
+
+
+SLOTTED = Slotted()
+
+
+def test_deepcopy_of_classes_with_their_own_protocol_matches_eager():
+    check(lambda x: x * copy.deepcopy(OWN).v, x1)
+    kiln.reset()
+    check(lambda x: x * copy.deepcopy(SLOTTED).v, x1, graphs=None, breaks=None)  # __slots__: not inlined, still right
+
+
+# ---------------------------------------------------------------- dispatch tables keyed by class
+
+REGISTRY = {int: lambda v: v + 1, float: lambda v: v * 2}
+
+
+def test_lookup_keyed_by_class_in_an_existing_dict_is_guarded_by_entry():
+    def fn(x, n):
+        handler = REGISTRY.get(type(n))
+        missing = REGISTRY.get(str, None)
+        return x * handler(n), missing is None, type(n) in REGISTRY, REGISTRY[float](1.5)
+    c = kiln.compile(fn, backend="eager")
+    x = torch.randn(3)
+    assert_same(c(x, 3), fn(x, 3))
+    assert stats() == (1, 0, 0)
+    REGISTRY[int] = lambda v: v - 1  # the entry read changed: recompiles
+    try:
+        assert_same(c(x, 3), fn(x, 3))
+        assert stats()[0] == 2
+    finally:
+        REGISTRY[int] = lambda v: v + 1
+
+
+# ---------------------------------------------------------------- a new object's __dict__
+
+class Plain:
+    pass
+
+
+def test_filling_and_deleting_attributes_of_a_new_object():
+    def fn(x):
+        p = Plain()
+        vars(p).update({"a": 2, "b": 3})
+        p.__dict__["c"] = 4
+        del p.b
+        delattr(p, "c")
+        p.c = 5
+        return x * (p.a + p.c), sorted(vars(p)), hasattr(p, "b")
+    check(fn, x1)

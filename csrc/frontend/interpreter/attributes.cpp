@@ -94,6 +94,11 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
   PyObject* o = obj->obj.get();
   if (VarPtr stored = stored_attr(obj, name)) return stored;
   const SourcePtr& src = obj->source;
+  // Lookups in a dict the frame reaches keep the dict's Var (existing_dict_lookup reads one entry).
+  if (src && PyDict_CheckExact(o) && (n == "get" || n == "__getitem__" || n == "__contains__")) return make_container_method(obj, n);
+  // object.__reduce_ex__ stays symbolic too (reduce_ex), for copy.deepcopy.
+  if (src && n == "__reduce_ex__" && !PyType_Check(o) && _PyType_Lookup(Py_TYPE(o), name) == _PyType_Lookup(&PyBaseObject_Type, name))
+    return make_container_method(obj, n);
   if (PyType_Check(o)) {  // class attributes: resolved by Python; guarded where found in the MRO
     PyRef v = PyRef::steal(PyObject_GetAttr(o, name));
     if (!v) unsupported("attribute " + n + ": " + take_python_error());

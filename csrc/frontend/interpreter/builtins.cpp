@@ -363,10 +363,24 @@ long Interpreter::list_index(const VarPtr& v, const char* what) {
 VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
   VarPtr self = m->self;
   const std::string& name = m->name;
+  if (self->kind == VarKind::kObject) {  // a lookup in an existing dict, or __reduce_ex__ (see get_attr)
+    if (kwargs.empty())
+      if (VarPtr r = name == "__reduce_ex__" ? reduce_ex(self, args) : existing_dict_lookup(self, name, args)) return r;
+    PyRef bound = PyRef::steal(PyObject_GetAttrString(self->obj.get(), name.c_str()));
+    if (!bound) unsupported(std::string(Py_TYPE(self->obj.get())->tp_name) + "." + name + ": " + take_python_error());
+    return call(wrap_unguarded(bound.get(), name), std::move(args), std::move(kwargs));
+  }
   if (self->kind == VarKind::kNewObject) {  // builtin methods of object / dict on a new instance
+    if (name == "__reduce_ex__" && kwargs.empty())
+      if (VarPtr r = reduce_ex(self, args)) return r;
     if (name == "__setattr__") {
       if (args.size() != 2 || !args[0]->is_const()) unsupported("__setattr__ with a non-constant name");
       set_new_object_attr(self, args[0]->obj.get(), args[1]);
+      return make_const(Py_None);
+    }
+    if (name == "__delattr__") {
+      if (args.size() != 1 || !args[0]->is_const() || !PyUnicode_Check(args[0]->obj.get())) unsupported("__delattr__ with a non-constant name");
+      del_new_object_attr(self, args[0]->obj.get());
       return make_const(Py_None);
     }
     if (name == "__getattribute__" || name == "__getattr__") {
@@ -393,6 +407,8 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
     return -1;
   };
   auto mutate = [&]() { note_container_mutation(self, name); };
+  static const std::unordered_set<std::string> dict_mutators = {"update", "__setitem__", "setdefault", "pop", "popitem", "clear", "__delitem__"};
+  if (dict_mutators.count(name) && attrs_owner(self)) return mutate_attrs_dict(self, name, args, kwargs);
   if (self->kind == VarKind::kDict) {
     if (name == "items" || name == "keys" || name == "values") {
       if (!args.empty() || !kwargs.empty()) unsupported("dict." + name + " with arguments");

@@ -307,6 +307,7 @@ class Interpreter {
   VarPtr super_attr(const VarPtr& sup, PyObject* name);
   // Instances created during capture (see VarKind::kNewObject).
   VarPtr construct(PyObject* cls, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  VarPtr new_instance(PyObject* cls);  // cls.__new__(cls): the instance before __init__
   // @contextlib.contextmanager (generator_context.cpp): the factory, a call of it, and entering
   // and leaving its with-block, the generator suspended at its yield in between.
   VarPtr context_manager_of(const VarPtr& generator_function);
@@ -330,7 +331,14 @@ class Interpreter {
   // nn.Parameter(data, requires_grad) of a tensor the capture computed (new_parameter.cpp).
   VarPtr new_parameter(PyObject* cls, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
   VarPtr new_object_attr(const VarPtr& obj, PyObject* name);
+  // The object whose __dict__ `d` is (Var::attrs_dict), or null.
+  static VarPtr attrs_owner(const VarPtr& d);
+  // A mutating dict method on such a __dict__: applied to the dict and to the object's attributes.
+  VarPtr mutate_attrs_dict(const VarPtr& d, const std::string& name, std::vector<VarPtr>& args,
+                           std::vector<std::pair<std::string, VarPtr>>& kwargs);
   void set_new_object_attr(const VarPtr& obj, PyObject* name, const VarPtr& value);
+  void del_new_object_attr(const VarPtr& obj, PyObject* name);  // object.__delattr__ on it
+  void delete_attr(const VarPtr& obj, PyObject* name);          // del obj.name / delattr()
   // Calls a builtin method of a symbolic list, tuple, dict or new object: self.<name>(*args).
   VarPtr call_container(const VarPtr& self, const std::string& name, std::vector<VarPtr> args);
   VarPtr binary(const char* nb_name, const VarPtr& a, const VarPtr& b);
@@ -339,6 +347,12 @@ class Interpreter {
   VarPtr module_list_slice(const VarPtr& obj, PyObject* slice);
   VarPtr unary(PyObject* op_fn, const VarPtr& v);
   VarPtr contains(const VarPtr& item, const VarPtr& container);
+  // d.get(k[, default]) / d[k] / k in d on an existing dict (operators.cpp), null when kiln does
+  // not read it entry by entry.
+  VarPtr existing_dict_lookup(const VarPtr& d, const std::string& name, const std::vector<VarPtr>& args);
+  // obj.__reduce_ex__(protocol) as object's own answers it, for copy.deepcopy (copy_protocol.cpp);
+  // null when obj's class customises pickling.
+  VarPtr reduce_ex(const VarPtr& obj, const std::vector<VarPtr>& args);
   VarPtr from_python_value(PyObject* r, bool shared);
   VarPtr fold(PyObject* fn, const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
 

@@ -105,11 +105,19 @@ bool Interpreter::same_object(const VarPtr& a, const VarPtr& b, bool* known) {
     return identity(a) == identity(b);
   }
   if (a->is_tensor() && b->is_tensor()) return a->node == b->node;
+  // A list, dict or object the capture made is one Var, shared by everything that holds it: any
+  // other Var is another object (`y is not x` after copy.deepcopy).
+  auto made_here = [](const VarPtr& v) {
+    return (v->kind == VarKind::kList || v->kind == VarKind::kDict || v->kind == VarKind::kNewObject) && (!v->source || v->fresh);
+  };
+  if (made_here(a) || made_here(b)) return false;
   // A tensor, container or function made during capture is never a pre-existing constant.
   if (a_py || b_py) {
     const VarPtr& other = a_py ? b : a;
+    // Nor is a method bound here (each attribute read binds a new one).
     if (other->kind == VarKind::kTensor || other->kind == VarKind::kTuple || other->kind == VarKind::kList ||
-        other->kind == VarKind::kDict || other->kind == VarKind::kNestedFunction || other->kind == VarKind::kNewObject)
+        other->kind == VarKind::kDict || other->kind == VarKind::kNestedFunction || other->kind == VarKind::kNewObject ||
+        other->kind == VarKind::kBoundMethod || other->kind == VarKind::kContainerMethod || other->kind == VarKind::kTensorMethod)
       return false;
   }
   *known = false;

@@ -227,6 +227,16 @@ void Interpreter::store_attr(const VarPtr& obj, PyObject* name, const VarPtr& va
   attr_stores_.push_back({obj, PyRef::borrow(name), value});
 }
 
+// del obj.name / delattr(obj, name) on an object made during the capture (its class's Python
+// __delattr__ inlined when it has one). On an existing object it would be a side effect kiln does
+// not replay.
+void Interpreter::delete_attr(const VarPtr& obj, PyObject* name) {
+  if (obj->kind != VarKind::kNewObject) unsupported("deleting attribute " + py_str(name) + " of a " + kind_name(obj->kind));
+  PyObject* deleter = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj->obj.get()), PyRef::steal(PyUnicode_FromString("__delattr__")).get());
+  if (deleter && PyFunction_Check(deleter)) inline_function(deleter, nullptr, {obj, make_const(name)}, {}, nullptr);
+  else del_new_object_attr(obj, name);
+}
+
 VarPtr Interpreter::stored_attr(const VarPtr& obj, PyObject* name) {
   for (auto it = attr_stores_.rbegin(); it != attr_stores_.rend(); ++it)
     if (it->target->obj.get() == obj->obj.get() && PyUnicode_Compare(it->name.get(), name) == 0) {
