@@ -174,3 +174,40 @@ def test_filling_and_deleting_attributes_of_a_new_object():
         p.c = 5
         return x * (p.a + p.c), sorted(vars(p)), hasattr(p, "b")
     check(fn, x1)
+
+
+# ---------------------------------------------------------------- config-like classes
+
+class MappedConfig:
+    attribute_map = {"hidden": "width"}
+
+    def __init__(self):
+        self.width = 8
+        self.decoder_layers = 3
+        self.name = "cfg"
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+MAPPED = MappedConfig()
+
+
+def test_copied_config_with_attribute_map_setattr_and_delattr():
+    def fn(x):
+        c = copy.deepcopy(MAPPED)
+        value = getattr(c, "decoder_layers")
+        delattr(c, "decoder_layers")
+        setattr(c, "layers", value)
+        c.hidden = c.hidden * 2
+        del c.name
+        return (x * c.width + c.layers, hasattr(c, "hidden"), hasattr(c, "decoder_layers"), hasattr(c, "name"),
+                sorted(vars(c)), MAPPED.width)
+    check(fn, x1)

@@ -88,7 +88,7 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
     }
     case VarKind::kObject: break;
     case VarKind::kSuper: return super_attr(obj, name);
-    case VarKind::kNewObject: return new_object_attr(obj, name);
+    case VarKind::kNewObject: return new_object_getattr(obj, name);
     default: unsupported("attribute " + n + " of a " + kind_name(obj->kind));
   }
   PyObject* o = obj->obj.get();

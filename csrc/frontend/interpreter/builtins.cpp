@@ -64,10 +64,7 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     bool present = true;
     if (o->kind == VarKind::kObject && o->type_guarded) present = has_attr_guarded(o, name);
     else if (o->kind == VarKind::kObject || o->kind == VarKind::kConst) present = PyObject_HasAttr(o->obj.get(), name);
-    else if (o->kind == VarKind::kNewObject) {
-      present = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o->obj.get()), name) != nullptr;
-      for (auto& k : o->keys) present |= PyUnicode_Compare(k.get(), name) == 0;
-    }
+    else if (o->kind == VarKind::kNewObject) present = new_object_hasattr(o, name);
     else if (o->is_tensor()) present = PyObject_HasAttr(o->fake.get(), name);
     if (is("hasattr")) {
       if (o->kind != VarKind::kObject && o->kind != VarKind::kConst && o->kind != VarKind::kNewObject && !o->is_tensor())

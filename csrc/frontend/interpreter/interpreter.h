@@ -330,7 +330,12 @@ class Interpreter {
   VarPtr build_class(std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
   // nn.Parameter(data, requires_grad) of a tensor the capture computed (new_parameter.cpp).
   VarPtr new_parameter(PyObject* cls, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
-  VarPtr new_object_attr(const VarPtr& obj, PyObject* name);
+  VarPtr new_object_attr(const VarPtr& obj, PyObject* name);  // object.__getattribute__ (then __getattr__)
+  // obj.name on a new object as Python looks it up: its class's Python __getattribute__ when it
+  // has one (PreTrainedConfig's maps names through attribute_map), with __getattr__ after an
+  // AttributeError; else new_object_attr. hasattr(): whether that raises AttributeError.
+  VarPtr new_object_getattr(const VarPtr& obj, PyObject* name);
+  bool new_object_hasattr(const VarPtr& obj, PyObject* name);
   // The object whose __dict__ `d` is (Var::attrs_dict), or null.
   static VarPtr attrs_owner(const VarPtr& d);
   // A mutating dict method on such a __dict__: applied to the dict and to the object's attributes.

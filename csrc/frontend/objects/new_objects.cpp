@@ -120,6 +120,39 @@ VarPtr Interpreter::make_exception(PyObject* cls, std::vector<VarPtr>& args, std
   return v;
 }
 
+static bool is_attribute_error(const VarPtr& exc) {
+  return exc && exc->kind == VarKind::kObject && PyErr_GivenExceptionMatches(exc->obj.get(), PyExc_AttributeError);
+}
+
+VarPtr Interpreter::new_object_getattr(const VarPtr& obj, PyObject* name) {
+  PyObject* ga = lookup(obj->obj.get(), "__getattribute__");
+  if (!ga || !PyFunction_Check(ga)) return new_object_attr(obj, name);
+  try {
+    return inline_function(ga, nullptr, {obj, make_const(name)}, {}, nullptr);
+  } catch (const PyRaised& raised) {
+    PyObject* getattr_hook = lookup(obj->obj.get(), "__getattr__");
+    if (!getattr_hook || !PyFunction_Check(getattr_hook) || !is_attribute_error(raised.exc)) throw;
+    return inline_function(getattr_hook, nullptr, {obj, make_const(name)}, {}, nullptr);
+  }
+}
+
+bool Interpreter::new_object_hasattr(const VarPtr& obj, PyObject* name) {
+  PyObject* ga = lookup(obj->obj.get(), "__getattribute__");
+  PyObject* getattr_hook = lookup(obj->obj.get(), "__getattr__");
+  if ((!ga || !PyFunction_Check(ga)) && (!getattr_hook || !PyFunction_Check(getattr_hook))) {
+    bool present = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj->obj.get()), name) != nullptr;
+    for (auto& k : obj->keys) present |= PyUnicode_Compare(k.get(), name) == 0;
+    return present;
+  }
+  try {
+    new_object_getattr(obj, name);
+    return true;
+  } catch (const PyRaised& raised) {
+    if (!is_attribute_error(raised.exc)) throw;
+    return false;
+  }
+}
+
 VarPtr Interpreter::new_object_attr(const VarPtr& obj, PyObject* name) {
   std::string n = py_str(name);
   for (size_t i = 0; i < obj->keys.size(); ++i)
