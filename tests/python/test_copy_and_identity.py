@@ -211,3 +211,37 @@ def test_copied_config_with_attribute_map_setattr_and_delattr():
         return (x * c.width + c.layers, hasattr(c, "hidden"), hasattr(c, "decoder_layers"), hasattr(c, "name"),
                 sorted(vars(c)), MAPPED.width)
     check(fn, x1)
+
+
+# ---------------------------------------------------------------- dict subclasses passed in
+
+class Output(OrderedDict):
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return tuple(self[k] for k in self.keys())[k]
+
+
+def test_a_dict_subclass_instance_passed_in_is_read_through_its_contents():
+    def fn(o):
+        total = o[0] * 2 + o["b"]
+        return total, len(o), "a" in o, list(o.keys()), [v.sum() for v in o.values()], [k for k in o]
+    c = kiln.compile(fn, backend="eager")
+    for _ in range(2):
+        o = Output(a=torch.randn(3), b=torch.randn(3))
+        assert_same(c(o), fn(o))
+    assert stats() == (1, 0, 0)
+    o = Output(a=torch.randn(3), b=torch.randn(3))
+    o.move_to_end("a")  # the same keys in another order: the keys guard sees the OrderedDict's order
+    assert_same(c(o), fn(o))
+    assert stats() == (2, 0, 1)
+
+
+def test_mutating_a_dict_subclass_instance_passed_in_is_not_traced():
+    def fn(o, x):
+        o["c"] = x  # a builtin __setitem__ on the frame's object: runs eagerly
+        return x + 1
+    o, e = Output(a=1), Output(a=1)
+    x = torch.randn(2)
+    assert_same(kiln.compile(fn, backend="eager")(o, x), fn(e, x))
+    assert list(o.keys()) == list(e.keys()) == ["a", "c"]

@@ -133,6 +133,7 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
     if (dp && *dp) guard(instance_dict_source(src), GuardLeaf::kLacksKey, name);
   }
   if (descr) {
+    if (keeps_dict_method(obj, name, descr)) return make_container_method(dict_contents(obj), n);  // a ModelOutput passed in
     if (PyFunction_Check(descr)) {
       auto m = std::make_shared<Var>(VarKind::kBoundMethod);
       m->self = obj;
@@ -218,6 +219,8 @@ VarPtr Interpreter::super_attr(const VarPtr& sup, PyObject* name) {
   }
   if (inst->kind == VarKind::kNewObject) return make_container_method(inst, py_str(name));
   if (inst->kind != VarKind::kObject) unsupported("super()." + py_str(name) + " on a " + kind_name(inst->kind));
+  if (i < n && keeps_dict_method(inst, name, _PyType_Lookup(reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i)), name)))
+    return make_container_method(dict_contents(inst), py_str(name));
   PyRef real_super = PyRef::steal(PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&PySuper_Type), sup->obj.get(), identity(inst), nullptr));
   PyRef v = real_super ? PyRef::steal(PyObject_GetAttr(real_super.get(), name)) : PyRef();
   if (!v) unsupported("super()." + py_str(name) + ": " + take_python_error());

@@ -34,8 +34,10 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     if (v->kind == VarKind::kDictView) return make_const(PyRef::steal(PyLong_FromSize_t(v->self->items.size())).get());
     if (v->kind == VarKind::kObject || v->kind == VarKind::kNewObject) {
       PyTypeObject* t = v->kind == VarKind::kObject ? Py_TYPE(v->obj.get()) : reinterpret_cast<PyTypeObject*>(v->obj.get());
-      PyObject* l = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString("__len__")).get());
+      PyRef len_name = PyRef::steal(PyUnicode_FromString("__len__"));
+      PyObject* l = _PyType_Lookup(t, len_name.get());
       if (l && PyFunction_Check(l)) return inline_function(l, nullptr, {v}, {}, nullptr);
+      if (keeps_dict_method(v, len_name.get(), l)) return make_const(PyRef::steal(PyLong_FromSize_t(dict_contents(v)->items.size())).get());
       if (v->kind == VarKind::kNewObject && v->self) return make_const(PyRef::steal(PyLong_FromSize_t(v->self->items.size())).get());
     }
     return fold(f, args, kwargs);

@@ -336,6 +336,13 @@ class Interpreter {
   // AttributeError; else new_object_attr. hasattr(): whether that raises AttributeError.
   VarPtr new_object_getattr(const VarPtr& obj, PyObject* name);
   bool new_object_hasattr(const VarPtr& obj, PyObject* name);
+  // The contents of a dict-subclass instance the frame reaches (a ModelOutput passed in), read
+  // through its builtin dict/OrderedDict methods: a read-only symbolic dict whose keys (in order)
+  // are guarded and each value read through its source (value_wrapping.cpp). Null when obj is not
+  // one, or `name` is not a builtin read method its class keeps.
+  VarPtr dict_contents(const VarPtr& obj);
+  bool keeps_dict_method(const VarPtr& obj, PyObject* name, PyObject* found);
+  std::unordered_map<const Var*, std::pair<VarPtr, VarPtr>> dict_contents_;  // object -> (object, contents)
   // The object whose __dict__ `d` is (Var::attrs_dict), or null.
   static VarPtr attrs_owner(const VarPtr& d);
   // A mutating dict method on such a __dict__: applied to the dict and to the object's attributes.

@@ -175,8 +175,10 @@ std::vector<VarPtr> Interpreter::unpack(const VarPtr& v) {
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(seq.get()); ++i) out.push_back(from_python_value(PyList_GET_ITEM(seq.get(), i), true));
         return out;
       }
-      PyObject* it = _PyType_Lookup(Py_TYPE(v->obj.get()), PyRef::steal(PyUnicode_FromString("__iter__")).get());
+      PyRef iter_name = PyRef::steal(PyUnicode_FromString("__iter__"));
+      PyObject* it = _PyType_Lookup(Py_TYPE(v->obj.get()), iter_name.get());
       if (it && it == sequence_iter()) return iterate_sequence(v);
+      if (keeps_dict_method(v, iter_name.get(), it)) return unpack(dict_contents(v));
       // A namedtuple the frame was given: its items, as v[i] (guarded through its source).
       if (v->source && PyTuple_Check(v->obj.get()) && it == _PyType_Lookup(&PyTuple_Type, PyRef::steal(PyUnicode_FromString("__iter__")).get())) {
         const Py_ssize_t n = PyTuple_GET_SIZE(v->obj.get());

@@ -276,8 +276,10 @@ VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
     return module_list_slice(obj, idx->obj.get());
   if (obj->kind == VarKind::kObject || obj->kind == VarKind::kNewObject) {
     PyTypeObject* t = obj->kind == VarKind::kObject ? Py_TYPE(obj->obj.get()) : reinterpret_cast<PyTypeObject*>(obj->obj.get());
-    PyObject* gi = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString("__getitem__")).get());
+    PyRef gi_name = PyRef::steal(PyUnicode_FromString("__getitem__"));
+    PyObject* gi = _PyType_Lookup(t, gi_name.get());
     if (gi && PyFunction_Check(gi)) return inline_function(gi, nullptr, {obj, idx}, {}, nullptr);
+    if (keeps_dict_method(obj, gi_name.get(), gi)) return subscript(dict_contents(obj), idx);
     if (obj->kind == VarKind::kNewObject && obj->self) return subscript(obj->self, idx);
   }
   if (obj->is_const() || obj->kind == VarKind::kObject) return fold(op_fn("getitem"), {obj, idx}, {});
@@ -320,6 +322,11 @@ VarPtr Interpreter::existing_dict_lookup(const VarPtr& d, const std::string& nam
 
 VarPtr Interpreter::contains(const VarPtr& item, const VarPtr& container) {
   if (VarPtr r = existing_dict_lookup(container, "__contains__", {item})) return r;
+  if (container->kind == VarKind::kObject) {
+    PyRef contains_name = PyRef::steal(PyUnicode_FromString("__contains__"));
+    if (keeps_dict_method(container, contains_name.get(), _PyType_Lookup(Py_TYPE(container->obj.get()), contains_name.get())))
+      return contains(item, dict_contents(container));
+  }
   if (container->kind == VarKind::kObject && is_trace_value(container->obj.get()) && PyAnySet_Check(container->obj.get())) {
     PyRef member = set_member(item);  // set membership hashes objects and tensors by identity
     if (!member) unsupported(std::string("`in` of a ") + kind_name(item->kind) + " in a set");

@@ -64,6 +64,9 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
     t.obj = PyRef::steal(PyUnicode_FromString("__dict__"));
     t.items.push_back(make_template(self, owner, outs, out_index, fail));
     return t;
+  } else if (owner) {  // Interpreter::dict_contents: no object of its own to hand back
+    fail("the contents of a dict subclass instance the frame was given are handed back");
+    return OutputTemplate();
   }
   const bool rebuilt = (v->kind == VarKind::kList || v->kind == VarKind::kDict || v->kind == VarKind::kNewObject) &&
                        !(v->source && !v->fresh);
