@@ -111,6 +111,22 @@ bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
     }
     case kDictKeys: {
       if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(obj.get())) return false;
+      if (PyODict_Check(v)) {  // an OrderedDict's order is its own (move_to_end), not its storage's
+        PyObject* it = PyODict_Type.tp_iter(v);
+        if (!it) { PyErr_Clear(); return false; }
+        bool same = true;
+        for (Py_ssize_t i = 0; same && i < PyTuple_GET_SIZE(obj.get()); ++i) {
+          PyObject* k = PyIter_Next(it);
+          PyObject* want = PyTuple_GET_ITEM(obj.get(), i);
+          int r = k == want ? 1 : k ? PyObject_RichCompareBool(k, want, Py_EQ) : 0;
+          if (r < 0) PyErr_Clear();
+          same = r == 1;
+          Py_XDECREF(k);
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred()) PyErr_Clear();
+        return same;
+      }
       Py_ssize_t pos = 0, i = 0;
       PyObject *k, *val;
       while (PyDict_Next(v, &pos, &k, &val)) {

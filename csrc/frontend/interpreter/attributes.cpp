@@ -88,12 +88,17 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
     }
     case VarKind::kObject: break;
     case VarKind::kSuper: return super_attr(obj, name);
-    case VarKind::kNewObject: return new_object_attr(obj, name);
+    case VarKind::kNewObject: return new_object_getattr(obj, name);
     default: unsupported("attribute " + n + " of a " + kind_name(obj->kind));
   }
   PyObject* o = obj->obj.get();
   if (VarPtr stored = stored_attr(obj, name)) return stored;
   const SourcePtr& src = obj->source;
+  // Lookups in a dict the frame reaches keep the dict's Var (existing_dict_lookup reads one entry).
+  if (src && PyDict_CheckExact(o) && (n == "get" || n == "__getitem__" || n == "__contains__")) return make_container_method(obj, n);
+  // object.__reduce_ex__ stays symbolic too (reduce_ex), for copy.deepcopy.
+  if (src && n == "__reduce_ex__" && !PyType_Check(o) && _PyType_Lookup(Py_TYPE(o), name) == _PyType_Lookup(&PyBaseObject_Type, name))
+    return make_container_method(obj, n);
   if (PyType_Check(o)) {  // class attributes: resolved by Python; guarded where found in the MRO
     PyRef v = PyRef::steal(PyObject_GetAttr(o, name));
     if (!v) unsupported("attribute " + n + ": " + take_python_error());
@@ -128,6 +133,7 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
     if (dp && *dp) guard(instance_dict_source(src), GuardLeaf::kLacksKey, name);
   }
   if (descr) {
+    if (keeps_dict_method(obj, name, descr)) return make_container_method(dict_contents(obj), n);  // a ModelOutput passed in
     if (PyFunction_Check(descr)) {
       auto m = std::make_shared<Var>(VarKind::kBoundMethod);
       m->self = obj;
@@ -213,6 +219,8 @@ VarPtr Interpreter::super_attr(const VarPtr& sup, PyObject* name) {
   }
   if (inst->kind == VarKind::kNewObject) return make_container_method(inst, py_str(name));
   if (inst->kind != VarKind::kObject) unsupported("super()." + py_str(name) + " on a " + kind_name(inst->kind));
+  if (i < n && keeps_dict_method(inst, name, _PyType_Lookup(reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i)), name)))
+    return make_container_method(dict_contents(inst), py_str(name));
   PyRef real_super = PyRef::steal(PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&PySuper_Type), sup->obj.get(), identity(inst), nullptr));
   PyRef v = real_super ? PyRef::steal(PyObject_GetAttr(real_super.get(), name)) : PyRef();
   if (!v) unsupported("super()." + py_str(name) + ": " + take_python_error());

@@ -2,10 +2,12 @@
 // values, interpreted on symbolic values.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <unordered_set>
 
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/fake_id.h"
 #include "frontend/objects/tensor_probe.h"
 #include "frontend/objects/torch_types.h"
 
@@ -32,8 +34,10 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     if (v->kind == VarKind::kDictView) return make_const(PyRef::steal(PyLong_FromSize_t(v->self->items.size())).get());
     if (v->kind == VarKind::kObject || v->kind == VarKind::kNewObject) {
       PyTypeObject* t = v->kind == VarKind::kObject ? Py_TYPE(v->obj.get()) : reinterpret_cast<PyTypeObject*>(v->obj.get());
-      PyObject* l = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString("__len__")).get());
+      PyRef len_name = PyRef::steal(PyUnicode_FromString("__len__"));
+      PyObject* l = _PyType_Lookup(t, len_name.get());
       if (l && PyFunction_Check(l)) return inline_function(l, nullptr, {v}, {}, nullptr);
+      if (keeps_dict_method(v, len_name.get(), l)) return make_const(PyRef::steal(PyLong_FromSize_t(dict_contents(v)->items.size())).get());
       if (v->kind == VarKind::kNewObject && v->self) return make_const(PyRef::steal(PyLong_FromSize_t(v->self->items.size())).get());
     }
     return fold(f, args, kwargs);
@@ -62,10 +66,7 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     bool present = true;
     if (o->kind == VarKind::kObject && o->type_guarded) present = has_attr_guarded(o, name);
     else if (o->kind == VarKind::kObject || o->kind == VarKind::kConst) present = PyObject_HasAttr(o->obj.get(), name);
-    else if (o->kind == VarKind::kNewObject) {
-      present = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o->obj.get()), name) != nullptr;
-      for (auto& k : o->keys) present |= PyUnicode_Compare(k.get(), name) == 0;
-    }
+    else if (o->kind == VarKind::kNewObject) present = new_object_hasattr(o, name);
     else if (o->is_tensor()) present = PyObject_HasAttr(o->fake.get(), name);
     if (is("hasattr")) {
       if (o->kind != VarKind::kObject && o->kind != VarKind::kConst && o->kind != VarKind::kNewObject && !o->is_tensor())
@@ -296,7 +297,7 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
     }
     return sup;
   }
-  if (is("id")) unsupported("id() of a traced value");
+  if (is("id")) { need(1); return id_of(args[0]); }
   if (f == op_fn("getitem")) { need(2); return subscript(args[0], args[1]); }
   // operator.* with tensors: record; otherwise fold.
   if (module_of(f) == "_operator" || module_of(f) == "operator") {
@@ -307,6 +308,46 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
   }
   *handled = false;
   return nullptr;
+}
+
+// id(v), as Dynamo answers it: an object the capture specialises on by identity (guarded by
+// identity here) and the singletons have their real id; a value that exists only while capturing
+// (a tensor the graph computes, a list or object the code made, a trace-time value) or a constant
+// (which object CPython hands out for an equal value is its own business) gets a fake id.
+VarPtr Interpreter::id_of(const VarPtr& v) {
+  PyObject* real = nullptr;
+  if (v->kind == VarKind::kObject && !v->fresh && !is_trace_value(v->obj.get())) real = identity(v);
+  PyObject* o = v->obj.get();
+  if (v->is_const() && (o == Py_None || o == Py_True || o == Py_False || o == Py_Ellipsis || o == Py_NotImplemented)) real = o;
+  if (real) return make_const(PyRef::steal(PyLong_FromVoidPtr(real)).get());
+  std::pair<int, const void*> key{2, v.get()};
+  if (v->kind == VarKind::kConst || v->kind == VarKind::kObject) key = {0, o};
+  else if (v->is_tensor()) key = {1, reinterpret_cast<const void*>(static_cast<intptr_t>(v->node))};
+  auto it = fake_ids_.find(key);
+  if (it == fake_ids_.end()) {
+    PyRef token = PyRef::steal(PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type)));
+    PyRef fake = PyRef::steal(token ? new_fake_id(token.get()) : nullptr);
+    if (!fake) unsupported("id(): cannot make a fake id: " + take_python_error());
+    fake_id_holds_.push_back(token);
+    if (key.first == 0) fake_id_holds_.push_back(v->obj);
+    if (key.first == 2) fake_id_vars_.push_back(v);
+    it = fake_ids_.emplace(key, fake).first;
+  }
+  return make_const(it->second.get());
+}
+
+void Interpreter::refuse_fake_ids(const VarPtr& v, const char* use) {
+  if (fake_ids_.empty()) return;
+  std::function<bool(const VarPtr&, int)> holds = [&](const VarPtr& x, int depth) {
+    if (x->is_const()) return holds_fake_id(x->obj.get());
+    if (depth > 8 || (x->kind != VarKind::kTuple && x->kind != VarKind::kList && x->kind != VarKind::kDict)) return false;
+    for (const auto& k : x->keys)
+      if (holds_fake_id(k.get())) return true;
+    for (const auto& it : x->items)
+      if (holds(it, depth + 1)) return true;
+    return false;
+  };
+  if (holds(v, 0)) unsupported(std::string("id() of a value that exists only while compiling, used ") + use);
 }
 
 // A list position given to insert/pop: a constant int, or a size (specialised, guarded).
@@ -321,10 +362,24 @@ long Interpreter::list_index(const VarPtr& v, const char* what) {
 VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs) {
   VarPtr self = m->self;
   const std::string& name = m->name;
+  if (self->kind == VarKind::kObject) {  // a lookup in an existing dict, or __reduce_ex__ (see get_attr)
+    if (kwargs.empty())
+      if (VarPtr r = name == "__reduce_ex__" ? reduce_ex(self, args) : existing_dict_lookup(self, name, args)) return r;
+    PyRef bound = PyRef::steal(PyObject_GetAttrString(self->obj.get(), name.c_str()));
+    if (!bound) unsupported(std::string(Py_TYPE(self->obj.get())->tp_name) + "." + name + ": " + take_python_error());
+    return call(wrap_unguarded(bound.get(), name), std::move(args), std::move(kwargs));
+  }
   if (self->kind == VarKind::kNewObject) {  // builtin methods of object / dict on a new instance
+    if (name == "__reduce_ex__" && kwargs.empty())
+      if (VarPtr r = reduce_ex(self, args)) return r;
     if (name == "__setattr__") {
       if (args.size() != 2 || !args[0]->is_const()) unsupported("__setattr__ with a non-constant name");
       set_new_object_attr(self, args[0]->obj.get(), args[1]);
+      return make_const(Py_None);
+    }
+    if (name == "__delattr__") {
+      if (args.size() != 1 || !args[0]->is_const() || !PyUnicode_Check(args[0]->obj.get())) unsupported("__delattr__ with a non-constant name");
+      del_new_object_attr(self, args[0]->obj.get());
       return make_const(Py_None);
     }
     if (name == "__getattribute__" || name == "__getattr__") {
@@ -351,6 +406,8 @@ VarPtr Interpreter::call_container_method(const VarPtr& m, std::vector<VarPtr>& 
     return -1;
   };
   auto mutate = [&]() { note_container_mutation(self, name); };
+  static const std::unordered_set<std::string> dict_mutators = {"update", "__setitem__", "setdefault", "pop", "popitem", "clear", "__delitem__"};
+  if (dict_mutators.count(name) && attrs_owner(self)) return mutate_attrs_dict(self, name, args, kwargs);
   if (self->kind == VarKind::kDict) {
     if (name == "items" || name == "keys" || name == "values") {
       if (!args.empty() || !kwargs.empty()) unsupported("dict." + name + " with arguments");

@@ -6,6 +6,7 @@
 
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/fake_id.h"
 #include "frontend/hook/options.h"
 #include "frontend/objects/tensor_probe.h"
 #include "frontend/objects/torch_types.h"
@@ -50,7 +51,9 @@ graph::Arg Interpreter::to_arg(const VarPtr& v) {
     case VarKind::kTensor:
     case VarKind::kSymInt:
     case VarKind::kSymSlice: return graph::Arg::of_node(v->node);
-    case VarKind::kConst: return graph::Arg::of_const(handle(v->obj.get()), py_repr(v->obj.get()));
+    case VarKind::kConst:
+      refuse_fake_ids(v, "as a graph constant");
+      return graph::Arg::of_const(handle(v->obj.get()), py_repr(v->obj.get()));
     case VarKind::kTuple:
     case VarKind::kList: {
       std::vector<graph::Arg> items;

@@ -19,7 +19,7 @@ enum OpId {
 #define KILN_OPS(X) X(NOP) X(RESUME) X(CACHE) X(PUSH_NULL) X(POP_TOP) X(COPY) X(SWAP) X(LOAD_CONST) \
   X(RETURN_CONST) X(LOAD_FAST) X(LOAD_FAST_CHECK) X(LOAD_FAST_AND_CLEAR) X(STORE_FAST) X(DELETE_FAST) \
   X(LOAD_CLOSURE) X(LOAD_DEREF) X(STORE_DEREF) X(MAKE_CELL) X(COPY_FREE_VARS) X(LOAD_GLOBAL) X(LOAD_ATTR) \
-  X(LOAD_METHOD) X(STORE_ATTR) X(BUILD_TUPLE) X(BUILD_LIST) X(BUILD_MAP) X(BUILD_CONST_KEY_MAP) X(BUILD_SLICE) \
+  X(LOAD_METHOD) X(STORE_ATTR) X(DELETE_ATTR) X(BUILD_TUPLE) X(BUILD_LIST) X(BUILD_MAP) X(BUILD_CONST_KEY_MAP) X(BUILD_SLICE) \
   X(BUILD_STRING) X(FORMAT_VALUE) X(LIST_APPEND) X(LIST_EXTEND) X(MAP_ADD) X(DICT_UPDATE) X(DICT_MERGE) \
   X(LIST_TO_TUPLE) X(CALL_INTRINSIC_1) X(UNPACK_SEQUENCE) X(UNPACK_EX) X(BINARY_OP) X(BINARY_SUBSCR) \
   X(STORE_SUBSCR) X(DELETE_SUBSCR) X(BINARY_SLICE) X(STORE_SLICE) X(UNARY_NEGATIVE) X(UNARY_NOT) X(UNARY_INVERT) \
@@ -434,6 +434,7 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
       store_attr(owner, name_at(f.code, in.arg), value);
       return;
     }
+    case OP_DELETE_ATTR: delete_attr(pop(), name_at(f.code, in.arg)); return;
     case OP_BUILD_TUPLE: push(make_seq(VarKind::kTuple, popn(in.arg))); return;
     case OP_BUILD_LIST: push(make_seq(VarKind::kList, popn(in.arg))); return;
     // Sets hold constants only: a new Python set object built as the code runs.
@@ -601,6 +602,10 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         if (!all_python_values({idx, val}, {})) unsupported("a trace-time container holding a value that is not a Python constant");
         PyRef k = as_python(idx), value = as_python(val);
         if (PyObject_SetItem(obj->obj.get(), k.get(), value.get()) < 0) unsupported("item assignment raised " + take_python_error());
+        return;
+      }
+      if (attrs_owner(obj)) {  // vars(o)[k] = v on an object made here
+        call_container(obj, "__setitem__", {idx, val});
         return;
       }
       note_container_mutation(obj, "item assignment");

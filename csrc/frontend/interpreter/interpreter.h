@@ -307,6 +307,7 @@ class Interpreter {
   VarPtr super_attr(const VarPtr& sup, PyObject* name);
   // Instances created during capture (see VarKind::kNewObject).
   VarPtr construct(PyObject* cls, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
+  VarPtr new_instance(PyObject* cls);  // cls.__new__(cls): the instance before __init__
   // @contextlib.contextmanager (generator_context.cpp): the factory, a call of it, and entering
   // and leaving its with-block, the generator suspended at its yield in between.
   VarPtr context_manager_of(const VarPtr& generator_function);
@@ -329,8 +330,27 @@ class Interpreter {
   VarPtr build_class(std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
   // nn.Parameter(data, requires_grad) of a tensor the capture computed (new_parameter.cpp).
   VarPtr new_parameter(PyObject* cls, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);
-  VarPtr new_object_attr(const VarPtr& obj, PyObject* name);
+  VarPtr new_object_attr(const VarPtr& obj, PyObject* name);  // object.__getattribute__ (then __getattr__)
+  // obj.name on a new object as Python looks it up: its class's Python __getattribute__ when it
+  // has one (PreTrainedConfig's maps names through attribute_map), with __getattr__ after an
+  // AttributeError; else new_object_attr. hasattr(): whether that raises AttributeError.
+  VarPtr new_object_getattr(const VarPtr& obj, PyObject* name);
+  bool new_object_hasattr(const VarPtr& obj, PyObject* name);
+  // The contents of a dict-subclass instance the frame reaches (a ModelOutput passed in), read
+  // through its builtin dict/OrderedDict methods: a read-only symbolic dict whose keys (in order)
+  // are guarded and each value read through its source (value_wrapping.cpp). Null when obj is not
+  // one, or `name` is not a builtin read method its class keeps.
+  VarPtr dict_contents(const VarPtr& obj);
+  bool keeps_dict_method(const VarPtr& obj, PyObject* name, PyObject* found);
+  std::unordered_map<const Var*, std::pair<VarPtr, VarPtr>> dict_contents_;  // object -> (object, contents)
+  // The object whose __dict__ `d` is (Var::attrs_dict), or null.
+  static VarPtr attrs_owner(const VarPtr& d);
+  // A mutating dict method on such a __dict__: applied to the dict and to the object's attributes.
+  VarPtr mutate_attrs_dict(const VarPtr& d, const std::string& name, std::vector<VarPtr>& args,
+                           std::vector<std::pair<std::string, VarPtr>>& kwargs);
   void set_new_object_attr(const VarPtr& obj, PyObject* name, const VarPtr& value);
+  void del_new_object_attr(const VarPtr& obj, PyObject* name);  // object.__delattr__ on it
+  void delete_attr(const VarPtr& obj, PyObject* name);          // del obj.name / delattr()
   // Calls a builtin method of a symbolic list, tuple, dict or new object: self.<name>(*args).
   VarPtr call_container(const VarPtr& self, const std::string& name, std::vector<VarPtr> args);
   VarPtr binary(const char* nb_name, const VarPtr& a, const VarPtr& b);
@@ -339,6 +359,12 @@ class Interpreter {
   VarPtr module_list_slice(const VarPtr& obj, PyObject* slice);
   VarPtr unary(PyObject* op_fn, const VarPtr& v);
   VarPtr contains(const VarPtr& item, const VarPtr& container);
+  // d.get(k[, default]) / d[k] / k in d on an existing dict (operators.cpp), null when kiln does
+  // not read it entry by entry.
+  VarPtr existing_dict_lookup(const VarPtr& d, const std::string& name, const std::vector<VarPtr>& args);
+  // obj.__reduce_ex__(protocol) as object's own answers it, for copy.deepcopy (copy_protocol.cpp);
+  // null when obj's class customises pickling.
+  VarPtr reduce_ex(const VarPtr& obj, const std::vector<VarPtr>& args);
   VarPtr from_python_value(PyObject* r, bool shared);
   VarPtr fold(PyObject* fn, const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
 
@@ -416,6 +442,14 @@ class Interpreter {
   std::unordered_set<const Var*> templates_in_progress_;
   std::unordered_map<const Var*, PyRef> tokens_;
   std::unordered_map<PyObject*, VarPtr> token_vars_;
+  // id(v) (builtins.cpp): the real id of an object whose identity the capture specialises on, or
+  // a fake id (fake_id.h), one per value: keyed by the constant or trace-time object, the tensor's
+  // graph value, or else the Var, each kept alive (with its token) for the whole capture.
+  VarPtr id_of(const VarPtr& v);
+  void refuse_fake_ids(const VarPtr& v, const char* use);
+  std::map<std::pair<int, const void*>, PyRef> fake_ids_;
+  std::vector<PyRef> fake_id_holds_;
+  std::vector<VarPtr> fake_id_vars_;
 };
 
 }  // namespace kiln::frontend

@@ -7,6 +7,7 @@
 
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/fake_id.h"
 #include "frontend/objects/tensor_probe.h"
 #include "frontend/objects/torch_types.h"
 #include "frontend/hook/frame_dispatch.h"
@@ -104,11 +105,19 @@ bool Interpreter::same_object(const VarPtr& a, const VarPtr& b, bool* known) {
     return identity(a) == identity(b);
   }
   if (a->is_tensor() && b->is_tensor()) return a->node == b->node;
+  // A list, dict or object the capture made is one Var, shared by everything that holds it: any
+  // other Var is another object (`y is not x` after copy.deepcopy).
+  auto made_here = [](const VarPtr& v) {
+    return (v->kind == VarKind::kList || v->kind == VarKind::kDict || v->kind == VarKind::kNewObject) && (!v->source || v->fresh);
+  };
+  if (made_here(a) || made_here(b)) return false;
   // A tensor, container or function made during capture is never a pre-existing constant.
   if (a_py || b_py) {
     const VarPtr& other = a_py ? b : a;
+    // Nor is a method bound here (each attribute read binds a new one).
     if (other->kind == VarKind::kTensor || other->kind == VarKind::kTuple || other->kind == VarKind::kList ||
-        other->kind == VarKind::kDict || other->kind == VarKind::kNestedFunction || other->kind == VarKind::kNewObject)
+        other->kind == VarKind::kDict || other->kind == VarKind::kNestedFunction || other->kind == VarKind::kNewObject ||
+        other->kind == VarKind::kBoundMethod || other->kind == VarKind::kContainerMethod || other->kind == VarKind::kTensorMethod)
       return false;
   }
   *known = false;
@@ -166,8 +175,10 @@ std::vector<VarPtr> Interpreter::unpack(const VarPtr& v) {
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(seq.get()); ++i) out.push_back(from_python_value(PyList_GET_ITEM(seq.get(), i), true));
         return out;
       }
-      PyObject* it = _PyType_Lookup(Py_TYPE(v->obj.get()), PyRef::steal(PyUnicode_FromString("__iter__")).get());
+      PyRef iter_name = PyRef::steal(PyUnicode_FromString("__iter__"));
+      PyObject* it = _PyType_Lookup(Py_TYPE(v->obj.get()), iter_name.get());
       if (it && it == sequence_iter()) return iterate_sequence(v);
+      if (keeps_dict_method(v, iter_name.get(), it)) return unpack(dict_contents(v));
       // A namedtuple the frame was given: its items, as v[i] (guarded through its source).
       if (v->source && PyTuple_Check(v->obj.get()) && it == _PyType_Lookup(&PyTuple_Type, PyRef::steal(PyUnicode_FromString("__iter__")).get())) {
         const Py_ssize_t n = PyTuple_GET_SIZE(v->obj.get());
@@ -207,6 +218,8 @@ VarPtr Interpreter::make_iterator(const VarPtr& v) {
 }
 
 VarPtr Interpreter::fold(PyObject* fn, const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  for (const auto& a : args) refuse_fake_ids(a, "in a Python computation");
+  for (const auto& kv : kwargs) refuse_fake_ids(kv.second, "in a Python computation");
   PyRef t = PyRef::steal(PyTuple_New(args.size()));
   for (size_t i = 0; i < args.size(); ++i) {
     PyRef a = as_python(args[i]);
@@ -517,6 +530,8 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     bool plain = true;
     for (const auto& a : args) plain &= !a->is_tensor() && static_cast<bool>(as_python(a));
     for (const auto& kv : kwargs) plain &= !kv.second->is_tensor() && static_cast<bool>(as_python(kv.second));
+    for (const auto& a : args) refuse_fake_ids(a, "as an lru_cache key");
+    for (const auto& kv : kwargs) refuse_fake_ids(kv.second, "as an lru_cache key");
     if (plain) {
       // A cached tensor (`torch.ones(n, n).tril()` by size) is traced through the wrapped function
       // instead, as Dynamo does (it ignores the cache): its ops go into the graph.

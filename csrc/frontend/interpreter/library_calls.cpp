@@ -22,6 +22,16 @@ const VarPtr* kwarg(const std::vector<std::pair<std::string, VarPtr>>& kwargs, c
   return nullptr;
 }
 
+// True when the first builtin class in cls's MRO is object (object.__new__(cls) is allowed).
+bool builtin_base_is_object(PyObject* cls) {
+  PyObject* mro = reinterpret_cast<PyTypeObject*>(cls)->tp_mro;
+  for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return t == &PyBaseObject_Type;
+  }
+  return false;
+}
+
 }  // namespace
 
 // Items in the order sorted(items, key=key, reverse=reverse) gives: keys must be Python values
@@ -77,6 +87,11 @@ VarPtr Interpreter::call_library(PyObject* f, std::vector<VarPtr>& args, std::ve
   if (is("setattr") && args.size() == 3 && kwargs.empty()) {
     if (!args[1]->is_const() || !PyUnicode_Check(args[1]->obj.get())) unsupported("setattr() with a non-constant name");
     store_attr(args[0], args[1]->obj.get(), args[2]);
+    return make_const(Py_None);
+  }
+  if (is("delattr") && args.size() == 2 && kwargs.empty()) {
+    if (!args[1]->is_const() || !PyUnicode_Check(args[1]->obj.get())) unsupported("delattr() with a non-constant name");
+    delete_attr(args[0], args[1]->obj.get());
     return make_const(Py_None);
   }
   if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) == reinterpret_cast<PyObject*>(&PyDict_Type) &&
@@ -203,6 +218,13 @@ VarPtr Interpreter::call_library(PyObject* f, std::vector<VarPtr>& args, std::ve
     VarPtr t = make_seq(VarKind::kTuple, args.size() == 2 ? unpack(args[1]) : std::vector<VarPtr>{});
     if (cls != reinterpret_cast<PyObject*>(&PyTuple_Type)) t->obj = PyRef::borrow(cls);
     return t;
+  }
+  if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) == reinterpret_cast<PyObject*>(&PyBaseObject_Type) &&
+      std::strcmp(reinterpret_cast<PyCFunctionObject*>(f)->m_ml->ml_name, "__new__") == 0 && kwargs.empty() && args.size() == 1 &&
+      (args[0]->kind == VarKind::kObject || args[0]->is_const()) && PyType_Check(args[0]->obj.get()) &&
+      builtin_base_is_object(args[0]->obj.get())) {
+    // object.__new__(cls): the instance without __init__ (copyreg.__newobj__, how copy makes a copy).
+    return new_instance(args[0]->obj.get());
   }
   if (PyType_Check(f) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(f), &PyTuple_Type) && f != reinterpret_cast<PyObject*>(&PyTuple_Type)) {
     // A namedtuple class: its fields from the arguments, then from keywords, then defaults.

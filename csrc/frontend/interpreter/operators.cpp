@@ -6,6 +6,7 @@
 
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/fake_id.h"
 #include "frontend/objects/tensor_probe.h"
 #include "frontend/objects/torch_types.h"
 
@@ -117,6 +118,10 @@ VarPtr Interpreter::compare(int op, const VarPtr& a, const VarPtr& b) {
     PyRef r = PyRef::steal(PyObject_RichCompare(pa.get(), pb.get(), op));
     if (!r) unsupported("comparison raised " + take_python_error());
     return wrap_symbolic(r.get(), -1);
+  }
+  if (op != 2 && op != 3) {  // ids only compare equal or not
+    refuse_fake_ids(a, "in an ordering comparison");
+    refuse_fake_ids(b, "in an ordering comparison");
   }
   PyRef pa = as_python(a), pb = as_python(b);
   if (!pa || !pb) {
@@ -265,20 +270,63 @@ VarPtr Interpreter::subscript(const VarPtr& obj, const VarPtr& idx) {
   if (obj->kind == VarKind::kDict) {
     return call_container(obj, "__getitem__", {idx});
   }
+  if (VarPtr r = existing_dict_lookup(obj, "__getitem__", {idx})) return r;
   if (obj->kind == VarKind::kObject && obj->source && idx->is_const() && PySlice_Check(idx->obj.get()) &&
       PyObject_TypeCheck(obj->obj.get(), reinterpret_cast<PyTypeObject*>(g_torch.module_list_type)))
     return module_list_slice(obj, idx->obj.get());
   if (obj->kind == VarKind::kObject || obj->kind == VarKind::kNewObject) {
     PyTypeObject* t = obj->kind == VarKind::kObject ? Py_TYPE(obj->obj.get()) : reinterpret_cast<PyTypeObject*>(obj->obj.get());
-    PyObject* gi = _PyType_Lookup(t, PyRef::steal(PyUnicode_FromString("__getitem__")).get());
+    PyRef gi_name = PyRef::steal(PyUnicode_FromString("__getitem__"));
+    PyObject* gi = _PyType_Lookup(t, gi_name.get());
     if (gi && PyFunction_Check(gi)) return inline_function(gi, nullptr, {obj, idx}, {}, nullptr);
+    if (keeps_dict_method(obj, gi_name.get(), gi)) return subscript(dict_contents(obj), idx);
     if (obj->kind == VarKind::kNewObject && obj->self) return subscript(obj->self, idx);
   }
   if (obj->is_const() || obj->kind == VarKind::kObject) return fold(op_fn("getitem"), {obj, idx}, {});
   unsupported(std::string("indexing a ") + kind_name(obj->kind));
 }
 
+// d.get(k[, default]), d[k] and `k in d` on a dict the frame reaches (a module's table keyed by
+// class, as copy's and copyreg's dispatch tables are), with a key hashed by value (a constant) or
+// by identity (a class, a plain object): only that entry is read, guarded through its source (its
+// value, or its absence), so the answer holds while the entry does. Null for other dicts, keys
+// and calls: the caller goes on as before.
+VarPtr Interpreter::existing_dict_lookup(const VarPtr& d, const std::string& name, const std::vector<VarPtr>& args) {
+  if (d->kind != VarKind::kObject || !d->source || !PyDict_CheckExact(d->obj.get()) || is_trace_value(d->obj.get())) return nullptr;
+  if (!(name == "get" && (args.size() == 1 || args.size() == 2)) && !((name == "__getitem__" || name == "__contains__") && args.size() == 1))
+    return nullptr;
+  const VarPtr& k = args[0];
+  PyObject* key = nullptr;
+  if (k->is_const()) {
+    refuse_fake_ids(k, "as a key of an existing dict");
+    key = k->obj.get();
+  } else if (k->kind == VarKind::kObject && !k->fresh) {
+    PyTypeObject* t = Py_TYPE(k->obj.get());
+    const bool identity_hashed = t == &PyType_Type || (t->tp_hash == PyBaseObject_Type.tp_hash && t->tp_richcompare == PyBaseObject_Type.tp_richcompare);
+    if (!identity_hashed) return nullptr;
+    key = identity(k);
+  } else {
+    return nullptr;
+  }
+  PyObject* v = PyDict_GetItemWithError(d->obj.get(), key);
+  if (!v && PyErr_Occurred()) unsupported("dict lookup raised " + take_python_error());
+  if (name == "__contains__") {
+    guard(d->source, v ? GuardLeaf::kHasKey : GuardLeaf::kLacksKey, key);
+    return make_const(v ? Py_True : Py_False);
+  }
+  if (v) return wrap(v, dict_item_source(d->source, key));
+  guard(d->source, GuardLeaf::kLacksKey, key);
+  if (name == "get") return args.size() == 2 ? args[1] : make_const(Py_None);
+  raise_python(PyExc_KeyError, key);
+}
+
 VarPtr Interpreter::contains(const VarPtr& item, const VarPtr& container) {
+  if (VarPtr r = existing_dict_lookup(container, "__contains__", {item})) return r;
+  if (container->kind == VarKind::kObject) {
+    PyRef contains_name = PyRef::steal(PyUnicode_FromString("__contains__"));
+    if (keeps_dict_method(container, contains_name.get(), _PyType_Lookup(Py_TYPE(container->obj.get()), contains_name.get())))
+      return contains(item, dict_contents(container));
+  }
   if (container->kind == VarKind::kObject && is_trace_value(container->obj.get()) && PyAnySet_Check(container->obj.get())) {
     PyRef member = set_member(item);  // set membership hashes objects and tensors by identity
     if (!member) unsupported(std::string("`in` of a ") + kind_name(item->kind) + " in a set");

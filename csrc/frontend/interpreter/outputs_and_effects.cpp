@@ -5,6 +5,7 @@
 
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/fake_id.h"
 #include "frontend/objects/tensor_probe.h"
 #include "frontend/objects/torch_types.h"
 
@@ -63,6 +64,9 @@ OutputTemplate make_template(Interpreter* self, const VarPtr& v, std::vector<gra
     t.obj = PyRef::steal(PyUnicode_FromString("__dict__"));
     t.items.push_back(make_template(self, owner, outs, out_index, fail));
     return t;
+  } else if (owner) {  // Interpreter::dict_contents: no object of its own to hand back
+    fail("the contents of a dict subclass instance the frame was given are handed back");
+    return OutputTemplate();
   }
   const bool rebuilt = (v->kind == VarKind::kList || v->kind == VarKind::kDict || v->kind == VarKind::kNewObject) &&
                        !(v->source && !v->fresh);
@@ -122,6 +126,8 @@ static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::
         fail("a method of a container built during the capture is live at the end of the graph");
       if (v->kind == VarKind::kObject && v->fresh && PyExceptionInstance_Check(v->obj.get()))
         fail("an exception object made during the capture is handed back (each call would share it)");
+      if (v->kind == VarKind::kConst && holds_fake_id(v->obj.get()))
+        fail("id() of a value that exists only while compiling is handed back");
       t.kind = OutputTemplate::kConst;
       t.obj = v->obj;
       return t;
@@ -136,6 +142,7 @@ static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::
       t.kind = OutputTemplate::kDict;
       t.obj = PyRef::steal(PyTuple_New(v->keys.size()));
       for (size_t i = 0; i < v->keys.size(); ++i) PyTuple_SET_ITEM(t.obj.get(), i, Py_NewRef(v->keys[i].get()));
+      if (holds_fake_id(t.obj.get())) fail("a dict keyed by id() of values that exist only while compiling is handed back");
       for (const auto& it : v->items) t.items.push_back(make_template(self, it, outs, out_index, fail));
       t.dict_setitem = v->obj;  // an OrderedDict or defaultdict made during capture: rebuilt as one
       if (v->obj && v->self) t.names = v->self->obj;  // the defaultdict's factory
@@ -221,6 +228,16 @@ void Interpreter::store_attr(const VarPtr& obj, PyObject* name, const VarPtr& va
       value->kind != VarKind::kTuple && value->kind != VarKind::kList && value->kind != VarKind::kDict)
     unsupported("assigning a " + std::string(kind_name(value->kind)) + " to an attribute (" + n + ")");
   attr_stores_.push_back({obj, PyRef::borrow(name), value});
+}
+
+// del obj.name / delattr(obj, name) on an object made during the capture (its class's Python
+// __delattr__ inlined when it has one). On an existing object it would be a side effect kiln does
+// not replay.
+void Interpreter::delete_attr(const VarPtr& obj, PyObject* name) {
+  if (obj->kind != VarKind::kNewObject) unsupported("deleting attribute " + py_str(name) + " of a " + kind_name(obj->kind));
+  PyObject* deleter = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj->obj.get()), PyRef::steal(PyUnicode_FromString("__delattr__")).get());
+  if (deleter && PyFunction_Check(deleter)) inline_function(deleter, nullptr, {obj, make_const(name)}, {}, nullptr);
+  else del_new_object_attr(obj, name);
 }
 
 VarPtr Interpreter::stored_attr(const VarPtr& obj, PyObject* name) {

@@ -41,6 +41,26 @@ VarPtr Interpreter::construct(PyObject* cls, std::vector<VarPtr> args, std::vect
     v->fresh = true;
     return v;
   }
+  // A metaclass matters here only through __call__ (what constructing runs): one that keeps
+  // type's (ABCMeta; transformers' ModelOutput metaclass, which only renames what the class
+  // itself is given) constructs as type does.
+  if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call && (t->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.tensor_type)))
+    unsupported("constructing " + tn + ", whose metaclass " + Py_TYPE(cls)->tp_name + " defines __call__");
+  VarPtr v = new_instance(cls);
+  PyObject* init = lookup(cls, "__init__");
+  if (init && PyFunction_Check(init)) {
+    args.insert(args.begin(), v);
+    inline_function(init, nullptr, std::move(args), std::move(kwargs), nullptr);
+  } else if (!args.empty() || !kwargs.empty()) {
+    unsupported("constructing " + tn + " with arguments but no Python __init__");
+  }
+  return v;
+}
+
+// A new instance of cls as its __new__ (object's, or its dict base's) makes it, before any __init__.
+VarPtr Interpreter::new_instance(PyObject* cls) {
+  auto* t = reinterpret_cast<PyTypeObject*>(cls);
+  std::string tn = t->tp_name;
   if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.tensor_type)) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)))
     unsupported(PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)) ? "the function raises " + tn
                                                                                           : "constructing an object of class " + tn);
@@ -49,24 +69,12 @@ VarPtr Interpreter::construct(PyObject* cls, std::vector<VarPtr> args, std::vect
   if (base != reinterpret_cast<PyObject*>(&PyBaseObject_Type) && !dict_based) unsupported("constructing " + tn + " (a subclass of a builtin type)");
   if (t->tp_new != PyBaseObject_Type.tp_new && t->tp_new != reinterpret_cast<PyTypeObject*>(base)->tp_new)
     unsupported("constructing " + tn + ", which defines __new__");
-  // A metaclass matters here only through __call__ (what constructing runs): one that keeps
-  // type's (ABCMeta; transformers' ModelOutput metaclass, which only renames what the class
-  // itself is given) constructs as type does.
-  if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call)
-    unsupported("constructing " + tn + ", whose metaclass " + Py_TYPE(cls)->tp_name + " defines __call__");
   auto v = std::make_shared<Var>(VarKind::kNewObject);
   v->obj = PyRef::borrow(cls);
   v->fresh = true;
   if (dict_based) {
     v->self = std::make_shared<Var>(VarKind::kDict);
     v->self->fresh = true;
-  }
-  PyObject* init = lookup(cls, "__init__");
-  if (init && PyFunction_Check(init)) {
-    args.insert(args.begin(), v);
-    inline_function(init, nullptr, std::move(args), std::move(kwargs), nullptr);
-  } else if (!args.empty() || !kwargs.empty()) {
-    unsupported("constructing " + tn + " with arguments but no Python __init__");
   }
   return v;
 }
@@ -110,6 +118,39 @@ VarPtr Interpreter::make_exception(PyObject* cls, std::vector<VarPtr>& args, std
   VarPtr v = make_object(exc.get(), nullptr);
   v->fresh = true;
   return v;
+}
+
+static bool is_attribute_error(const VarPtr& exc) {
+  return exc && exc->kind == VarKind::kObject && PyErr_GivenExceptionMatches(exc->obj.get(), PyExc_AttributeError);
+}
+
+VarPtr Interpreter::new_object_getattr(const VarPtr& obj, PyObject* name) {
+  PyObject* ga = lookup(obj->obj.get(), "__getattribute__");
+  if (!ga || !PyFunction_Check(ga)) return new_object_attr(obj, name);
+  try {
+    return inline_function(ga, nullptr, {obj, make_const(name)}, {}, nullptr);
+  } catch (const PyRaised& raised) {
+    PyObject* getattr_hook = lookup(obj->obj.get(), "__getattr__");
+    if (!getattr_hook || !PyFunction_Check(getattr_hook) || !is_attribute_error(raised.exc)) throw;
+    return inline_function(getattr_hook, nullptr, {obj, make_const(name)}, {}, nullptr);
+  }
+}
+
+bool Interpreter::new_object_hasattr(const VarPtr& obj, PyObject* name) {
+  PyObject* ga = lookup(obj->obj.get(), "__getattribute__");
+  PyObject* getattr_hook = lookup(obj->obj.get(), "__getattr__");
+  if ((!ga || !PyFunction_Check(ga)) && (!getattr_hook || !PyFunction_Check(getattr_hook))) {
+    bool present = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj->obj.get()), name) != nullptr;
+    for (auto& k : obj->keys) present |= PyUnicode_Compare(k.get(), name) == 0;
+    return present;
+  }
+  try {
+    new_object_getattr(obj, name);
+    return true;
+  } catch (const PyRaised& raised) {
+    if (!is_attribute_error(raised.exc)) throw;
+    return false;
+  }
 }
 
 VarPtr Interpreter::new_object_attr(const VarPtr& obj, PyObject* name) {
@@ -169,6 +210,29 @@ VarPtr Interpreter::new_object_attr(const VarPtr& obj, PyObject* name) {
   return wrap_unguarded(attr, n);  // a plain class attribute
 }
 
+VarPtr Interpreter::attrs_owner(const VarPtr& d) {
+  if (d->kind != VarKind::kDict) return nullptr;
+  VarPtr owner = d->owner.lock();
+  return owner && owner->attrs_dict.get() == d.get() ? owner : nullptr;
+}
+
+// `y.__dict__.update(state)` (how copy fills a copy), `vars(obj)[k] = v`: the change is made on a
+// copy of the dict's contents by the dict method itself, then becomes the object's attributes.
+VarPtr Interpreter::mutate_attrs_dict(const VarPtr& d, const std::string& name, std::vector<VarPtr>& args,
+                                      std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  VarPtr owner = attrs_owner(d);
+  auto work = std::make_shared<Var>(VarKind::kDict);
+  work->fresh = true;
+  work->keys = d->keys;
+  work->items = d->items;
+  VarPtr r = call_container_method(make_container_method(work, name), args, kwargs);
+  for (const auto& k : work->keys)
+    if (!PyUnicode_Check(k.get())) unsupported("a non-string key in an object's __dict__");
+  owner->keys = d->keys = work->keys;
+  owner->items = d->items = work->items;
+  return r;
+}
+
 void Interpreter::set_new_object_attr(const VarPtr& obj, PyObject* name, const VarPtr& value) {
   if (obj->obj.get() == reinterpret_cast<PyObject*>(&PyBaseObject_Type))  // object() has no __dict__
     raise_python(PyExc_AttributeError, "'object' object has no attribute '" + py_str(name) + "'");
@@ -183,6 +247,23 @@ void Interpreter::set_new_object_attr(const VarPtr& obj, PyObject* name, const V
     obj->attrs_dict->keys = obj->keys;
     obj->attrs_dict->items = obj->items;
   }
+}
+
+void Interpreter::del_new_object_attr(const VarPtr& obj, PyObject* name) {
+  auto* t = reinterpret_cast<PyTypeObject*>(obj->obj.get());
+  PyObject* descr = _PyType_Lookup(t, name);
+  if (descr && Py_TYPE(descr)->tp_descr_set) unsupported("deleting " + py_str(name) + ", a descriptor of " + t->tp_name);
+  for (size_t i = 0; i < obj->keys.size(); ++i)
+    if (PyUnicode_Compare(obj->keys[i].get(), name) == 0) {
+      obj->keys.erase(obj->keys.begin() + static_cast<long>(i));
+      obj->items.erase(obj->items.begin() + static_cast<long>(i));
+      if (obj->attrs_dict) {
+        obj->attrs_dict->keys = obj->keys;
+        obj->attrs_dict->items = obj->items;
+      }
+      return;
+    }
+  raise_python(PyExc_AttributeError, "'" + std::string(t->tp_name) + "' object has no attribute '" + py_str(name) + "'");
 }
 
 VarPtr Interpreter::call_container(const VarPtr& self, const std::string& name, std::vector<VarPtr> args) {

@@ -278,6 +278,56 @@ PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
   }
 }
 
+// ---------------------------------------------------------------- dict-subclass instances
+
+// The builtin class (dict or OrderedDict) a heap dict subclass is laid out as, or null.
+static PyTypeObject* dict_base(PyTypeObject* t) {
+  PyObject* mro = t->tp_mro;
+  for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* b = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    if (!(b->tp_flags & Py_TPFLAGS_HEAPTYPE)) return b == &PyDict_Type || b == &PyODict_Type ? b : nullptr;
+  }
+  return nullptr;
+}
+
+bool Interpreter::keeps_dict_method(const VarPtr& obj, PyObject* name, PyObject* found) {
+  if (obj->kind != VarKind::kObject || !obj->source || obj->fresh || !PyDict_Check(obj->obj.get()) || PyDict_CheckExact(obj->obj.get()))
+    return false;
+  static const char* reads[] = {"keys", "items", "values", "get", "__getitem__", "__contains__", "__len__", "__iter__"};
+  bool read = false;
+  for (const char* r : reads) read |= PyUnicode_CompareWithASCIIString(name, r) == 0;
+  PyTypeObject* base = dict_base(Py_TYPE(obj->obj.get()));
+  return read && base && found && found == _PyType_Lookup(base, name);
+}
+
+VarPtr Interpreter::dict_contents(const VarPtr& obj) {
+  auto memo = dict_contents_.find(obj.get());
+  if (memo != dict_contents_.end()) return memo->second.second;
+  PyObject* o = obj->obj.get();
+  PyTypeObject* base = dict_base(Py_TYPE(o));
+  if (!base) unsupported(std::string("the contents of a ") + Py_TYPE(o)->tp_name);
+  // Keys in the builtin's own order (an OrderedDict's links), as its keys() gives them.
+  PyRef it = PyRef::steal(base->tp_iter(o));
+  PyRef keys = PyRef::steal(it ? PySequence_Tuple(it.get()) : nullptr);
+  if (!keys) unsupported(std::string("the keys of a ") + Py_TYPE(o)->tp_name + ": " + take_python_error());
+  auto d = std::make_shared<Var>(VarKind::kDict);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys.get()); ++i) {
+    PyObject* k = PyTuple_GET_ITEM(keys.get(), i);
+    if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k)) unsupported(std::string("a ") + Py_TYPE(o)->tp_name + " with a key that is not a str or int");
+    PyObject* v = PyDict_GetItemWithError(o, k);
+    if (!v) unsupported(std::string("the contents of a ") + Py_TYPE(o)->tp_name + ": " + take_python_error());
+    d->keys.push_back(PyRef::borrow(k));
+    d->items.push_back(wrap(v, dict_item_source(obj->source, k)));
+  }
+  guard(obj->source, GuardLeaf::kDictKeys, keys.get());
+  // Read-only: a mutation is refused (it is no container kiln writes back), and handing it back
+  // as itself is refused too (make_template, through its owner).
+  d->source = constant_source(Py_None, std::string("contents of a ") + Py_TYPE(o)->tp_name + " the frame was given");
+  d->owner = obj;
+  dict_contents_[obj.get()] = {obj, d};
+  return d;
+}
+
 // ---------------------------------------------------------------- trace-time values
 
 bool Interpreter::trace_value_type(PyObject* o) {
@@ -307,6 +357,7 @@ static bool plain_value(const VarPtr& v, int depth = 0) {
 }
 
 PyRef Interpreter::set_member(const VarPtr& v) {
+  refuse_fake_ids(v, "as a member of a set");
   if (plain_value(v)) return as_python(v);
   if (v->kind == VarKind::kObject) return PyRef::borrow(identity(v));
   bool by_identity = v->is_tensor() && (!v->source || v->source->kind == Source::kMade);

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "frontend/objects/fake_id.h"
 #include "frontend/objects/torch_types.h"
 
 namespace kiln::frontend {
@@ -92,6 +93,7 @@ bool is_constant_like(PyObject* o) {
       PyRange_Check(o) || PyCode_Check(o))
     return true;
   PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  if (PyLong_Check(o) && t == fake_id_type()) return true;  // an id() only the capture knows (fake_id.h)
   if (t == g_torch.dtype_type || t == g_torch.device_type || t == g_torch.layout_type ||
       t == g_torch.memory_format_type || is_numpy_scalar(o))
     return true;
