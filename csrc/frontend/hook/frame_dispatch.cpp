@@ -701,8 +701,15 @@ static PyObject* on_frame(kiln_frame* frame, int* handled) {
   if (existing > 0) {
     std::string& reason = recompile_reason;
     int kind = -1;
-    for (const auto& e : st->entries)
-      if (e->context_id == ctx->id) { reason = e->guards->first_failure(fv, &kind); break; }
+    // The reason is the most recently used entry's first failing guard; the log names every
+    // entry's (which one nearly matched is what a user needs to see, as Dynamo lists them).
+    std::string others;
+    int index = 0;
+    for (const auto& e : st->entries) {
+      if (e->context_id != ctx->id) continue;
+      if (index++ == 0) reason = e->guards->first_failure(fv, &kind);
+      else if (options().log_mask & kLogRecompiles) others += "\n    entry " + std::to_string(index - 1) + ": " + e->guards->first_failure(fv);
+    }
     stats().guard_failures++;
     // Sizes and per-call objects keep changing (without dynamic shapes, each is a new graph):
     // after kVolatileRecompiles of those, the frame stops recompiling.
@@ -728,7 +735,8 @@ static PyObject* on_frame(kiln_frame* frame, int* handled) {
     stats().recompiles++;
     stats().recompile_reasons.push_back(label + ": " + reason);
     stats().recompile_stacks.push_back(caller_stack(frame));
-    log(kLogRecompiles, "recompiling " + label + " because guard failed: " + reason + "\n" + stats().recompile_stacks.back());
+    log(kLogRecompiles, "recompiling " + label + " because guard failed: " + reason +
+                            (others.empty() ? "" : "\n  the other entries failed at:" + others) + "\n" + stats().recompile_stacks.back());
   }
   stats().frames_compiled++;
   auto entry = compile_frame(ctx, frame, st, recompile_reason);
