@@ -4,7 +4,8 @@
 
 1. The bench's call sequence (every shape once, three warm-up calls, then rounds over every
    shape), each call synchronized as the bench times it: ms per call per shape and round, so a
-   call that ran op by op (a size left to its own build) or waited for a build shows.
+   call that ran op by op (a size left to its own build) or waited for a build shows; per call
+   also when it returned, its device time between events and the CUDA segments it allocated.
 2. How each graph serves its sizes (size_status, builds, specialisations).
 3. At the shapes named by --at: wall per call (CUDA events, back to back), synchronized wall per
    call, host time per call, and device time per kernel (torch.profiler), for kiln after the
@@ -26,12 +27,22 @@ from kiln import _codegen  # noqa: E402
 from suite import CASES  # noqa: E402
 
 
-def synced_call(fn, args):
+def synced_call(fn, args, notes=None):
+    """Wall ms of one call, the device synchronized before and after; with `notes`, appends
+    (ms until the call returned, device ms between events around it, CUDA segments allocated)."""
     torch.cuda.synchronize()
+    seg = torch.cuda.memory_stats().get("segment.all.allocated", 0) if notes is not None else 0
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     t = time.perf_counter()
+    s.record()
     fn(*args)
+    e.record()
+    host = (time.perf_counter() - t) * 1e3
     torch.cuda.synchronize()
-    return (time.perf_counter() - t) * 1e3
+    wall = (time.perf_counter() - t) * 1e3
+    if notes is not None:
+        notes.append((host, s.elapsed_time(e), torch.cuda.memory_stats().get("segment.all.allocated", 0) - seg))
+    return wall
 
 
 def kernels(fn, args, iters=10):
@@ -98,12 +109,15 @@ def main():
     with torch.no_grad():
         first = [synced_call(cm, s) for s in shapes]
         warm = [synced_call(cm, shapes[i]) for i in range(3)]
-        rounds = [[synced_call(cm, s) for s in shapes] for _ in range(a.rounds)]
+        notes = [[] for _ in range(a.rounds)]
+        rounds = [[synced_call(cm, s, notes[r]) for s in shapes] for r in range(a.rounds)]
         eager = [synced_call(model, s) for s in shapes]
     print(f"== {a.case}: {len(shapes)} shapes {names}")
     print("  first calls ms: " + " ".join(f"{x:.0f}" for x in first) + f"; warm-up {' '.join(f'{x:.1f}' for x in warm)}")
     for r, row in enumerate(rounds):
         print(f"  round {r}: mean {sum(row) / len(row):.3f} ms: " + " ".join(f"{x:.2f}" for x in row))
+        print("    returned after ms: " + " ".join(f"{h:.2f}" for h, _, _ in notes[r]) + "\n    device ms (events): " +
+              " ".join(f"{d:.2f}" for _, d, _ in notes[r]) + "\n    CUDA segments allocated: " + " ".join(str(n) for _, _, n in notes[r]))
     print(f"  eager:   mean {sum(eager) / len(eager):.3f} ms: " + " ".join(f"{x:.2f}" for x in eager))
     s = kiln.stats()
     print(f"  stats: graphs {s.get('graphs')}, recompiles {s.get('recompiles')}, compile_s {s.get('compile_s')}")
@@ -113,7 +127,7 @@ def main():
               f"specialisations {g.num_specializations}\n    {g.size_status[:500]}\n    timings {dict(g.timings)}")
     if out:
         dump(os.path.join(out, f"dyn_{a.case}.txt"), dyn_graphs)
-    at = [int(i) for i in a.at.split(",")]
+    at = [int(i) for i in a.at.split(",") if i]
     for i in at:
         print(f"== at shape {i} (length {names[i]})")
         report("kiln runtime sizes", cm, shapes[i], tables)
