@@ -10,7 +10,22 @@
 3. At the shapes named by --at: wall per call (CUDA events, back to back), synchronized wall per
    call, host time per call, and device time per kernel (torch.profiler), for kiln after the
    sequence (runtime sizes) and kiln compiled at that shape alone (dynamic=False).
-With $OUT set, each graph's program and generated source is written there for reading offline."""
+With $OUT set, each graph's program and generated source is written there for reading offline.
+
+Seen on an H200 (torch 2.11+cu130), dyn_seq, after row kernels over a runtime length got their
+row cache (cuda_codegen.cpp, symbolic_row_groups):
+- one build serves all 16 lengths (0 specialised); at length 512 the runtime-size kernels take
+  2.785 ms of device time per call against 2.664 ms for kiln compiled at 512 alone (matmuls equal;
+  the 12 masked softmax kernels 42.8 against 34.5 us each, the q/k/v copies within 3-8 us).
+- synchronized calls over every length, mean: 4.76-5.11 ms in the first round after each length's
+  first call, 3.37-3.41 ms in the second (eager 6.6-6.8). The first round's excess is a few
+  lengths (256, 352, 384, 448; the same in two processes) whose first compiled run takes 7-9 ms
+  instead of 2-3: the call itself returns only after 6-8 ms (a host-side stall, the device idle),
+  no CUDA segment is allocated, and CUDA_MODULE_LOADING=EAGER leaves it as it is. The first call
+  at a length is a traced (eager ATen) run, so the compiled run, with its cuBLASLt bias+GELU
+  epilogue matmuls (_addmm_activation, never run by the trace), first happens at the second call:
+  the bench's one timed round (20 iterations over 16 lengths) is the first compiled run of 14
+  of its 16 lengths (dyn_seq 6.16 ms there, nanogpt 3.27 ms)."""
 import argparse
 import os
 import re
