@@ -91,7 +91,7 @@ TEST(CudaRuntimeSizes, KernelsTakeTheSizesAsParameters) {
   actual += "\n# code\n" + code;
   EXPECT_NE(code.find("int* __restrict__ kiln_err, const int s0)"), std::string::npos) << code;
   EXPECT_EQ(code.find("< 16;"), std::string::npos) << code;   // no extent of the sample left
-  EXPECT_EQ(code.find("256"), std::string::npos) << code;     // nor its T*T stride
+  EXPECT_EQ(code.find("256*x"), std::string::npos) << code;   // nor its T*T stride
   EXPECT_NE(code.find("<= (s0)"), std::string::npos) << code;  // a vector loop with a tail over T
   const std::string path = std::string(KILN_TEST_DATA) + "/golden_cuda/runtime_sizes.txt";
   if (const char* u = std::getenv("KILN_UPDATE_GOLDEN"); u && *u == '1') {
@@ -136,4 +136,28 @@ TEST(CudaRuntimeSizes, OtherSizesRunWithTheirOwnLaunches) {
   EXPECT_LT(scalar, static_cast<int>(l13->size()));
   // A program lowered at one size is not served at another's symbols.
   EXPECT_FALSE(f.launches(at(13), 14, &why));
+}
+
+// A row of a runtime length is cached in registers as a static row is (one pass over memory for
+// softmax's max, sum and output), in a fixed number of groups per thread that the register budget
+// allows: the kernel runs that body where the row fits and a plain one for longer rows, the same
+// code at every size (dyn_seq's masked softmax read its scores three times at runtime sizes).
+TEST(CudaRuntimeSizes, RowsOfARuntimeLengthAreCachedWhereTheyFit) {
+  Fixture f;
+  const std::string softmax = f.m.kernels.at(0).text;
+  // float rows, groups of 4: 32 bytes a group (the load and the exponentials), 8 groups a lane.
+  EXPECT_NE(softmax.find("if ((((s0) + 3) / 4) <= 256) {  // the row fits the row cache"), std::string::npos) << softmax;
+  EXPECT_NE(softmax.find("kiln::Vec<float, 4> rc0[8];  // row cache"), std::string::npos) << softmax;
+  EXPECT_NE(softmax.find("if (g < ((s0) / 4)) {"), std::string::npos) << softmax;  // full groups prefetched
+  EXPECT_NE(softmax.find("} else {\n    float r0_0;"), std::string::npos) << softmax;   // the plain body
+  EXPECT_NE(softmax.find("for (int g = lane; g < (((s0) + 3) / 4); g += 32)"), std::string::npos) << softmax;
+  // The static kernel of the same program keeps its literal cache and has one body.
+  const codegen::CudaModule fixed = codegen::generate_cuda(f.c);
+  EXPECT_EQ(fixed.source.find("the row fits"), std::string::npos);
+  EXPECT_NE(fixed.source.find("rc0[1];  // row cache"), std::string::npos);
+  // Rows longer than the cache (2000 floats) run the same kernel (its plain body).
+  std::string why;
+  auto l = f.launches(at(2000), 2000, &why);
+  ASSERT_TRUE(l) << why;
+  EXPECT_TRUE((*l)[0].vector);
 }

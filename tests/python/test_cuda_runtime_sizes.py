@@ -117,6 +117,22 @@ def test_attention_block_over_sequence_lengths():
     assert_few_builds(sized_graph(), served=len(sizes) - 5)
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_causal_softmax_rows_in_and_beyond_the_row_cache(dtype):
+    # A runtime-size row kernel keeps rows that fit its register cache (bf16 scores: up to 768 a
+    # row) in registers and runs a plain body for longer ones: both, and odd lengths (scalar twin).
+    def fn(x):
+        t = x.shape[-1]
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        return (x * 0.125).masked_fill(~mask, float("-inf")).softmax(-1)
+    sizes = [256, 288, 320, 352, 736, 768, 800, 1100, 40, 33]
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-2)
+    run_sizes(fn, lambda t: (torch.randn(2, 2, t, t, device=DEV, dtype=dtype),), sizes, **tol)
+    g = sized_graph()
+    assert "the row fits the row cache" in g.source, g.source[:2000]
+    assert_few_builds(g, served=len(sizes) - 4)
+
 def test_growing_kv_cache():
     def step(q, k_cache, v_cache, k, v):
         k, v = torch.cat([k_cache, k], 2), torch.cat([v_cache, v], 2)

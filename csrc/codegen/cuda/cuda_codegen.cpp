@@ -250,17 +250,78 @@ class KernelWriter {
     }
     b << "  if (row >= " << product_text(k_.outer_sizes) << ") return;\n";
     define_vars(b, "  ", "row", 0, n_outer_);
-    // Rows of a block (over 1024 elements) keep the load cache off by default unless the value
-    // cache holds values of the row: a block's row stays in L2 between stages, and the registers
-    // cost occupancy (pointwise_ln, 4096 floats a row, on an H100 before the value cache: 0.19 ms
-    // with the load cache, 0.155 without). Autotuning still tries it (an explicit row_per_block
-    // configuration), and 'nocache' turns both caches off.
-    // The row value cache (plan_value_cache) is on for every row strategy: it saves arithmetic
-    // as well as memory traffic. Where it holds values, the loads of their stages are cached too,
-    // so that a row block's loads are all issued at the kernel's start.
-    if (config_.row_cache && split_ == 1) plan_value_cache(b);
-    const bool cache = config_.row_cache && split_ == 1 && (strategy_ != Strategy::kRowPerBlock || config_.strategy >= 0 || !values_.empty());
+    if (!config_.row_cache || split_ != 1) return emit_stages(b);
+    // A row of a runtime length is cached in G groups per thread, G the most the register budget
+    // holds (the same at every size): the kernel then has two bodies, the cached one for rows
+    // that fit (fits_, a condition on the sizes) and the plain one for longer rows.
+    symbolic_groups_ = symbolic_row_groups();
+    StrBuilder cached;
+    plan_caches(cached);
+    emit_stages(cached);
+    if (fits_.empty()) {
+      b << cached.str();
+      return;
+    }
+    cache_.clear();
+    values_.clear();
+    value_bytes_ = 0;
+    symbolic_groups_ = 0;
+    StrBuilder plain;
+    emit_stages(plain);
+    b << "  if (";
+    b.join(std::vector<std::string>(fits_.begin(), fits_.end()), " && ");
+    b << ") {  // the row fits the row cache\n" << indented(cached.str()) << "  } else {\n" << indented(plain.str()) << "  }\n";
+  }
+
+  // Rows of a block (over 1024 elements) keep the load cache off by default unless the value
+  // cache holds values of the row: a block's row stays in L2 between stages, and the registers
+  // cost occupancy (pointwise_ln, 4096 floats a row, on an H100 before the value cache: 0.19 ms
+  // with the load cache, 0.155 without). Autotuning still tries it (an explicit row_per_block
+  // configuration), and 'nocache' turns both caches off.
+  // The row value cache (plan_value_cache) is on for every row strategy: it saves arithmetic
+  // as well as memory traffic. Where it holds values, the loads of their stages are cached too,
+  // so that a row block's loads are all issued at the kernel's start.
+  void plan_caches(StrBuilder& b) {
+    plan_value_cache(b);
+    const bool cache = strategy_ != Strategy::kRowPerBlock || config_.strategy >= 0 || !values_.empty();
     if (cache) plan_row_cache(b);
+  }
+
+  // Groups per thread for the cache of a row stage whose length is a runtime size: as many as the
+  // register budget holds, by what the caches cost per group (0: none would be cached). dyn_seq's
+  // masked softmax (bf16 scores, groups of 8, a row per warp) keeps its scores and two row values
+  // in 80 bytes a group: 3 groups, rows up to 768.
+  int symbolic_row_groups() {
+    bool any = false;
+    for (const Stage& s : k_.stages)
+      any = any || (s.inner_sizes.size() == 1 && is_symbolic(s.inner_sizes[0]) &&
+                    stage_vector_width(s, n_outer_, n_outer_ + 1) > 1);
+    if (!any) return 0;
+    symbolic_groups_ = 1;
+    StrBuilder scratch;
+    plan_caches(scratch);
+    const int per_group = std::max(cache_bytes_, value_bytes_);
+    cache_.clear();
+    values_.clear();
+    value_bytes_ = 0;
+    cache_bytes_ = 0;
+    fits_.clear();
+    return per_group > 0 ? std::min(kMaxCacheGroups, kMaxCacheBytes / per_group) : 0;
+  }
+
+  static std::string indented(const std::string& text) {
+    std::string out;
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size() - 1;
+      out += "  " + text.substr(at, end + 1 - at);
+      at = end + 1;
+    }
+    return out;
+  }
+
+  void emit_stages(StrBuilder& b) {
     std::set<int> written;
     for (const Stage& s : k_.stages) {
       bool reads_written = false;
@@ -310,8 +371,10 @@ class KernelWriter {
 
   // Groups per thread of a row stage's vector loop, or 0 where it does not qualify (tails,
   // element-wise stages, more groups than kMaxCacheGroups).
+  // A row of a runtime length (one inner variable) gets symbolic_groups_, guarded per group.
   int cache_groups(const Stage& s, int V) const {
-    if (V <= 1 || s.inner_sizes.empty() || any_symbolic(s.inner_sizes)) return 0;
+    if (V <= 1 || s.inner_sizes.empty()) return 0;
+    if (any_symbolic(s.inner_sizes)) return s.inner_sizes.size() == 1 ? symbolic_groups_ : 0;
     const int64_t last = s.inner_sizes.back();
     if (last % V != 0) return 0;
     const int64_t groups = product(s.inner_sizes) / V;
@@ -382,6 +445,8 @@ class KernelWriter {
       // A plain load is the load cache's (plan_row_cache); constants and locals cost nothing.
       const Expr::Kind kind = s.value->kind;
       if (kind == Expr::kLoad || kind == Expr::kConst || kind == Expr::kLocal || kind == Expr::kIndexValue) continue;
+      // (mean/var from cached values, emit_two_pass_moments, divides by a literal length.)
+      if (s.reduce == ReduceOp::kWelford && any_symbolic(s.inner_sizes)) continue;
       const int end = n_outer_ + static_cast<int>(s.inner_sizes.size());
       const int V = stage_vector_width(s, n_outer_, end);
       const int G = cache_groups(s, V);
@@ -503,6 +568,7 @@ class KernelWriter {
       b << "  kiln::Vec<" << cuda_ctype(p_.buffers[e->buffer].dtype) << ", " << V << "> " << c.name << "[" << G << "];  // prefetched\n";
       cache_[key] = c;
     }
+    cache_bytes_ = bytes;
     emit_prefetch(b);
   }
   // The prefetched loads, group by group, as the reading stage's unrolled loop addresses them.
@@ -511,6 +577,20 @@ class KernelWriter {
       if (!c.prefetched) continue;
       const Stage& s = *c.stage;
       const int end_var = n_outer_ + static_cast<int>(s.inner_sizes.size());
+      if (is_symbolic(s.inner_sizes.back())) {
+        // A runtime length (one inner variable): the full groups of the row; a partial last
+        // group is read element by element by the stages' tail code.
+        const std::string full = "(" + int_text(s.inner_sizes.back()) + " / " + std::to_string(c.V) + ")";
+        for (int j = 0; j < c.G; ++j) {
+          b << "  {\n    const " << IT_ << " g = " << lane_ << " + " << j * width_ << ";\n";
+          b << "    if (g < " << full << ") {\n";
+          b << "      const " << IT_ << " x" << end_var - 1 << " = g * " << c.V << ";\n";
+          b << "      " << c.name << "[" << j << "] = kiln::load_vec<" << c.V << ">(b" << c.load->buffer << " + (" << index_text(c.load->index)
+            << "));\n";
+          b << "    }\n  }\n";
+        }
+        continue;
+      }
       const int64_t last = s.inner_sizes.back();
       const int64_t groups_per_row = last / c.V;
       const int64_t groups = product(s.inner_sizes) / c.V;
@@ -529,6 +609,9 @@ class KernelWriter {
     }
   }
   std::map<std::string, CachedLoad> cache_;
+  int cache_bytes_ = 0;       // registers (bytes per thread) the planned caches take
+  int symbolic_groups_ = 0;   // cache groups per thread of a row of a runtime length
+  std::set<std::string> fits_;  // conditions under which the cached body's rows fit its groups
 
   // Defines variables first..last-1 (extents from the kernel and stage) from a flat index.
   void define_vars(StrBuilder& b, const std::string& ind, const std::string& flat, int first, int last, const Stage* s = nullptr) {
@@ -626,10 +709,13 @@ class KernelWriter {
       });
     }
     if (cached) {
+      // A runtime length: every group guarded, and the kernel's cached body runs only where the
+      // row's groups are at most G per thread.
+      if (is_symbolic(last)) fits_.insert(groups_text + " <= " + std::to_string(static_cast<int64_t>(G) * width_));
       for (int j = 0; j < G; ++j) {
         b << ind << "{\n" << ind << "  const " << IT_ << " g = " << start << " + " << j * width_ << ";\n";
-        const bool guard = (j + 1) * static_cast<int64_t>(width_) > groups;
-        b << ind << "  " << (guard ? "if (g < " + std::to_string(groups) + ") {" : "{") << "\n";
+        const bool guard = is_symbolic(last) || (j + 1) * static_cast<int64_t>(width_) > groups;
+        b << ind << "  " << (guard ? "if (g < " + (is_symbolic(last) ? groups_text : std::to_string(groups)) + ") {" : "{") << "\n";
         emit_group(b, ind + "    ", s, first_var, end_var, V, work, groups_per_row, last, xv, j, G);
         b << ind << "  }\n" << ind << "}\n";
       }
