@@ -266,6 +266,28 @@ def test_aliased_containers_are_never_written_back_over_each_other():
     assert len(same) == 1
 
 
+def test_containers_only_read_may_alias_each_other_beside_a_mutated_one():
+    # transformers' output registry maps two model classes to one shared dict, which a decoder
+    # step reads while it appends to a list it was given. Every input container was required to be
+    # a distinct object, which those two never were: the entry could never match again and each
+    # generate() call compiled the step anew. Only the mutated container must be distinct.
+    shared = {"hidden_states": 1, "attentions": 2}
+
+    def fn(x, registry, log):
+        log.append(1)
+        return x * registry["a"]["hidden_states"] + registry["b"]["attentions"]
+
+    compiled = kiln.compile(fn)
+    registry = {"a": shared, "b": shared}
+    for _ in range(3):
+        log = []
+        assert_same(compiled(torch.ones(2), registry, log), torch.ones(2) * 3)
+        assert log == [1]
+    s = kiln.stats()
+    assert s["graphs"] == 1 and s["recompiles"] == 0, s["recompile_reasons"]
+    # (a mutated container aliased with another input: test_aliased_containers_are_never_written_back_over_each_other)
+
+
 def test_break_inside_a_closure_keeps_its_free_variables():
     import functools
 

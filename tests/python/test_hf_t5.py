@@ -86,3 +86,23 @@ def test_t5_greedy_decode_with_cache_takes_dynamos_graph_count():
             assert torch.equal(tokens, expected_tokens)
             torch.testing.assert_close(logits, expected_logits, **TOL)
     assert _counts() == (3, 0, 2), kiln.stats()["breaks"]
+
+
+def test_t5_generate_with_a_compiled_forward_compiles_once_across_calls():
+    # model.forward = compile(model.forward), then generate() as users call it. The first decoder
+    # step's entry required every input container to be a distinct object, while transformers'
+    # output registry maps T5ForConditionalGeneration and T5Stack to one shared dict: that entry
+    # never matched again, and every generate() call compiled its first step anew.
+    model = _t5(pad_token_id=0).eval()
+    ids = torch.randint(1, 256, (2, 9))
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0
+    kw = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        want = model.generate(input_ids=ids, attention_mask=mask, **kw)
+        model.forward = kiln.compile(model.forward)
+        model.generate(input_ids=ids, attention_mask=mask, **kw)
+        before = _counts()
+        for _ in range(2):
+            assert torch.equal(model.generate(input_ids=ids, attention_mask=mask, **kw), want)
+    assert _counts() == before

@@ -232,15 +232,10 @@ static bool shape_guards_hold(const sym::ShapeEnv& env, const SymbolBinding& b) 
 }
 
 bool GuardTree::distinct_ok(const FrameView& f) const {
-  PyObject* seen[64];
   for (const auto& group : distinct_) {
-    size_t n = 0;
-    for (const auto& s : group) {
-      PyObject* v = s->fetch(f);
-      for (size_t i = 0; i < n; ++i)
-        if (seen[i] == v) return false;
-      if (n < 64) seen[n++] = v;
-    }
+    PyObject* mutated = group[0]->fetch(f);
+    for (size_t i = 1; i < group.size(); ++i)
+      if (group[i]->fetch(f) == mutated) return false;
   }
   return true;
 }
@@ -283,7 +278,13 @@ std::string GuardTree::first_failure(const FrameView& f, int* kind) const {
     if (kind) *kind = GuardLeaf::kTensor;
     return "shape guard failed: " + sym::ShapeGuards{shape_env_->guards(), static_cast<int>(shape_env_->symbols().size())}.first_failure(b.values);
   }
-  if (r.empty() && !distinct_.empty() && !distinct_ok(f)) return "two containers the frame mutates are now the same object";
+  if (r.empty() && !distinct_.empty() && !distinct_ok(f)) {
+    for (const auto& group : distinct_)
+      for (size_t i = 1; i < group.size(); ++i)
+        if (group[i]->fetch(f) == group[0]->fetch(f))
+          return "a container the frame mutates, " + group[0]->repr() + ", is now the same object as " + group[i]->repr();
+    return "a container the frame mutates is now the same object as another input container";
+  }
   return r;
 }
 
@@ -305,9 +306,9 @@ std::string GuardTree::to_string() const {
     for (const auto& g : shape_env_->guards()) { os << "  check(" << g.str() << ")\n"; ++count; }
   }
   for (const auto& group : distinct_) {
-    os << "  distinct(";
-    for (size_t i = 0; i < group.size(); ++i) os << (i ? ", " : "") << group[i]->repr();
-    os << ")\n";
+    os << "  " << group[0]->repr() << " is none of (";
+    for (size_t i = 1; i < group.size(); ++i) os << (i > 1 ? ", " : "") << group[i]->repr();
+    os << ")  # a container the frame mutates\n";
     ++count;
   }
   return os.str();

@@ -55,9 +55,14 @@ class GuardTree {
   ~GuardTree();
   void add(const SourcePtr& src, GuardLeaf leaf);
   void set_global_state(const GlobalStateFacts& g) { global_ = g; has_global_ = true; }
-  // The values of these sources must be distinct objects (containers the capture mutates and
-  // writes back: aliased, the write-backs would clobber each other).
-  void add_distinct(std::vector<SourcePtr> sources) { distinct_.push_back(std::move(sources)); }
+  // A container the capture mutates and writes back must not be the object of any other input
+  // container (aliased, a write through one would not be seen through the other, and the
+  // write-backs would clobber each other). Containers it only reads may alias each other (two
+  // classes sharing one registry dict). Stored as {mutated, others...}.
+  void add_distinct(SourcePtr mutated, std::vector<SourcePtr> others) {
+    others.insert(others.begin(), std::move(mutated));
+    distinct_.push_back(std::move(others));
+  }
   // Symbolic sizes: tensor guards with dynamic dimensions bind the env's symbols, then its shape
   // guards must hold.
   void set_shape_env(std::shared_ptr<sym::ShapeEnv> env) { shape_env_ = std::move(env); }

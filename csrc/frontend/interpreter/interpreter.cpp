@@ -184,10 +184,11 @@ void Interpreter::run() {
     contents->source = nullptr;
     cap_.side_effects.push_back({PyRef(), PyRef(), make_template(this, contents, outs, out_index, fail), c->source});
   }
-  if (!mutated_containers_.empty()) {
-    std::vector<SourcePtr> all;
-    for (const auto& ic : input_containers_) all.push_back(ic.var->source);
-    cap_.guards->add_distinct(std::move(all));
+  for (const VarPtr& c : mutated_containers_) {
+    std::vector<SourcePtr> others;
+    for (const auto& ic : input_containers_)
+      if (ic.var != c) others.push_back(ic.var->source);
+    if (!others.empty()) cap_.guards->add_distinct(c->source, std::move(others));
   }
   if (!assertions_.empty() && cap_.mutates_inputs) {
     // A failed assertion reruns the frame eagerly, which a graph that already wrote its inputs
