@@ -206,7 +206,7 @@ std::vector<at::Tensor> run_training_call(const std::shared_ptr<TrainingStages>&
       for (int j = 0; j < m; ++j)
         if (!st.output_requires_grad[n + j] && outs[k].unsafeGetTensorImpl() == outs[n + j].unsafeGetTensorImpl()) {
           const at::Tensor& in = inputs[st.mutated_inputs[j]];
-          call->watched.push_back({static_cast<int>(call->saved.size()), shallow_alias(in), in._version()});
+          call->watched.push_back({static_cast<int>(call->saved.size()), shallow_alias(in), static_cast<uint32_t>(in._version())});
           break;
         }
       call->saved.push_back(std::move(outs[k]));
