@@ -18,8 +18,10 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "torch_bridge/autograd_node.h"
 
@@ -456,32 +458,49 @@ JointTrace trace_joint(const std::vector<at::Tensor>& inputs, const GraphRunner&
     // from outputs that get no gradient at run time must keep .grad None, as in eager, even where
     // its formula gives zeros without reading the output's gradient (copysign's `other`).
     reaches.assign(leaves.size(), {});
-    std::unordered_set<torch::autograd::Node*> graph_nodes;
+    // Every node of the graph, held while its hooks are on (they come off after the backward: a
+    // node may be the caller's, through a constant with history).
+    // (Edge::function is a std::shared_ptr in torch 2.11 and a c10::intrusive_ptr in 2.13.)
+    using NodeRef = std::decay_t<decltype(std::declval<torch::autograd::Edge>().function)>;
+    std::unordered_map<torch::autograd::Node*, NodeRef> graph_nodes;
     {
       std::unordered_map<const torch::autograd::Node*, int> leaf_node;
       for (size_t k = 0; k < leaves.size(); ++k)
         if (auto acc = torch::autograd::impl::try_get_grad_accumulator(leaves[k])) leaf_node.emplace(acc.get(), static_cast<int>(k));
       for (size_t j = 0; j < diff_outs.size(); ++j) {
-        std::vector<torch::autograd::Node*> stack;
+        std::vector<NodeRef> stack;
         std::unordered_set<torch::autograd::Node*> seen;
-        if (auto fn = diff_outs[j].grad_fn()) stack.push_back(fn.get());
-        else if (auto acc = torch::autograd::impl::try_get_grad_accumulator(diff_outs[j])) stack.push_back(acc.get());
+        if (auto fn = diff_outs[j].grad_fn()) stack.push_back(fn);
+        else if (auto acc = torch::autograd::impl::try_get_grad_accumulator(diff_outs[j])) stack.push_back(acc);
         while (!stack.empty()) {
-          torch::autograd::Node* n = stack.back();
+          NodeRef n = std::move(stack.back());
           stack.pop_back();
-          if (!seen.insert(n).second) continue;
-          graph_nodes.insert(n);
-          auto it = leaf_node.find(n);
+          if (!seen.insert(n.get()).second) continue;
+          auto it = leaf_node.find(n.get());
           if (it != leaf_node.end()) reaches[it->second].push_back(static_cast<int>(j));
           for (const auto& e : n->next_edges())
-            if (e.function) stack.push_back(e.function.get());
+            if (e.function) stack.push_back(e.function);
+          graph_nodes.emplace(n.get(), std::move(n));
         }
       }
     }
-    for (torch::autograd::Node* n : graph_nodes) {
-      n->add_pre_hook(std::make_unique<EnterGradFn>());
-      n->add_post_hook(std::make_unique<LeaveGradFn>());
-    }
+    struct Hooked {
+      std::unordered_map<torch::autograd::Node*, NodeRef>& nodes;
+      explicit Hooked(std::unordered_map<torch::autograd::Node*, NodeRef>& n) : nodes(n) {
+        for (auto& [raw, node] : nodes) {
+          node->add_pre_hook(std::make_unique<EnterGradFn>());
+          node->add_post_hook(std::make_unique<LeaveGradFn>());
+        }
+      }
+      ~Hooked() {  // ours are the last ones added
+        for (auto& [raw, node] : nodes) {
+          auto& pre = node->pre_hooks();
+          if (!pre.empty() && dynamic_cast<EnterGradFn*>(pre.back().get())) pre.pop_back();
+          auto& post = node->post_hooks();
+          if (!post.empty() && dynamic_cast<LeaveGradFn*>(post.back().get())) post.pop_back();
+        }
+      }
+    } hooked(graph_nodes);
     unlocked([&] {
       std::lock_guard<std::mutex> one(g_joint_backward);
       struct Publish {
