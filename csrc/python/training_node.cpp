@@ -62,9 +62,12 @@ at::Tensor shallow_alias(const at::Tensor& t) {
   return at::Tensor(std::move(impl));
 }
 
+// Whether a and b are over the same memory. Tensors with no memory (an empty batch: the allocator
+// gives every one a null pointer) share none: taken for aliases, an output of the node's own was
+// made again as a view of an empty input, and the gradient skipped the node (fuzz seed 16884).
 bool same_storage(const at::Tensor& a, const at::Tensor& b) {
   return a.has_storage() && b.has_storage() && a.device() == b.device() && a.dtype() == b.dtype() &&
-         a.storage().data() == b.storage().data();
+         a.storage().data() != nullptr && a.storage().data() == b.storage().data();
 }
 
 // "torch.FloatTensor", "torch.cuda.HalfTensor": Python's tensor.type().

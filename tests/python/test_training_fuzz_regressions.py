@@ -427,6 +427,23 @@ def test_a_written_input_saved_for_backward_and_written_again_raises_as_in_eager
             fn(a, lin).backward()
 
 
+def test_an_empty_batch_still_gives_the_parameters_zero_gradients():
+    # A Linear over an empty batch returns a view of its own empty result. Every tensor without
+    # memory has a null data pointer, so the node took that output for a view of the (empty) input
+    # and made it again from the input: backward went around the node and the Linear's parameters
+    # kept .grad None, where eager gives zeros (fuzz seed 16884).
+    def f(x, lin):
+        return lin(x * 2)
+
+    cf = kiln.compile(f)
+    for fn in (f, cf):
+        lin = torch.nn.Linear(6, 2)
+        x = torch.randn(0, 1, 6, requires_grad=True)
+        fn(x, lin).sum().backward()
+        assert torch.equal(lin.weight.grad, torch.zeros(2, 6)) and torch.equal(lin.bias.grad, torch.zeros(2))
+        assert x.grad.shape == (0, 1, 6)
+
+
 def test_a_view_of_an_input_written_in_place_stays_tied_to_it_across_a_break():
     # a[0] is a view of an input the training graph divides in place; at the break it is handed
     # to the rest of the function, which clamps it in place. The compiled pair returned a fresh
