@@ -8,9 +8,8 @@ import statistics
 import sys
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
-import gpu_common  # noqa: E402,F401  (kiln and the bench suite on sys.path)
+import gpu_common  # noqa: E402  (kiln and the bench suite on sys.path)
 
 import kiln  # noqa: E402
 from suite import CASES  # noqa: E402
@@ -35,15 +34,8 @@ def copy_ceiling():
 
 def kernel_us(fn, args, iters=20):
     with torch.no_grad():
-        for _ in range(3):
-            fn(*args)
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(iters):
-                fn(*args)
-            torch.cuda.synchronize()
-    rows = [(e.key, e.device_time_total / iters) for e in prof.key_averages() if e.device_time_total > 0]
-    return sum(us for _, us in rows), rows
+        rows = gpu_common.kernel_rows(fn, args, iters)
+    return sum(us for _, us, _ in rows), [(k, us) for k, us, _ in rows]
 
 
 def main():

@@ -1,7 +1,8 @@
 """What the GPU scripts share: importing it puts kiln (this checkout) and the bench suite
 (../shared/bench, or shared/bench where the device copy has it) on sys.path; cuda_ms_per_call times
 a call with CUDA events, sync_ms a call synchronized on both sides, host_us the CPU time of a call
-while the GPU is kept busy; training_step is the bench's training step."""
+while the GPU is kept busy; device_rows / kernel_rows list device time per kernel under
+torch.profiler; training_step is the bench's training step."""
 import os
 import sys
 
@@ -64,6 +65,31 @@ def sync_ms(fn, n=50, warmup=0):
         torch.cuda.synchronize()
         ts.append((time.perf_counter() - t) * 1e3)
     return statistics.median(ts)
+
+
+def device_rows(prof, iters):
+    """Kernels and copies of a torch.profiler result over `iters` calls: (name, device us per call,
+    launches per call), longest first. CUDA rows only (with host activity on, an operator's row
+    counts its kernels' time too)."""
+    from torch.autograd import DeviceType
+    rows = [(e.key, e.device_time_total / iters, e.count // iters) for e in prof.key_averages()
+            if e.device_time_total > 0 and e.device_type == DeviceType.CUDA]
+    rows.sort(key=lambda r: -r[1])
+    return rows
+
+
+def kernel_rows(fn, args, iters=10):
+    """device_rows of `iters` calls of fn(*args) (after 3 warm-up calls), the device alone profiled."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(3):
+        fn(*args)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn(*args)
+        torch.cuda.synchronize()
+    return device_rows(prof, iters)
 
 
 def training_step(fn, model):

@@ -32,8 +32,6 @@ import re
 import time
 
 import torch
-from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile
 
 import gpu_common  # noqa: E402  (kiln and the bench suite on sys.path)
 
@@ -60,21 +58,6 @@ def synced_call(fn, args, notes=None):
     return wall
 
 
-def kernels(fn, args, iters=10):
-    """Device time per call by kernel (us, launches per call), kernels and copies only."""
-    for _ in range(3):
-        fn(*args)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(iters):
-            fn(*args)
-        torch.cuda.synchronize()
-    rows = [(e.key, e.device_time_total / iters, e.count // iters) for e in prof.key_averages()
-            if e.device_time_total > 0 and e.device_type == DeviceType.CUDA]
-    rows.sort(key=lambda r: -r[1])
-    return rows
-
-
 def kind(name):
     if "gemm" in name or "nvjet" in name or "cutlass" in name or "xmma" in name:
         return "matmul"
@@ -88,7 +71,7 @@ def report(label, fn, args, out_rows):
         ev = gpu_common.cuda_ms_per_call(fn, args)
         sy = gpu_common.sync_ms(lambda: fn(*args), n=30, warmup=3)
         host = gpu_common.host_us(lambda: fn(*args), n=20)
-        rows = kernels(fn, args)
+        rows = gpu_common.kernel_rows(fn, args)
     total = sum(r[1] for r in rows)
     kinds = {}
     for name, us, n in rows:

@@ -14,7 +14,6 @@ import re
 import sys
 
 import torch
-from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 import gpu_common  # noqa: E402  (kiln and the bench suite on sys.path)
@@ -39,10 +38,7 @@ def top_kernels(fn, args, iters, top, training=False, trace=None):
         print("  host (cpu_time_total per step, inclusive):")
         for name, us, n in cpu[:top]:
             print(f"    {us:9.1f} us  x{n:<4} {name[:100]}")
-    # Kernels and copies only (with host activity on, an operator's row counts its kernels' time too).
-    rows = [(e.key, e.device_time_total / iters, e.count // iters) for e in prof.key_averages()
-            if e.device_time_total > 0 and e.device_type == DeviceType.CUDA]
-    rows.sort(key=lambda r: -r[1])
+    rows = gpu_common.device_rows(prof, iters)
     total = sum(r[1] for r in rows)
     print(f"  device time per call: {total / 1e3:.3f} ms over {sum(r[2] for r in rows)} launches")
     kinds = {}
