@@ -21,13 +21,12 @@ static bool reduces_as_plain_object(PyTypeObject* t) {
     if (type_attr(t, hook) != type_attr(&PyBaseObject_Type, hook)) return false;
   for (const char* hook : {"__getnewargs_ex__", "__getnewargs__"})
     if (type_attr(t, hook)) return false;
+  if (builtin_base(t) != &PyBaseObject_Type) return false;  // a builtin base (dict, list ...) reduces its own way
   PyRef slots = PyRef::steal(PyUnicode_FromString("__slots__"));
   PyObject* mro = t->tp_mro;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
     auto* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
-    if (base == &PyBaseObject_Type) continue;
-    if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;  // a builtin base (dict, list ...) reduces its own way
-    if (PyDict_Contains(base->tp_dict, slots.get()) != 0) { PyErr_Clear(); return false; }
+    if (base != &PyBaseObject_Type && PyDict_Contains(base->tp_dict, slots.get()) != 0) { PyErr_Clear(); return false; }
   }
   return true;
 }

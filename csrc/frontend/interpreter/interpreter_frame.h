@@ -61,6 +61,8 @@ bool starts_with(const std::string& s, const char* prefix);
 bool is_torch_op(PyObject* fn);
 PyObject* torch_query_answer(PyObject* fn);
 bool is_module_instance(PyObject* o);
+// The first builtin (non-heap) class in t's MRO: the layout its instances have (object, dict, ...).
+PyTypeObject* builtin_base(PyTypeObject* t);
 bool dict_nonempty(PyObject* owner, const char* attr_name);
 
 }  // namespace kiln::frontend

@@ -105,6 +105,15 @@ PyObject* torch_query_answer(PyObject* fn) {
   return it == answers.end() ? nullptr : it->second;
 }
 
+PyTypeObject* builtin_base(PyTypeObject* t) {
+  PyObject* mro = t->tp_mro;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* b = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    if (!(b->tp_flags & Py_TPFLAGS_HEAPTYPE)) return b;
+  }
+  return &PyBaseObject_Type;
+}
+
 bool is_module_instance(PyObject* o) {
   return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(g_torch.module_type));
 }

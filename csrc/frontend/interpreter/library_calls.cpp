@@ -22,16 +22,6 @@ const VarPtr* kwarg(const std::vector<std::pair<std::string, VarPtr>>& kwargs, c
   return nullptr;
 }
 
-// True when the first builtin class in cls's MRO is object (object.__new__(cls) is allowed).
-bool builtin_base_is_object(PyObject* cls) {
-  PyObject* mro = reinterpret_cast<PyTypeObject*>(cls)->tp_mro;
-  for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
-    auto* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
-    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return t == &PyBaseObject_Type;
-  }
-  return false;
-}
-
 }  // namespace
 
 // Items in the order sorted(items, key=key, reverse=reverse) gives: keys must be Python values
@@ -222,8 +212,9 @@ VarPtr Interpreter::call_library(PyObject* f, std::vector<VarPtr>& args, std::ve
   if (PyCFunction_Check(f) && PyCFunction_GET_SELF(f) == reinterpret_cast<PyObject*>(&PyBaseObject_Type) &&
       std::strcmp(reinterpret_cast<PyCFunctionObject*>(f)->m_ml->ml_name, "__new__") == 0 && kwargs.empty() && args.size() == 1 &&
       (args[0]->kind == VarKind::kObject || args[0]->is_const()) && PyType_Check(args[0]->obj.get()) &&
-      builtin_base_is_object(args[0]->obj.get())) {
-    // object.__new__(cls): the instance without __init__ (copyreg.__newobj__, how copy makes a copy).
+      builtin_base(reinterpret_cast<PyTypeObject*>(args[0]->obj.get())) == &PyBaseObject_Type) {
+    // object.__new__(cls) (allowed where object is cls's builtin base): the instance without
+    // __init__ (copyreg.__newobj__, how copy makes a copy).
     return new_instance(args[0]->obj.get());
   }
   if (PyType_Check(f) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(f), &PyTuple_Type) && f != reinterpret_cast<PyObject*>(&PyTuple_Type)) {

@@ -18,14 +18,6 @@ static PyObject* lookup(PyObject* cls, const char* name) {
 }
 
 // The builtin base a heap class's instances are laid out as: object, dict or OrderedDict.
-static PyObject* builtin_base(PyObject* cls) {
-  PyObject* mro = reinterpret_cast<PyTypeObject*>(cls)->tp_mro;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
-    auto* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
-    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return reinterpret_cast<PyObject*>(t);
-  }
-  return reinterpret_cast<PyObject*>(&PyBaseObject_Type);
-}
 
 static bool is_dict_based(PyObject* cls) { return PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), &PyDict_Type); }
 
@@ -64,7 +56,7 @@ VarPtr Interpreter::new_instance(PyObject* cls) {
   if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_torch.tensor_type)) || PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)))
     unsupported(PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)) ? "the function raises " + tn
                                                                                           : "constructing an object of class " + tn);
-  PyObject* base = builtin_base(cls);
+  PyObject* base = reinterpret_cast<PyObject*>(builtin_base(t));
   bool dict_based = is_dict_based(cls);
   if (base != reinterpret_cast<PyObject*>(&PyBaseObject_Type) && !dict_based) unsupported("constructing " + tn + " (a subclass of a builtin type)");
   if (t->tp_new != PyBaseObject_Type.tp_new && t->tp_new != reinterpret_cast<PyTypeObject*>(base)->tp_new)

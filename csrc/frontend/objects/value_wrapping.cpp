@@ -282,12 +282,8 @@ PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
 
 // The builtin class (dict or OrderedDict) a heap dict subclass is laid out as, or null.
 static PyTypeObject* dict_base(PyTypeObject* t) {
-  PyObject* mro = t->tp_mro;
-  for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
-    auto* b = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
-    if (!(b->tp_flags & Py_TPFLAGS_HEAPTYPE)) return b == &PyDict_Type || b == &PyODict_Type ? b : nullptr;
-  }
-  return nullptr;
+  PyTypeObject* b = builtin_base(t);
+  return b == &PyDict_Type || b == &PyODict_Type ? b : nullptr;
 }
 
 bool Interpreter::keeps_dict_method(const VarPtr& obj, PyObject* name, PyObject* found) {
