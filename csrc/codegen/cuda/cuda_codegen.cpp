@@ -262,9 +262,7 @@ class KernelWriter {
       b << cached.str();
       return;
     }
-    cache_.clear();
-    values_.clear();
-    value_bytes_ = 0;
+    clear_cache_plan();  // (fits_ stays: it guards the cached body)
     symbolic_groups_ = 0;
     StrBuilder plain;
     emit_stages(plain);
@@ -301,12 +299,17 @@ class KernelWriter {
     StrBuilder scratch;
     plan_caches(scratch);
     const int per_group = std::max(cache_bytes_, value_bytes_);
+    clear_cache_plan();
+    fits_.clear();
+    return per_group > 0 ? std::min(kMaxCacheGroups, kMaxCacheBytes / per_group) : 0;
+  }
+
+  // Forgets the planned load and value caches (a body is planned again without them).
+  void clear_cache_plan() {
     cache_.clear();
     values_.clear();
     value_bytes_ = 0;
     cache_bytes_ = 0;
-    fits_.clear();
-    return per_group > 0 ? std::min(kMaxCacheGroups, kMaxCacheBytes / per_group) : 0;
   }
 
   static std::string indented(const std::string& text) {
