@@ -4,7 +4,6 @@ move (each input read once, each output written once) over its kernels' device t
 256 MB device-to-device copy, bytes read plus written). kiln beside torch.compile.
 
     python3 scripts/gpu_bandwidth.py [case ...]   (default: pointwise_ln softmax)"""
-import statistics
 import sys
 
 import torch
@@ -13,23 +12,6 @@ import gpu_common  # noqa: E402  (kiln and the bench suite on sys.path)
 
 import kiln  # noqa: E402
 from suite import CASES  # noqa: E402
-
-
-def copy_ceiling():
-    x = torch.randn(64 << 20, device="cuda")
-    y = torch.empty_like(x)
-    for _ in range(3):
-        y.copy_(x)
-    ts = []
-    for _ in range(20):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        y.copy_(x)
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e))
-    ms = statistics.median(ts)
-    return 2 * x.numel() * 4 / ms / 1e9  # TB/s
 
 
 def kernel_us(fn, args, iters=20):
@@ -41,7 +23,7 @@ def kernel_us(fn, args, iters=20):
 def main():
     cases = sys.argv[1:] or ["pointwise_ln", "softmax"]
     name = torch.cuda.get_device_name()
-    ceiling = copy_ceiling()
+    ceiling = gpu_common.copy_ceiling()
     print(f"{name}: 256 MB copy {ceiling:.2f} TB/s (read + write)")
     print("case | compiler | bytes MB | kernel us per call | TB/s | % of copy ceiling | kernels")
     for case in cases:

@@ -2,7 +2,8 @@
 (../shared/bench, or shared/bench where the device copy has it) on sys.path; cuda_ms_per_call times
 a call with CUDA events, sync_ms a call synchronized on both sides, host_us the CPU time of a call
 while the GPU is kept busy; device_rows / kernel_rows list device time per kernel under
-torch.profiler; training_step is the bench's training step."""
+torch.profiler; copy_ceiling is the device's copy bandwidth; training_step is the bench's
+training step."""
 import os
 import sys
 
@@ -90,6 +91,26 @@ def kernel_rows(fn, args, iters=10):
             fn(*args)
         torch.cuda.synchronize()
     return device_rows(prof, iters)
+
+
+def copy_ceiling():
+    """The device's own memory ceiling: a 256 MB device-to-device copy, bytes read plus written, in
+    TB/s (median of 20 copies after 3 warm-up ones, each timed by CUDA events)."""
+    import statistics
+    import torch
+    x = torch.randn(64 << 20, device="cuda")
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    ts = []
+    for _ in range(20):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        y.copy_(x)
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e))
+    return 2 * x.numel() * 4 / statistics.median(ts) / 1e9
 
 
 def training_step(fn, model):

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import gpu_common  # noqa: E402  (the device's copy ceiling)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -43,21 +45,6 @@ def module_kernels(path):
             config = line.split(" config=", 1)[1] if " config=" in line else ""
             out.append((m.group(1), int(m.group(2)), int(m.group(3)), len(m.group(4).split(",")), config))
     return out, code
-
-
-def copy_tbs():
-    a = torch.randn(64 << 20, device="cuda")
-    c = torch.empty_like(a)
-    ts = []
-    for i in range(23):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        c.copy_(a)
-        e.record()
-        torch.cuda.synchronize()
-        if i >= 3:
-            ts.append(s.elapsed_time(e))
-    return 2 * a.numel() * 4 / statistics.median(ts) / 1e9
 
 
 def main():
@@ -94,7 +81,7 @@ def main():
             refs[id(params[2])] = F.layer_norm(F.gelu(xd * p[0] + p[1]) + xd, (D,), p[2], p[3], 1e-5)
         return refs[id(params[2])]
 
-    ceiling = copy_tbs()
+    ceiling = gpu_common.copy_ceiling()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"{torch.cuda.get_device_name()}: {sms} SMs, 256 MB copy {ceiling:.2f} TB/s (read + write); {case}: {nbytes / 1e6:.1f} MB per call")
     X, O = cp.asarray(x), cp.asarray(out)
