@@ -17,8 +17,6 @@ static PyObject* lookup(PyObject* cls, const char* name) {
   return _PyType_Lookup(reinterpret_cast<PyTypeObject*>(cls), n.get());
 }
 
-// The builtin base a heap class's instances are laid out as: object, dict or OrderedDict.
-
 static bool is_dict_based(PyObject* cls) { return PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), &PyDict_Type); }
 
 VarPtr Interpreter::construct(PyObject* cls, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs) {
