@@ -466,3 +466,32 @@ def test_an_attribute_store_that_raises_at_a_break_raises_as_in_eager():
     with pytest.raises(RuntimeError) as compiled:
         kiln.compile(fn)(x)
     assert str(compiled.value) == str(eager.value)
+
+
+@pytest.mark.parametrize("how", ["method", "autograd.backward", "autograd.grad"])
+def test_differentiation_inside_the_function_ends_the_graph_with_its_reason(how):
+    # Tensor.backward() was run through shape propagation like any method and broke with an
+    # internal message ("a capture-time meta tensor is not differentiable").
+    def fn(x, w):
+        y = torch.nn.functional.gelu(x * w).sum()
+        if how == "method":
+            y.backward()
+        elif how == "autograd.backward":
+            torch.autograd.backward([y])
+        else:
+            (g,) = torch.autograd.grad(y, [w])
+            return y * 2, g
+        return y * 2
+
+    kiln.reset()
+    compiled = kiln.compile(fn)
+    for _ in range(2):
+        x = torch.randn(6)
+        w1, w2 = torch.randn(6, requires_grad=True), None
+        w2 = w1.detach().clone().requires_grad_(True)
+        got, want = compiled(x, w1), fn(x, w2)
+        assert_same(got, want)
+        if how != "autograd.grad":
+            torch.testing.assert_close(w1.grad, w2.grad)
+    reasons = [b["reason"] for b in kiln.stats()["breaks"]]
+    assert any("runs autograd's engine: the graph ends before it" in r for r in reasons), reasons

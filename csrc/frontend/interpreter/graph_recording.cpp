@@ -192,6 +192,10 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   if (name == "requires_grad_" && !(args.size() > 1 && args[1]->is_const() && args[1]->obj.get() == Py_False) &&
       !(kwargs.size() == 1 && kwargs[0].second->is_const() && kwargs[0].second->obj.get() == Py_False))
     unsupported("requires_grad_() makes a new autograd leaf inside the graph");
+  // Differentiation runs autograd's engine over tensors the graph has not made yet: the graph
+  // ends before it, as Dynamo's does (shape propagation cannot differentiate meta tensors).
+  // (torch.autograd.grad and .backward: Interpreter::inline_function.)
+  if (op == graph::Op::kCallMethod && name == "backward") unsupported("Tensor.backward() runs autograd's engine: the graph ends before it");
   // The call as a graph node (its arguments as graph values).
   auto add_node = [&](const std::string& meta, bool removable) {
     std::vector<graph::Arg> gargs;

@@ -726,6 +726,8 @@ bool is_dynamo_generation_tag(PyObject* fn) {
 
 VarPtr Interpreter::inline_function(PyObject* func, const VarPtr& nested, std::vector<VarPtr> args,
                                     std::vector<std::pair<std::string, VarPtr>> kwargs, const SourcePtr& func_source) {
+  if (func == module_attr("torch.autograd", "grad") || func == module_attr("torch.autograd", "backward"))
+    unsupported(qualified_name(func) + "() runs autograd's engine: the graph ends before it");
   std::unique_ptr<Frame> f = bind_frame(func, nested, std::move(args), std::move(kwargs), func_source);
   if (uses_yield_value(f->code)) return lazy_generator(std::move(f));
   return run_inlined(*f);
