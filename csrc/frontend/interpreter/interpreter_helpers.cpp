@@ -77,6 +77,13 @@ bool is_torch_op(PyObject* fn) {
         "torch", "torch.functional", "torch.nn.functional", "torch._tensor", "torch.nn.init", "torch.random",
         "torch.autograd.grad_mode", "torch._jit_internal", "torch.overrides", "torch.special", "torch.linalg", "torch.fft"};
     std::string m = module_of(fn);
+    // A private helper of torch.nn.functional (_none_or_dtype, _canonical_mask, _mha_shape_check,
+    // _in_projection_packed) is not an operator: inlined, as Dynamo does. Recorded, one that
+    // returns None for a None mask broke the graph, three times per nn.MultiheadAttention call.
+    if (m == "torch.nn.functional" && reinterpret_cast<PyFunctionObject*>(fn)->func_name &&
+        PyUnicode_Check(reinterpret_cast<PyFunctionObject*>(fn)->func_name) &&
+        PyUnicode_READ_CHAR(reinterpret_cast<PyFunctionObject*>(fn)->func_name, 0) == '_')
+      return false;
     return op_modules.count(m) || starts_with(m, "torch._refs") || starts_with(m, "torch._decomp") || starts_with(m, "torch._prims");
   }
   return false;
