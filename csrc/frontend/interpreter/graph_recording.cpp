@@ -4,6 +4,7 @@
 #include <functional>
 #include <unordered_set>
 
+#include "frontend/interpreter/autocast_dtypes.h"
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
 #include "frontend/objects/fake_id.h"
@@ -285,6 +286,16 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
     }
   }
   note_shape_guards(shape_guards, name);
+  if (!result && !inplace && !factory) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    result = PyRef::steal(autocast_meta_result(target, op == graph::Op::kCallMethod ? method : "", fargs.get(), fkw.get(), device.get()));
+    if (result) {
+      Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
+    } else {
+      PyErr_Restore(type, value, tb);
+    }
+  }
   if (!result) unsupported("shape propagation failed for " + name + ": " + take_python_error());
   if (probe_is_tensor(result.get())) {
     // Results that are real tensors (a callable that ignored `device`) become meta too.
@@ -295,6 +306,12 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
       result = PyRef::steal(probe_make_meta(result.get()));
     }
     PyErr_Clear();
+  }
+  if (!inplace && !factory && method != "cuda" && method != "cpu") {
+    std::string why;
+    result = PyRef::steal(autocast_result(result.get(), target, op == graph::Op::kCallMethod ? method : "", fargs.get(), fkw.get(),
+                                          device.get(), &why));
+    if (!result) unsupported("under autocast, the dtypes of " + name + "'s results: " + why);
   }
   if (inplace) {
     cap_.mutates_inputs = true;  // maybe an input, or a view of one: their version counters will tell
