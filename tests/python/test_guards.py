@@ -255,3 +255,32 @@ def test_instance_shadowing_and_forward_replacement_are_seen():
     assert_same(c(x), x * 10 + 1)
     inner.forward = lambda x: x * 0  # what accelerate-style wrappers do
     assert_same(c(x), x * 0)
+
+
+def test_identity_of_two_tensor_arguments_is_guarded():
+    # `a is b` compared the graph nodes of two inputs: always False for two arguments, so f(t, t)
+    # took the wrong branch (a silently wrong result). Now the objects at capture answer, and a
+    # guard keeps the answer true (same object) or false (different objects).
+    def f(a, b):
+        return a + 1 if a is b else a - 1
+
+    compiled = kiln.compile(f)
+    t, u = torch.randn(3), torch.randn(3)
+    for args in ((t, t), (t, u), (t, t), (u, t), (u, u)):
+        assert torch.equal(compiled(*args), f(*args))
+    assert kiln.stats()["graphs"] == 2
+
+
+def test_a_parameter_reached_through_a_list_and_its_module_is_itself():
+    lin = torch.nn.Linear(4, 4)
+    params = [lin.weight]
+
+    def f(x):
+        w = params[0]
+        return x @ w.t() if w is lin.weight else x * 0
+
+    compiled = kiln.compile(f)
+    x = torch.randn(2, 4)
+    assert torch.equal(compiled(x), f(x))
+    params[0] = torch.nn.Parameter(lin.weight.detach().clone())  # another object: the guard fails
+    assert torch.equal(compiled(x), f(x))

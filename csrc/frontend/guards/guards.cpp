@@ -231,22 +231,35 @@ static bool shape_guards_hold(const sym::ShapeEnv& env, const SymbolBinding& b) 
   return sym::ShapeGuards{env.guards(), static_cast<int>(n)}.check(b.values);
 }
 
-bool GuardTree::distinct_ok(const FrameView& f) const {
+bool GuardTree::identities_ok(const FrameView& f) const {
   for (const auto& group : distinct_) {
-    PyObject* mutated = group[0]->fetch(f);
-    for (size_t i = 1; i < group.size(); ++i)
-      if (group[i]->fetch(f) == mutated) return false;
+    PyObject* first = group.sources[0]->fetch(f);
+    for (size_t i = 1; i < group.sources.size(); ++i)
+      if (group.sources[i]->fetch(f) == first) return false;
   }
+  for (const auto& [a, b] : same_)
+    if (a->fetch(f) != b->fetch(f)) return false;
   return true;
+}
+
+std::string GuardTree::identity_failure(const FrameView& f) const {
+  for (const auto& group : distinct_)
+    for (size_t i = 1; i < group.sources.size(); ++i)
+      if (group.sources[i]->fetch(f) == group.sources[0]->fetch(f))
+        return group.sources[0]->repr() + " (" + group.why + ") is now the same object as " + group.sources[i]->repr();
+  for (const auto& [a, b] : same_)
+    if (a->fetch(f) != b->fetch(f)) return a->repr() + " is no longer the same object as " + b->repr();
+  return "";
 }
 
 bool GuardTree::check(const FrameView& f) const {
   if (has_global_ && !(probe_global_state() == global_)) return false;
   if (symbolic()) {
     SymbolBinding b;
-    return check_children(root_->children, nullptr, f, &b) && shape_guards_hold(*shape_env_, b) && (distinct_.empty() || distinct_ok(f));
+    return check_children(root_->children, nullptr, f, &b) && shape_guards_hold(*shape_env_, b) &&
+           ((distinct_.empty() && same_.empty()) || identities_ok(f));
   }
-  return check_children(root_->children, nullptr, f, nullptr) && (distinct_.empty() || distinct_ok(f));
+  return check_children(root_->children, nullptr, f, nullptr) && ((distinct_.empty() && same_.empty()) || identities_ok(f));
 }
 
 static std::string fail_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, const FrameView& f, int* kind,
@@ -278,13 +291,7 @@ std::string GuardTree::first_failure(const FrameView& f, int* kind) const {
     if (kind) *kind = GuardLeaf::kTensor;
     return "shape guard failed: " + sym::ShapeGuards{shape_env_->guards(), static_cast<int>(shape_env_->symbols().size())}.first_failure(b.values);
   }
-  if (r.empty() && !distinct_.empty() && !distinct_ok(f)) {
-    for (const auto& group : distinct_)
-      for (size_t i = 1; i < group.size(); ++i)
-        if (group[i]->fetch(f) == group[0]->fetch(f))
-          return "a container the frame mutates, " + group[0]->repr() + ", is now the same object as " + group[i]->repr();
-    return "a container the frame mutates is now the same object as another input container";
-  }
+  if (r.empty()) r = identity_failure(f);
   return r;
 }
 
@@ -306,9 +313,13 @@ std::string GuardTree::to_string() const {
     for (const auto& g : shape_env_->guards()) { os << "  check(" << g.str() << ")\n"; ++count; }
   }
   for (const auto& group : distinct_) {
-    os << "  " << group[0]->repr() << " is none of (";
-    for (size_t i = 1; i < group.size(); ++i) os << (i > 1 ? ", " : "") << group[i]->repr();
-    os << ")  # a container the frame mutates\n";
+    os << "  " << group.sources[0]->repr() << " is none of (";
+    for (size_t i = 1; i < group.sources.size(); ++i) os << (i > 1 ? ", " : "") << group.sources[i]->repr();
+    os << ")  # " << group.why << "\n";
+    ++count;
+  }
+  for (const auto& [a, b] : same_) {
+    os << "  " << a->repr() << " is " << b->repr() << "\n";
     ++count;
   }
   return os.str();

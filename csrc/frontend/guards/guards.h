@@ -58,11 +58,15 @@ class GuardTree {
   // A container the capture mutates and writes back must not be the object of any other input
   // container (aliased, a write through one would not be seen through the other, and the
   // write-backs would clobber each other). Containers it only reads may alias each other (two
-  // classes sharing one registry dict). Stored as {mutated, others...}.
-  void add_distinct(SourcePtr mutated, std::vector<SourcePtr> others) {
+  // classes sharing one registry dict). Stored as {mutated, others...}, with why (for the guard
+  // listing). Also two tensor inputs the capture found to be different objects (`a is b`).
+  void add_distinct(SourcePtr mutated, std::vector<SourcePtr> others, const char* why) {
     others.insert(others.begin(), std::move(mutated));
-    distinct_.push_back(std::move(others));
+    distinct_.push_back({std::move(others), why});
   }
+  // Two sources that reached one tensor at capture: `a is b` was true, and the graph takes that
+  // tensor once, so they must reach one object again.
+  void add_same(SourcePtr a, SourcePtr b) { same_.push_back({std::move(a), std::move(b)}); }
   // Symbolic sizes: tensor guards with dynamic dimensions bind the env's symbols, then its shape
   // guards must hold.
   void set_shape_env(std::shared_ptr<sym::ShapeEnv> env) { shape_env_ = std::move(env); }
@@ -83,9 +87,17 @@ class GuardTree {
   std::unique_ptr<Node> root_;
   GlobalStateFacts global_;
   bool has_global_ = false;
-  std::vector<std::vector<SourcePtr>> distinct_;
+  struct Distinct {
+    std::vector<SourcePtr> sources;  // sources[0] is none of the others
+    const char* why;
+  };
+  std::vector<Distinct> distinct_;
+  std::vector<std::pair<SourcePtr, SourcePtr>> same_;
   std::shared_ptr<sym::ShapeEnv> shape_env_;
-  bool distinct_ok(const FrameView& frame) const;
+  // The distinct and same guards: where the guard tree holds, whether they hold too, else the
+  // first that fails, described.
+  bool identities_ok(const FrameView& frame) const;
+  std::string identity_failure(const FrameView& frame) const;
   bool symbolic() const { return shape_env_ && !shape_env_->symbols().empty(); }
 };
 

@@ -72,6 +72,7 @@ PyObject* Source::step(PyObject* p) const {
       return t ? _PyType_Lookup(t, key.get()) : nullptr;
     }
     case kInstanceDict: return instance_dict(p);
+    case kWeakReferent: return PyWeakref_CheckRefExact(p) ? PyWeakref_GetObject(p) : nullptr;
     default: return nullptr;
   }
 }
@@ -91,6 +92,7 @@ std::string Source::placeholder_hint() const {
       case kInstanceDict: part = "dict"; break;
       case kFrameFunc: part = "fn"; break;
       case kMade: part = "made_" + std::to_string(s->index); break;
+      case kWeakReferent: part = "referent"; break;
     }
     out = out.empty() ? part : part + "_" + out;
   }
@@ -183,6 +185,12 @@ SourcePtr made_source(PyObject* maker, int index, const std::string& label) {
   s->obj = PyRef::borrow(maker);
   s->index = index;
   s->text = "MADE[" + std::to_string(index) + "](" + label + ")";
+  return s;
+}
+
+SourcePtr weak_referent_source(SourcePtr weakref) {
+  auto s = make(Source::kWeakReferent, weakref);
+  s->text = weakref->repr() + "()";
   return s;
 }
 

@@ -39,6 +39,8 @@ struct Source {
     kInstanceDict,  // parent.__dict__ itself
     kMade,          // made anew for every run, before the graph, by calling `obj()` (a
                     // Parameter built inside the captured code): FrameView::made[index]
+    kWeakReferent,  // parent(), the object a weak reference (exactly weakref.ref) refers to;
+                    // None once it died
   };
   Kind kind;
   SourcePtr parent;
@@ -73,6 +75,7 @@ SourcePtr constant_source(PyObject* obj, const std::string& label);
 SourcePtr type_lookup_source(SourcePtr parent, PyObject* name, bool parent_is_type);
 SourcePtr instance_dict_source(SourcePtr parent);
 SourcePtr made_source(PyObject* maker, int index, const std::string& label);
+SourcePtr weak_referent_source(SourcePtr weakref);
 
 std::string py_repr(PyObject* o);
 std::string py_str(PyObject* o);

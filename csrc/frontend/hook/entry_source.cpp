@@ -80,6 +80,7 @@ std::string source_python(const SourcePtr& s) {
     case Source::kTypeLookup: return s->index == 1 ? attr(parent, s->key.get()) : attr("type(" + parent + ")", s->key.get());
     case Source::kInstanceDict: return parent + ".__dict__";
     case Source::kMade: return "__made" + std::to_string(s->index);
+    case Source::kWeakReferent: return parent + "()";
   }
   return s->repr();
 }

@@ -188,7 +188,7 @@ void Interpreter::run() {
     std::vector<SourcePtr> others;
     for (const auto& ic : input_containers_)
       if (ic.var != c) others.push_back(ic.var->source);
-    if (!others.empty()) cap_.guards->add_distinct(c->source, std::move(others));
+    if (!others.empty()) cap_.guards->add_distinct(c->source, std::move(others), "a container the frame mutates");
   }
   if (!assertions_.empty() && cap_.mutates_inputs) {
     // A failed assertion reruns the frame eagerly, which a graph that already wrote its inputs

@@ -414,6 +414,8 @@ class Interpreter {
   MetaExecutor meta_;
   std::vector<Frame*> frames_;
   std::unordered_map<std::string, VarPtr> wrapped_;   // source repr -> Var
+  std::unordered_map<int, PyObject*> input_tensors_;  // a tensor input's node -> its object
+                                                      // (cap_.example_inputs keeps it alive)
   std::vector<VarPtr> made_parameters_;               // nn.Parameters the capture made
   std::vector<PyRef> owned_classes_;                  // classes made by class statements
   std::unordered_map<PyObject*, int> handles_;

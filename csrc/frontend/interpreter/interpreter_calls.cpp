@@ -104,7 +104,19 @@ bool Interpreter::same_object(const VarPtr& a, const VarPtr& b, bool* known) {
     if (Py_TYPE(a->obj.get()) != Py_TYPE(b->obj.get()) && (a->type_guarded || b->type_guarded)) return false;
     return identity(a) == identity(b);
   }
-  if (a->is_tensor() && b->is_tensor()) return a->node == b->node;
+  if (a->is_tensor() && b->is_tensor()) {
+    if (a->node == b->node) return true;
+    // Two tensor inputs (one tensor may be reached two ways: a parameter through its module and
+    // through a list or a weak reference): the answer of the objects now, guarded to hold.
+    auto a_in = input_tensors_.find(a->node), b_in = input_tensors_.find(b->node);
+    if (a_in == input_tensors_.end() || b_in == input_tensors_.end() || !a->source || !b->source) return false;
+    if (a_in->second == b_in->second) {
+      cap_.guards->add_same(a->source, b->source);
+      return true;
+    }
+    cap_.guards->add_distinct(a->source, {b->source}, "a tensor compared by identity");
+    return false;
+  }
   // A list, dict or object the capture made is one Var, shared by everything that holds it: any
   // other Var is another object (`y is not x` after copy.deepcopy).
   auto made_here = [](const VarPtr& v) {
@@ -660,6 +672,12 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     return inline_function(call_attr, nullptr, std::move(args), std::move(kwargs), nullptr);
   }
   if (VarPtr r = fold_numpy_scalar_call(f, args, kwargs)) return r;
+  // A weak reference called (nn.LSTM and nn.GRU read their parameters through weakref.ref):
+  // its referent, reached from the reference's own source so guards and graph inputs follow it.
+  if (PyWeakref_CheckRefExact(f) && args.empty() && kwargs.empty()) {
+    PyObject* referent = PyWeakref_GetObject(f);  // borrowed; None once it died
+    return fn->source ? wrap(referent, weak_referent_source(fn->source)) : wrap_unguarded(referent, "weakref()");
+  }
   unsupported("call to " + py_repr(f).substr(0, 80) + " is not supported");
 }
 

@@ -126,6 +126,7 @@ VarPtr Interpreter::tensor_input(PyObject* t, const SourcePtr& src, TensorFacts*
   v->device = PyRef::steal(probe_device(t));
   if (!v->fake || !v->device) unsupported("cannot make a meta tensor for " + src->repr() + ": " + take_python_error());
   v->node = add_input(src, t, probe_describe_tensor(mask ? v->fake.get() : t));
+  input_tensors_[v->node] = t;
   if (probe_is_inference(t)) {  // handed over from a torch.inference_mode block (its tensor match guards it)
     v->inference = true;
     inference_nodes_.insert(v->node);
