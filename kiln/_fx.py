@@ -8,16 +8,39 @@ import torch
 import torch.fx as fx
 
 
+# Constants fx writes into the generated code as themselves; any other object (a torch.Generator
+# the function was given) becomes an attribute of the module, read by a get_attr node: its repr
+# (`<torch._C.Generator object at 0x...>`) is no Python, and compiling the module failed.
+_LITERAL = (type(None), bool, int, float, complex, str, type(Ellipsis), torch.dtype, torch.device, torch.layout,
+            torch.memory_format)
+
+
+def _literal(v):
+    if isinstance(v, (tuple, list, torch.Size)):
+        return all(_literal(x) for x in v)
+    if isinstance(v, slice):
+        return _literal((v.start, v.stop, v.step))
+    return isinstance(v, _LITERAL) or callable(v) or isinstance(v, type)
+
+
 def to_graph_module(rows, name="kiln_graph"):
     g = fx.Graph()
     nodes = []
+    root = torch.nn.Module()
+    attrs = {}  # id(object) -> its get_attr node
 
     def dec(a):
         tag, v = a
         if tag == "n":
             return nodes[v]
         if tag == "c":
-            return v
+            if _literal(v):
+                return v
+            if id(v) not in attrs:
+                attr = f"_kiln_const_{len(attrs)}"
+                setattr(root, attr, v)
+                attrs[id(v)] = g.get_attr(attr)
+            return attrs[id(v)]
         items = [dec(x) for x in v]
         return tuple(items) if tag == "t" else items
 
@@ -33,5 +56,5 @@ def to_graph_module(rows, name="kiln_graph"):
         else:
             raise ValueError(f"unknown graph op {op}")
         nodes.append(n)
-    gm = fx.GraphModule(torch.nn.Module(), g, class_name=name)
+    gm = fx.GraphModule(root, g, class_name=name)
     return gm

@@ -62,6 +62,10 @@ graph::Arg Interpreter::to_arg(const VarPtr& v) {
       return graph::Arg::of_seq(v->kind == VarKind::kTuple ? graph::Arg::kTuple : graph::Arg::kList, std::move(items));
     }
     case VarKind::kObject:
+      // An object made by the capture itself (`torch.Generator().manual_seed(3)`) would be one
+      // object shared by every run of the graph, where eager makes a new one each call.
+      if (is_trace_value(v->obj.get()))
+        unsupported(std::string("a ") + Py_TYPE(v->obj.get())->tp_name + " made during the call, passed to a tensor operation");
       identity(v);
       if (PyType_Check(v->obj.get()) || PyCallable_Check(v->obj.get()) || PyModule_Check(v->obj.get()))
         return graph::Arg::of_const(handle(v->obj.get()), qualified_name(v->obj.get()));
