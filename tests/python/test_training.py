@@ -606,3 +606,28 @@ def test_a_graph_whose_backward_eager_refuses_runs_eagerly_with_a_readable_reaso
     (status,) = [g.training_status for g in _codegen.GRAPHS]
     assert status.startswith("eager: one of the variables needed for gradient computation has been modified"), status
     assert "Exception raised from" not in status and "frame #" not in status, status
+
+
+def test_gradients_of_the_parameters_are_read_in_the_graph():
+    # tensor.grad was refused ("tensor.grad is not supported"): a gradient-norm log over a
+    # parameter list ran eagerly. Each .grad is now an input fetched through its tensor (or None,
+    # guarded), and a new gradient tensor after the next backward is read again.
+    m = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.Tanh(), torch.nn.Linear(6, 1, bias=False))
+    params = list(m.parameters())
+
+    def grad_norm(ps):
+        total = torch.zeros(())
+        for p in ps:
+            if p.grad is not None:
+                total = total + p.grad.pow(2).sum()
+        return total.sqrt()
+
+    kiln.reset()
+    compiled = kiln.compile(grad_norm)
+    assert torch.equal(compiled(params), grad_norm(params))  # every .grad None
+    for _ in range(3):
+        m.zero_grad(set_to_none=True)
+        m(torch.randn(5, 6)).sum().backward()
+        torch.testing.assert_close(compiled(params), grad_norm(params))
+    s = kiln.stats()
+    assert s["graph_breaks"] == 0 and s["graphs"] == 2, (s["graphs"], s["breaks"])  # None, then tensors

@@ -1,6 +1,8 @@
 // Fetching and printing of sources. Every fetch uses C-level dict/tuple/list access only.
 #include "frontend/guards/sources.h"
 
+#include "frontend/objects/torch_types.h"
+
 #include "graph/graph.h"
 
 namespace kiln::frontend {
@@ -73,6 +75,16 @@ PyObject* Source::step(PyObject* p) const {
     }
     case kInstanceDict: return instance_dict(p);
     case kWeakReferent: return PyWeakref_CheckRefExact(p) ? PyWeakref_GetObject(p) : nullptr;
+    case kTensorGrad: {
+      // A new reference to the gradient's Python object, given back at once: the tensor keeps
+      // that object alive while it holds the gradient (PyTorch preserves a tensor's PyObject).
+      if (!PyObject_TypeCheck(p, reinterpret_cast<PyTypeObject*>(g_torch.tensor_type))) return nullptr;
+      static PyObject* grad = PyUnicode_InternFromString("grad");
+      PyObject* g = PyObject_GetAttr(p, grad);
+      if (!g) { PyErr_Clear(); return nullptr; }
+      Py_DECREF(g);
+      return g;
+    }
     default: return nullptr;
   }
 }
@@ -93,6 +105,7 @@ std::string Source::placeholder_hint() const {
       case kFrameFunc: part = "fn"; break;
       case kMade: part = "made_" + std::to_string(s->index); break;
       case kWeakReferent: part = "referent"; break;
+      case kTensorGrad: part = "grad"; break;
     }
     out = out.empty() ? part : part + "_" + out;
   }
@@ -191,6 +204,12 @@ SourcePtr made_source(PyObject* maker, int index, const std::string& label) {
 SourcePtr weak_referent_source(SourcePtr weakref) {
   auto s = make(Source::kWeakReferent, weakref);
   s->text = weakref->repr() + "()";
+  return s;
+}
+
+SourcePtr tensor_grad_source(SourcePtr tensor) {
+  auto s = make(Source::kTensorGrad, tensor);
+  s->text = tensor->repr() + ".grad";
   return s;
 }
 

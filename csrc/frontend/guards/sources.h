@@ -41,6 +41,7 @@ struct Source {
                     // Parameter built inside the captured code): FrameView::made[index]
     kWeakReferent,  // parent(), the object a weak reference (exactly weakref.ref) refers to;
                     // None once it died
+    kTensorGrad,    // parent.grad of a tensor: its gradient, or None
   };
   Kind kind;
   SourcePtr parent;
@@ -76,6 +77,7 @@ SourcePtr type_lookup_source(SourcePtr parent, PyObject* name, bool parent_is_ty
 SourcePtr instance_dict_source(SourcePtr parent);
 SourcePtr made_source(PyObject* maker, int index, const std::string& label);
 SourcePtr weak_referent_source(SourcePtr weakref);
+SourcePtr tensor_grad_source(SourcePtr tensor);
 
 std::string py_repr(PyObject* o);
 std::string py_str(PyObject* o);

@@ -81,6 +81,7 @@ std::string source_python(const SourcePtr& s) {
     case Source::kInstanceDict: return parent + ".__dict__";
     case Source::kMade: return "__made" + std::to_string(s->index);
     case Source::kWeakReferent: return parent + "()";
+    case Source::kTensorGrad: return parent + ".grad";
   }
   return s->repr();
 }

@@ -40,6 +40,17 @@ VarPtr Interpreter::get_attr(const VarPtr& obj, PyObject* name) {
         if (rg.get() == Py_False || made) return make_const(n == "is_leaf" ? Py_True : Py_None);
         if (n == "is_leaf" && !obj->source) return make_const(Py_False);
       }
+      // The gradient of a tensor the frame was given (clip_grad_norm_, an optimizer's step): an
+      // input of its own, fetched through the tensor, or None. Of a tensor computed here it is
+      // None until a backward the graph does not run.
+      if (n == "grad" && obj->source && obj->source->kind != Source::kConstant) {
+        auto in = input_tensors_.find(obj->node);
+        if (in != input_tensors_.end()) {
+          PyRef g = PyRef::steal(PyObject_GetAttr(in->second, name));
+          if (!g) unsupported("tensor.grad: " + take_python_error());
+          if (g.get() == Py_None || probe_is_tensor(g.get())) return wrap(g.get(), tensor_grad_source(obj->source));
+        }
+      }
       if (n == "grad" || n == "grad_fn" || n == "_base" || n == "_version" || n == "data_ptr" || n == "untyped_storage" || n == "is_leaf")
         unsupported("tensor." + n + " is not supported");
       if (n == "T" || n == "mT" || n == "H" || n == "mH" || n == "real" || n == "imag" || n == "data")
