@@ -243,9 +243,14 @@ std::vector<at::Tensor> run_training_call(const std::shared_ptr<TrainingStages>&
   std::vector<bool> aliases_input(n, false);
   for (int k = 0; k < n; ++k)
     for (const at::Tensor& b : inputs) aliases_input[k] = aliases_input[k] || is_input[k] || same_storage(outs[k], b);
+  // Nor is an output without gradient the base of one with (`t.detach()` returned beside t, a
+  // view of the node's own buffer: t was made again from the detached alias, without its history,
+  // and the gradient of everything before it was lost, fuzz seed 21261).
   auto own_base = [&](int k) {  // a non-view output of the node's own memory sharing output k's
     for (int j = 0; j < n; ++j)
-      if (j != k && !aliases_input[j] && !outs[j].is_view() && same_storage(outs[k], outs[j])) return j;
+      if (j != k && !aliases_input[j] && !outs[j].is_view() && same_storage(outs[k], outs[j]) &&
+          (st.output_requires_grad[j] || !st.output_requires_grad[k]))
+        return j;
     return -1;
   };
   for (int k = 0; k < n; ++k) {

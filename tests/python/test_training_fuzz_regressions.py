@@ -548,3 +548,22 @@ def test_an_output_that_reaches_no_gradient_still_requires_grad():
         lc.backward()
         torch.testing.assert_close(lc, le)
         assert pc.grad is None and pe.grad is None
+
+
+@pytest.mark.parametrize("backend", ["kiln", "aot_eager"])
+def test_an_output_returned_beside_its_detached_alias_keeps_its_gradient(backend):
+    # p @ w for a vector p is a view (squeeze) of the node's own product; returned beside its
+    # detach() (where a graph break ends the graph), it was made again as a view of the detached
+    # alias: no history, and p's gradient was None where eager's is w's row sums (seed 21261).
+    def f(p, w):
+        t = p @ w
+        t2 = t.detach().requires_grad_() * 2
+        return t.sum() * 3, t2
+
+    cf = kiln.compile(f, backend=backend)
+    for step in range(3):
+        pe, pc = _leaf(step, 2), _leaf(step, 2)
+        w = torch.randn(2, 3)
+        f(pe, w)[0].backward()
+        cf(pc, w)[0].backward()
+        torch.testing.assert_close(pc.grad, pe.grad)
