@@ -427,14 +427,28 @@ Program Lowerer::run() {
       ensure_buffer(static_cast<int>(v));
     }
   }
+  // Values some graph output or input write-back depends on: the others are computed by nothing.
+  std::vector<bool> live(g_.values.size(), false);
+  for (int v : g_.outputs) live[v] = true;
+  for (auto [input, value] : g_.input_mutations) live[value] = true;
+  for (size_t i = g_.nodes.size(); i-- > 0;) {
+    const ir::AtenNode& n = g_.nodes[i];
+    if (!std::any_of(n.outputs.begin(), n.outputs.end(), [&](int v) { return v >= 0 && live[v]; })) continue;
+    for (const ir::AtenArg& a : n.args) {
+      if (a.kind == ir::AtenArg::kTensor && a.value >= 0) live[a.value] = true;
+      for (int v : a.values)
+        if (v >= 0) live[v] = true;
+    }
+  }
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     node_ = static_cast<int>(i);
     if (opts_.extern_only || !lower_node(node_)) extern_call(node_);
-    // An integer division or an indexing nobody reads still runs: eager raises on a zero divisor
-    // or an index out of range.
+    // An integer division or an indexing whose result no output depends on still runs: eager
+    // raises on a zero divisor or an index out of range (read only by an unused sign(), fuzz seed
+    // 21498, it was inlined into nothing).
     if (ir::raises_on_values(g_, g_.nodes[i]))
       for (int v : g_.nodes[i].outputs)
-        if (v >= 0 && uses_[v] == 0 && values_[v].buffer < 0 && values_[v].loader) ensure_buffer(v);
+        if (v >= 0 && !live[v] && values_[v].buffer < 0 && values_[v].loader) ensure_buffer(v);
     // Values read more than once and expensive to recompute are realized right away, and so are
     // transcendental values a reader broadcasts (RoPE's cos and sin, read once per head and
     // batch row: inlined, each would be computed again for every one of them).

@@ -88,6 +88,20 @@ def test_an_unused_integer_division_by_zero_still_raises():
     assert_same(compiled(torch.tensor([1, 3, 2]), torch.ones(2)), torch.tensor(2.0))
 
 
+def test_an_integer_division_read_only_by_unused_values_still_raises():
+    # `t` was read once (by sign(), itself unused): inlined into a value nothing computes, the
+    # division never ran and the call did not raise (fuzz seed 21498).
+    def fn(a, b):
+        t = torch.remainder(a, a)
+        s = torch.sign(t) + 1  # never read
+        return b * 2
+    compiled = kiln.compile(fn)
+    assert_same(compiled(torch.tensor(3), torch.ones(2)), torch.full((2,), 2.0))  # traced and built
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            compiled(torch.tensor(0), torch.ones(2))
+
+
 @pytest.mark.parametrize("op", ["embedding", "index_select", "gather"])
 def test_an_unused_indexing_out_of_range_still_raises(op):
     weight = torch.randn(3, 4)
