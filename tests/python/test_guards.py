@@ -284,3 +284,25 @@ def test_a_parameter_reached_through_a_list_and_its_module_is_itself():
     assert torch.equal(compiled(x), f(x))
     params[0] = torch.nn.Parameter(lin.weight.detach().clone())  # another object: the guard fails
     assert torch.equal(compiled(x), f(x))
+
+
+def test_module_parameters_iterated_inside_the_graph_and_then_tied():
+    # Module._named_members dedups with `v in memo` over the parameters: a tensor input in a set
+    # was a graph break. Membership now goes by the tensors' objects, guarded as all different
+    # (or the same, where two sources reach one): tying two weights recompiles, and the sum then
+    # counts the shared weight once, as eager does.
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+
+    def f(x):
+        return m(x).pow(2).mean() + 1e-4 * sum(p.pow(2).sum() for p in m.parameters())
+
+    kiln.reset()
+    compiled = kiln.compile(f)
+    x = torch.randn(4, 8)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), f(x))
+    assert kiln.stats()["graph_breaks"] == 0 and kiln.stats()["graphs"] == 1, kiln.stats()["breaks"]
+    m[1].weight = m[0].weight
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), f(x))
+    assert kiln.stats()["graphs"] == 2

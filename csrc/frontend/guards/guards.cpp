@@ -1,6 +1,8 @@
 // Guard tree construction, evaluation, failure reporting and printing.
 #include "frontend/guards/guards.h"
 
+#include <algorithm>
+
 #include <cstring>
 
 #include "support/str_builder.h"
@@ -239,6 +241,13 @@ bool GuardTree::identities_ok(const FrameView& f) const {
   }
   for (const auto& [a, b] : same_)
     if (a->fetch(f) != b->fetch(f)) return false;
+  for (const auto& group : all_distinct_) {
+    std::vector<PyObject*> objects;
+    objects.reserve(group.size());
+    for (const auto& s : group) objects.push_back(s->fetch(f));
+    std::sort(objects.begin(), objects.end());
+    if (std::adjacent_find(objects.begin(), objects.end()) != objects.end()) return false;
+  }
   return true;
 }
 
@@ -249,6 +258,10 @@ std::string GuardTree::identity_failure(const FrameView& f) const {
         return group.sources[0]->repr() + " (" + group.why + ") is now the same object as " + group.sources[i]->repr();
   for (const auto& [a, b] : same_)
     if (a->fetch(f) != b->fetch(f)) return a->repr() + " is no longer the same object as " + b->repr();
+  for (const auto& group : all_distinct_)
+    for (size_t i = 0; i < group.size(); ++i)
+      for (size_t j = i + 1; j < group.size(); ++j)
+        if (group[i]->fetch(f) == group[j]->fetch(f)) return group[i]->repr() + " is now the same object as " + group[j]->repr();
   return "";
 }
 
@@ -257,9 +270,9 @@ bool GuardTree::check(const FrameView& f) const {
   if (symbolic()) {
     SymbolBinding b;
     return check_children(root_->children, nullptr, f, &b) && shape_guards_hold(*shape_env_, b) &&
-           ((distinct_.empty() && same_.empty()) || identities_ok(f));
+           (!has_identities() || identities_ok(f));
   }
-  return check_children(root_->children, nullptr, f, nullptr) && ((distinct_.empty() && same_.empty()) || identities_ok(f));
+  return check_children(root_->children, nullptr, f, nullptr) && (!has_identities() || identities_ok(f));
 }
 
 static std::string fail_children(const std::vector<std::unique_ptr<GuardTree::Node>>& children, const FrameView& f, int* kind,
@@ -320,6 +333,12 @@ std::string GuardTree::to_string() const {
   }
   for (const auto& [a, b] : same_) {
     os << "  " << a->repr() << " is " << b->repr() << "\n";
+    ++count;
+  }
+  for (const auto& group : all_distinct_) {
+    os << "  all different objects: ";
+    for (size_t i = 0; i < group.size(); ++i) os << (i ? ", " : "") << group[i]->repr();
+    os << "\n";
     ++count;
   }
   return os.str();

@@ -67,6 +67,9 @@ class GuardTree {
   // Two sources that reached one tensor at capture: `a is b` was true, and the graph takes that
   // tensor once, so they must reach one object again.
   void add_same(SourcePtr a, SourcePtr b) { same_.push_back({std::move(a), std::move(b)}); }
+  // Tensors whose identity the capture used as set members (`v in memo` over a module's
+  // parameters): pairwise different objects. Checked in one pass over the sorted objects.
+  void add_all_distinct(std::vector<SourcePtr> sources) { all_distinct_.push_back(std::move(sources)); }
   // Symbolic sizes: tensor guards with dynamic dimensions bind the env's symbols, then its shape
   // guards must hold.
   void set_shape_env(std::shared_ptr<sym::ShapeEnv> env) { shape_env_ = std::move(env); }
@@ -93,6 +96,8 @@ class GuardTree {
   };
   std::vector<Distinct> distinct_;
   std::vector<std::pair<SourcePtr, SourcePtr>> same_;
+  std::vector<std::vector<SourcePtr>> all_distinct_;
+  bool has_identities() const { return !distinct_.empty() || !same_.empty() || !all_distinct_.empty(); }
   std::shared_ptr<sym::ShapeEnv> shape_env_;
   // The distinct and same guards: where the guard tree holds, whether they hold too, else the
   // first that fails, described.

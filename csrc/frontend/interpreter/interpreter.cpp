@@ -190,6 +190,14 @@ void Interpreter::run() {
       if (ic.var != c) others.push_back(ic.var->source);
     if (!others.empty()) cap_.guards->add_distinct(c->source, std::move(others), "a container the frame mutates");
   }
+  if (!member_sources_.empty()) {  // tensor inputs whose identity set membership answered
+    std::vector<SourcePtr> one_each;
+    for (const auto& [object, sources] : member_sources_) {
+      for (size_t k = 1; k < sources.size(); ++k) cap_.guards->add_same(sources[0], sources[k]);
+      one_each.push_back(sources[0]);
+    }
+    if (one_each.size() > 1) cap_.guards->add_all_distinct(std::move(one_each));
+  }
   if (!assertions_.empty() && cap_.mutates_inputs) {
     // A failed assertion reruns the frame eagerly, which a graph that already wrote its inputs
     // cannot do: the frame splits at the first assertion instead (a branch on the tensor).

@@ -444,6 +444,10 @@ class Interpreter {
   std::unordered_set<const Var*> templates_in_progress_;
   std::unordered_map<const Var*, PyRef> tokens_;
   std::unordered_map<PyObject*, VarPtr> token_vars_;
+  // Tensor inputs used as set members: one token per object (two sources may reach one tensor),
+  // and the sources that reached it; their identities are guarded when the capture ends.
+  std::unordered_map<PyObject*, PyRef> input_tokens_;
+  std::unordered_map<PyObject*, std::vector<SourcePtr>> member_sources_;
   // id(v) (builtins.cpp): the real id of an object whose identity the capture specialises on, or
   // a fake id (fake_id.h), one per value: keyed by the constant or trace-time object, the tensor's
   // graph value, or else the Var, each kept alive (with its token) for the whole capture.

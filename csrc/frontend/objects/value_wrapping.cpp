@@ -357,6 +357,16 @@ PyRef Interpreter::set_member(const VarPtr& v) {
   refuse_fake_ids(v, "as a member of a set");
   if (plain_value(v)) return as_python(v);
   if (v->kind == VarKind::kObject) return PyRef::borrow(identity(v));
+  if (v->is_tensor() && v->source && v->source->kind != Source::kMade) {  // an input: by its object
+    auto in = input_tensors_.find(v->node);
+    if (in == input_tensors_.end()) return PyRef();
+    auto& sources = member_sources_[in->second];
+    if (std::none_of(sources.begin(), sources.end(), [&](const SourcePtr& s) { return s->repr() == v->source->repr(); }))
+      sources.push_back(v->source);
+    PyRef& token = input_tokens_[in->second];
+    if (!token) token = PyRef::steal(PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type)));
+    return token;
+  }
   bool by_identity = v->is_tensor() && (!v->source || v->source->kind == Source::kMade);
   if (v->kind == VarKind::kNewObject) {
     auto* t = reinterpret_cast<PyTypeObject*>(v->obj.get());
