@@ -242,8 +242,8 @@ bool GuardTree::identities_ok(const FrameView& f) const {
   for (const auto& [a, b] : same_)
     if (a->fetch(f) != b->fetch(f)) return false;
   for (const auto& group : all_distinct_) {
-    std::vector<PyObject*> objects;
-    objects.reserve(group.size());
+    thread_local std::vector<PyObject*> objects;  // reused: no allocation per call
+    objects.clear();
     for (const auto& s : group) objects.push_back(s->fetch(f));
     std::sort(objects.begin(), objects.end());
     if (std::adjacent_find(objects.begin(), objects.end()) != objects.end()) return false;
