@@ -178,6 +178,65 @@ VarPtr Interpreter::device_dependent_query(const VarPtr& t, const std::string& m
   return make_const(PyRef::steal(PyUnicode_FromString(s.c_str())).get());
 }
 
+// torch._C._group_tensors_by_device_and_dtype(tensorlistlist, with_indices) (clip_grad_norm_, the
+// foreach optimizers): the grouping of tensors by their device and dtype, computed by the function
+// itself on empty real stand-ins (so its keys and their order are eager's), the groups holding
+// the captured tensors again.
+VarPtr Interpreter::group_tensors_by_device_and_dtype(const std::vector<VarPtr>& args,
+                                                       const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  if (args.empty() || args.size() > 2 || !kwargs.empty() || (args[0]->kind != VarKind::kList && args[0]->kind != VarKind::kTuple))
+    unsupported("_group_tensors_by_device_and_dtype with these arguments");
+  const bool with_indices = args.size() == 2 && args[1]->is_const() && args[1]->obj.get() == Py_True;
+  std::unordered_map<PyObject*, VarPtr> of_stand_in;
+  PyRef lists = PyRef::steal(PyList_New(0));
+  PyRef empty = PyRef::steal(PyObject_GetAttrString(g_torch.torch, "empty"));
+  for (const VarPtr& l : args[0]->items) {
+    if (l->kind != VarKind::kList && l->kind != VarKind::kTuple) unsupported("_group_tensors_by_device_and_dtype of a non-list");
+    PyRef row = PyRef::steal(PyList_New(0));
+    for (const VarPtr& t : l->items) {
+      if (t->is_const() && t->obj.get() == Py_None) { PyList_Append(row.get(), Py_None); continue; }
+      if (!t->is_tensor()) unsupported("_group_tensors_by_device_and_dtype of a non-tensor");
+      PyRef dtype = PyRef::steal(PyObject_GetAttrString(t->fake.get(), "dtype"));
+      PyRef zero = PyRef::steal(PyLong_FromLong(0));
+      PyRef kw = PyRef::steal(Py_BuildValue("{sOsO}", "dtype", dtype.get(), "device", t->device.get()));
+      PyRef a = PyRef::steal(PyTuple_Pack(1, zero.get()));
+      PyRef s = dtype && kw && a ? PyRef::steal(PyObject_Call(empty.get(), a.get(), kw.get())) : PyRef();
+      if (!s) unsupported("_group_tensors_by_device_and_dtype: " + take_python_error());
+      of_stand_in[s.get()] = t;
+      PyList_Append(row.get(), s.get());
+    }
+    PyList_Append(lists.get(), row.get());
+  }
+  PyRef grouped = PyRef::steal(PyObject_CallFunction(module_attr("torch._C", "_group_tensors_by_device_and_dtype"), "OO", lists.get(),
+                                                     with_indices ? Py_True : Py_False));
+  if (!grouped || !PyDict_Check(grouped.get())) unsupported("_group_tensors_by_device_and_dtype: " + take_python_error());
+  auto back = [&](PyObject* o) -> VarPtr {  // a stand-in's captured tensor; other values as they are
+    auto it = of_stand_in.find(o);
+    return it != of_stand_in.end() ? it->second : from_python_value(o, false);
+  };
+  auto out = std::make_shared<Var>(VarKind::kDict);
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(grouped.get(), &pos, &key, &value)) {
+    // value: (tensorlistlist, indices); with_indices, the indices are also the last list (ints)
+    if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 2) unsupported("_group_tensors_by_device_and_dtype: an unexpected result");
+    std::vector<VarPtr> rows;
+    PyObject* tll = PyTuple_GET_ITEM(value, 0);
+    for (Py_ssize_t i = 0; i < PySequence_Size(tll); ++i) {
+      PyRef row = PyRef::steal(PySequence_GetItem(tll, i));
+      std::vector<VarPtr> items;
+      for (Py_ssize_t j = 0; row && j < PySequence_Size(row.get()); ++j) {
+        PyRef e = PyRef::steal(PySequence_GetItem(row.get(), j));
+        items.push_back(back(e.get()));
+      }
+      rows.push_back(make_seq(VarKind::kList, std::move(items)));
+    }
+    out->keys.push_back(PyRef::borrow(key));
+    out->items.push_back(make_seq(VarKind::kTuple, {make_seq(VarKind::kList, std::move(rows)), from_python_value(PyTuple_GET_ITEM(value, 1), false)}));
+  }
+  return out;
+}
+
 VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string& method, const std::vector<VarPtr>& args,
                               const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
   // Device of the result: an explicit device argument, else the first non-CPU tensor input,

@@ -294,6 +294,7 @@ VarPtr Interpreter::run_frame(Frame& f) {
         // A generator is its own iterator: next() and for-loops consume the same items.
         auto g = std::make_shared<Var>(VarKind::kIterator);
         g->items = f.yields;
+        g->obj = PyRef::borrow(reinterpret_cast<PyObject*>(&PyGen_Type));  // its type(), for isinstance
         return g;
       }
       return r;

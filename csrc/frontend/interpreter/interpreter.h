@@ -259,6 +259,7 @@ class Interpreter {
   VarPtr wrap_result(PyObject* fake, int node, PyObject* device);
   VarPtr record_grad_mode(bool enabled);
   VarPtr device_dependent_query(const VarPtr& t, const std::string& method);
+  VarPtr group_tensors_by_device_and_dtype(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
 
   // --- operations
   VarPtr addc_with_tensor_value(const VarPtr& fn, const std::vector<VarPtr>& args,

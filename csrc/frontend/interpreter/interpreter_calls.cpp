@@ -29,6 +29,9 @@ PyObject* Interpreter::python_type_of(const VarPtr& v) {
     case VarKind::kSymInt: return reinterpret_cast<PyObject*>(&PyLong_Type);
     case VarKind::kNestedFunction: return reinterpret_cast<PyObject*>(&PyFunction_Type);
     case VarKind::kNewObject: return v->obj.get();
+    case VarKind::kIterator:  // a generator function's result (clip_grad_norm_ asks isinstance(p, GeneratorType))
+      if (!v->obj) unsupported("type() of an iterator");
+      return v->obj.get();
     case VarKind::kNdarray: {
       PyObject* np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");
       if (!v->flag) {
@@ -390,6 +393,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   PyObject* f = fn->obj.get();
   if (PyObject* inner = unwrap_compiled_function(f))  // a kiln.compile'd callable: capture through it
     return call(wrap_unguarded(inner, "compiled"), std::move(args), std::move(kwargs));
+  if (f == module_attr("torch._C", "_group_tensors_by_device_and_dtype")) return group_tensors_by_device_and_dtype(args, kwargs);
   // Sizes stay symbolic into torch operators, inlined Python and builtins that only look at a
   // container's structure (`len(x.shape)`, `tuple(x.shape)`); any other callee (math, library
   // code run as is) sees the captured value, guarded.
