@@ -294,3 +294,17 @@ TEST(Fusion, LongPointwiseChainsAreCutSoExpressionsStayShallow) {
   EXPECT_GE(p.kernels.size(), static_cast<size_t>(3000 / o.max_expression_cost));
   EXPECT_LE(p.kernels.size(), static_cast<size_t>(3000 / o.max_expression_cost + 2));
 }
+
+TEST(Lowering, AnIntegerDivisionNoOutputDependsOnStillRuns) {
+  // remainder(%0, %0) is read once, by sign(), which nothing reads: inlined into sign, neither was
+  // computed and a zero divisor did not raise (fuzz seed 21498). It gets a buffer of its own.
+  ir::Program p = lower(R"(%0 = input 0 : i64[4]{1}
+%1 = input 1 : f32[4]{1}
+%2 = aten::remainder.Tensor(%0, other=%0) : i64[4]{1}
+%3 = aten::sign(%2) : i64[4]{1}
+%4 = aten::mul.Tensor(%1, other=%1) : f32[4]{1}
+return %4
+)");
+  EXPECT_NE(p.to_string().find("buf2[x0] = remainder(buf0[x0], buf0[x0])"), std::string::npos) << p.to_string();
+  EXPECT_EQ(p.to_string().find("sign("), std::string::npos) << p.to_string();
+}
