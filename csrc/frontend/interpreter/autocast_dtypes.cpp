@@ -138,6 +138,15 @@ PyObject* call_on_stand_ins(PyObject* target, const std::string& method, PyObjec
   return r;
 }
 
+// A new sequence of v's kind holding `items` (a list): a list, a tuple, or a torch.return_types
+// struct sequence.
+PyObject* same_kind(PyObject* v, PyObject* items) {
+  if (PyList_Check(v)) return Py_NewRef(items);
+  PyRef t = PyRef::steal(PyList_AsTuple(items));
+  if (!t || PyTuple_CheckExact(v)) return t.release();
+  return PyObject_CallOneArg(reinterpret_cast<PyObject*>(Py_TYPE(v)), t.get());
+}
+
 // `meta` with the dtypes of `real` (same structure: a tensor, or a sequence of them); a new
 // reference, `meta` itself where nothing changes.
 PyObject* with_dtypes(PyObject* meta, PyObject* real) {
@@ -148,50 +157,32 @@ PyObject* with_dtypes(PyObject* meta, PyObject* real) {
     if (md.get() == rd.get()) return Py_NewRef(meta);
     return PyObject_CallMethod(meta, "to", "O", rd.get());
   }
-  if (PyTuple_Check(meta) && PyTuple_Check(real) && PyTuple_GET_SIZE(meta) == PyTuple_GET_SIZE(real)) {
-    const Py_ssize_t n = PyTuple_GET_SIZE(meta);
-    PyRef items = PyRef::steal(PyTuple_New(n));
-    bool changed = false;
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* e = with_dtypes(PyTuple_GET_ITEM(meta, i), PyTuple_GET_ITEM(real, i));
-      if (!e) return nullptr;
-      changed |= e != PyTuple_GET_ITEM(meta, i);
-      PyTuple_SET_ITEM(items.get(), i, e);
-    }
-    if (!changed) return Py_NewRef(meta);
-    if (PyTuple_CheckExact(meta)) return items.release();
-    return PyObject_CallOneArg(reinterpret_cast<PyObject*>(Py_TYPE(meta)), items.get());  // torch.return_types.*
+  const bool tuples = PyTuple_Check(meta) && PyTuple_Check(real), lists = PyList_Check(meta) && PyList_Check(real);
+  if (!(tuples || lists) || PySequence_Fast_GET_SIZE(meta) != PySequence_Fast_GET_SIZE(real)) return Py_NewRef(meta);
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(meta);
+  PyRef items = PyRef::steal(PyList_New(n));
+  bool changed = false;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* e = with_dtypes(PySequence_Fast_GET_ITEM(meta, i), PySequence_Fast_GET_ITEM(real, i));
+    if (!e) return nullptr;
+    changed |= e != PySequence_Fast_GET_ITEM(meta, i);
+    PyList_SET_ITEM(items.get(), i, e);
   }
-  if (PyList_Check(meta) && PyList_Check(real) && PyList_GET_SIZE(meta) == PyList_GET_SIZE(real)) {
-    const Py_ssize_t n = PyList_GET_SIZE(meta);
-    PyRef items = PyRef::steal(PyList_New(n));
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* e = with_dtypes(PyList_GET_ITEM(meta, i), PyList_GET_ITEM(real, i));
-      if (!e) return nullptr;
-      PyList_SET_ITEM(items.get(), i, e);
-    }
-    return items.release();
-  }
-  return Py_NewRef(meta);
+  return changed ? same_kind(meta, items.get()) : Py_NewRef(meta);
 }
 
 // Each real tensor in `v` as a meta tensor of its metadata (probe_make_meta).
 PyObject* as_meta(PyObject* v) {
   if (probe_is_tensor(v)) return probe_make_meta(v);
-  if (PyTuple_Check(v) || PyList_Check(v)) {
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
-    PyRef items = PyRef::steal(PyList_New(n));
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* e = as_meta(PySequence_Fast_GET_ITEM(v, i));
-      if (!e) return nullptr;
-      PyList_SET_ITEM(items.get(), i, e);
-    }
-    if (PyList_Check(v)) return items.release();
-    PyRef t = PyRef::steal(PyList_AsTuple(items.get()));
-    if (!t || PyTuple_CheckExact(v)) return t.release();
-    return PyObject_CallOneArg(reinterpret_cast<PyObject*>(Py_TYPE(v)), t.get());  // torch.return_types.*
+  if (!PyTuple_Check(v) && !PyList_Check(v)) return Py_NewRef(v);
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+  PyRef items = PyRef::steal(PyList_New(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* e = as_meta(PySequence_Fast_GET_ITEM(v, i));
+    if (!e) return nullptr;
+    PyList_SET_ITEM(items.get(), i, e);
   }
-  return Py_NewRef(v);
+  return same_kind(v, items.get());
 }
 
 }  // namespace
