@@ -40,9 +40,12 @@ def bench_suite():
 
 def case_fn(name, torch):
     if name.startswith("bench:"):
-        model, args, training = bench_suite().CASES[name[6:]](DEV)
+        suite = bench_suite()
+        model, args, training = suite.CASES[name[6:]](DEV)
         if training:
             raise SystemExit("bench training cases are not first-call cases here")
+        if isinstance(args, suite.Varying):  # shapes that change between calls: the first call's
+            args = args[0]
         with torch.no_grad():
             model(*args)  # as the bench's eager reference run: cuDNN / cuBLAS used before kiln's first call
         return model, (lambda: args)

@@ -199,6 +199,18 @@ PyObject* probe_make_meta(PyObject* o) {
   return THPVariable_Wrap(m);
 }
 
+PyObject* probe_float_tensor(PyObject* f) {
+  const double v = PyFloat_AsDouble(f);
+  if (v == -1.0 && PyErr_Occurred()) return nullptr;
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return THPVariable_Wrap(at::scalar_tensor(v, at::TensorOptions().dtype(at::kDouble)));
+}
+
+PyObject* probe_float64_meta() {
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return THPVariable_Wrap(at::empty({}, at::TensorOptions().dtype(at::kDouble).device(at::kMeta)));
+}
+
 PyObject* probe_device(PyObject* o) {
   return THPDevice_New(THPVariable_Unpack(o).device());
 }

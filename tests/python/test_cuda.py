@@ -631,3 +631,21 @@ def test_units_compile_in_child_processes(tmp_path):
                KILN_CUDA_UNIT_BYTES="4000")
     p = subprocess.run([sys.executable, "-c", _UNITS_IN_PROCESSES, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and "OK" in p.stdout, (p.stdout, p.stderr[-3000:])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dynamic_float_operand_on_cuda(dtype):
+    # A float argument that changes between calls is a 0-d float64 CPU tensor input of a graph
+    # whose other tensors are on the GPU (kiln/tests/python/test_dynamic_floats.py on the CPU).
+    import random
+
+    def f(x, t, alpha):
+        return (x / t).softmax(-1) * (1.0 - alpha) + x * alpha
+
+    c = kiln.compile(f)
+    for _ in range(6):
+        x, t, a = make((64, 200), dtype), random.uniform(0.5, 2.0), random.random()
+        compare(c(x, t, a), f(x, t, a))
+    s = kiln.stats()
+    assert s["graphs"] == 2 and s["eager_runs"] == 0
+    assert [g["status"] for g in s["codegen"]] == ["compiled", "compiled"], s["codegen"]

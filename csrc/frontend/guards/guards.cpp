@@ -75,6 +75,19 @@ PyObject* GuardLeaf::referent() const {
   return o == Py_None ? nullptr : o;
 }
 
+// `x op c` for Python's comparison operators (Py_LT..Py_GE) on floats (NaN compares as Python's).
+bool float_compare(double x, double c, int op) {
+  switch (op) {
+    case Py_LT: return x < c;
+    case Py_LE: return x <= c;
+    case Py_EQ: return x == c;
+    case Py_NE: return x != c;
+    case Py_GT: return x > c;
+    case Py_GE: return x >= c;
+  }
+  return false;
+}
+
 bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
   switch (kind) {
     case kType: return reinterpret_cast<PyObject*>(Py_TYPE(v)) == obj.get();
@@ -87,7 +100,14 @@ bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
       return r == 1;
     }
     case kTensor: return probe_matches(v, tensor, binding);
+    case kFloat: {
+      if (!PyFloat_CheckExact(v)) return false;
+      const double x = PyFloat_AS_DOUBLE(v);
+      return !((length & kFloatNonZero) && x == 0.0) && !((length & kFloatNonNegative) && !(x >= 0.0)) &&
+             !((length & kFloatPositive) && !(x > 0.0));
+    }
     case kNdarray: return ndarray_matches(v, *this, binding, nullptr);
+    case kFloatCompare: return PyFloat_CheckExact(v) && float_compare(PyFloat_AS_DOUBLE(v), PyFloat_AS_DOUBLE(obj.get()), length / 2) == (length & 1);
     case kSymInt: {
       if (!binding || !PyLong_CheckExact(v)) return false;
       int overflow = 0;
@@ -144,6 +164,17 @@ bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
   return false;
 }
 
+static const char* const kCompareOps[] = {" < ", " <= ", " == ", " != ", " > ", " >= "};  // by Py_LT..Py_GE
+
+// " and x != 0.0 and ..." for a kFloat guard's conditions.
+static std::string float_conditions(const std::string& e, Py_ssize_t bits) {
+  std::string s;
+  if (bits & GuardLeaf::kFloatNonZero) s += " and " + e + " != 0.0";
+  if (bits & GuardLeaf::kFloatNonNegative) s += " and " + e + " >= 0.0";
+  if (bits & GuardLeaf::kFloatPositive) s += " and " + e + " > 0.0";
+  return s;
+}
+
 std::string GuardLeaf::describe(const std::string& e) const {
   switch (kind) {
     case kType: return "type(" + e + ") is " + reinterpret_cast<PyTypeObject*>(obj.get())->tp_name;
@@ -159,6 +190,8 @@ std::string GuardLeaf::describe(const std::string& e) const {
     case kLacksKey: return py_repr(obj.get()) + " not in " + e;
     case kHasKey: return py_repr(obj.get()) + " in " + e;
     case kSymInt: return "s" + std::to_string(length) + " = " + e + "  # an int >= 2";
+    case kFloat: return "type(" + e + ") is float" + float_conditions(e, length) + "  # a dynamic float";
+    case kFloatCompare: return std::string(length & 1 ? "" : "not ") + "(" + e + kCompareOps[length / 2] + py_repr(obj.get()) + ")  # a dynamic float";
     case kNdarray: return "check_ndarray(" + e + ", '" + array.format + "', " + probe_describe(tensor) + ")  # taken as torch.from_numpy(" + e + ")";
   }
   return "?";
@@ -184,6 +217,11 @@ std::string GuardLeaf::why_failed(PyObject* v) const {
       ndarray_matches(v, *this, nullptr, &why);
       return why;
     }
+    case kFloat: return PyFloat_CheckExact(v) ? "expected a float" + float_conditions("it", length) + ", actual " + py_repr(v)
+                                              : std::string("expected a float, actual ") + Py_TYPE(v)->tp_name;
+    case kFloatCompare: return PyFloat_CheckExact(v) ? std::string("expected it") + kCompareOps[length / 2] + py_repr(obj.get()) + " to be " +
+                                                           (length & 1 ? "true" : "false") + ", actual " + py_repr(v)
+                                                     : std::string("expected a float, actual ") + Py_TYPE(v)->tp_name;
     case kSymInt: return PyLong_CheckExact(v) ? "expected an int >= 2, actual " + py_repr(v) + " (0 and 1 are specialised)"
                                               : std::string("expected an int, actual ") + Py_TYPE(v)->tp_name;
   }

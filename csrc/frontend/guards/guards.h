@@ -34,12 +34,18 @@ struct BufferLayout {
 };
 
 struct GuardLeaf {
-  enum Kind { kType, kId, kEquals, kTensor, kLen, kDictKeys, kLacksKey, kHasKey, kSymInt, kNdarray } kind;
+  enum Kind { kType, kId, kEquals, kTensor, kLen, kDictKeys, kLacksKey, kHasKey, kSymInt, kNdarray, kFloat, kFloatCompare } kind;
   PyRef obj;            // kType: the type; kId: the object; kEquals: the constant; kDictKeys: tuple
                         // of keys; kLacksKey / kHasKey: the key a dict must not / must contain
   TensorFacts tensor;   // kTensor
   NdarrayFacts array;   // kNdarray: the format; `tensor` holds its layout (obj: numpy.ndarray)
-  Py_ssize_t length = 0;  // kLen; kSymInt: the symbol an int binds (it must be an int >= 2)
+  Py_ssize_t length = 0;  // kLen; kSymInt: the symbol an int binds (it must be an int >= 2);
+                          // kFloat: what the value must be besides an exact float (kFloat* bits);
+                          // kFloatCompare: 2 * the comparison (Py_LT..Py_GE) + its outcome, the
+                          // value an exact float compared with the float `obj` (a branch on it)
+  // kFloat conditions: a dynamic float used as a divisor, under a square root or a logarithm,
+  // where Python raises for values the graph would compute on (0.0, a negative).
+  static constexpr Py_ssize_t kFloatNonZero = 1, kFloatNonNegative = 2, kFloatPositive = 4;
   bool weak = false;    // kId: obj is a weak reference to the object (the guard does not keep it
                         // alive; once it dies the guard fails)
   bool check(PyObject* v, SymbolBinding* binding = nullptr) const;
@@ -48,6 +54,8 @@ struct GuardLeaf {
   std::string describe(const std::string& expr) const;
   std::string why_failed(PyObject* v) const;
 };
+
+bool float_compare(double x, double c, int op);  // x op c, op one of Py_LT..Py_GE
 
 class GuardTree {
  public:

@@ -23,6 +23,7 @@ struct CacheEntry {
   std::vector<int> input_slots;
   std::vector<SourcePtr> made;  // objects made anew before every run (Source::kMade), by index
   std::vector<int> numpy_inputs;  // positions in `inputs` of numpy arrays: passed as torch.from_numpy(array)
+  std::vector<int> float_inputs;  // positions in `inputs` of dynamic floats: passed as 0-d float64 tensors
   int shared_objects = 0;       // OutputTemplate::shared slots of a run's rebuilt objects
   PyRef compiled;          // callable(*inputs) -> sequence of outputs; null: run the frame eagerly
   OutputTemplate output;

@@ -188,7 +188,9 @@ std::string entry_python(const Capture& cap, PyCodeObject* code) {
   std::string args;
   for (size_t i = 0; i < cap.inputs.size(); ++i) {
     const bool from_numpy = std::find(cap.numpy_inputs.begin(), cap.numpy_inputs.end(), cap.inputs[i]) != cap.numpy_inputs.end();
-    args += (i ? ", " : "") + (from_numpy ? "torch.from_numpy(" + source_python(cap.inputs[i]) + ")" : source_python(cap.inputs[i]));
+    const bool from_float = std::find(cap.float_inputs.begin(), cap.float_inputs.end(), cap.inputs[i]) != cap.float_inputs.end();
+    const std::string src = source_python(cap.inputs[i]);
+    args += (i ? ", " : "") + (from_numpy ? "torch.from_numpy(" + src + ")" : from_float ? "torch.scalar_tensor(" + src + ", dtype=torch.float64)" : src);
   }
   // The user lines the graph's ops came from (of this file; inlined callees' lines are in graph.py).
   const std::string file = py_str(code->co_filename);

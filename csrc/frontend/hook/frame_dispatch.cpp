@@ -393,6 +393,9 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   for (size_t i = 0; i < cap.inputs.size(); ++i)
     for (const SourcePtr& a : cap.numpy_inputs)
       if (a == cap.inputs[i]) entry->numpy_inputs.push_back(static_cast<int>(i));
+  for (size_t i = 0; i < cap.inputs.size(); ++i)
+    for (const SourcePtr& a : cap.float_inputs)
+      if (a == cap.inputs[i]) entry->float_inputs.push_back(static_cast<int>(i));
   entry->shared_objects = cap.shared_objects;
   plan_input_fetches(*entry);
   entry->output = cap.output;
@@ -490,9 +493,15 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
     }
   }
   // numpy arrays enter the graph as tensors sharing their memory (their guards checked the buffer).
-  std::vector<PyRef> from_numpy;
+  std::vector<PyRef> from_numpy;  // (and the tensors of dynamic floats, below)
   for (int i : e.numpy_inputs) {
     from_numpy.push_back(PyRef::steal(PyObject_CallOneArg(g_torch.from_numpy, argv[i])));
+    if (!from_numpy.back()) return nullptr;
+    argv[i] = from_numpy.back().get();
+  }
+  // Dynamic floats enter as 0-d float64 tensors (their guards checked they are floats).
+  for (int i : e.float_inputs) {
+    from_numpy.push_back(PyRef::steal(probe_float_tensor(argv[i])));
     if (!from_numpy.back()) return nullptr;
     argv[i] = from_numpy.back().get();
   }

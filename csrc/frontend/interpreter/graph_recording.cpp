@@ -260,12 +260,15 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   // ends before it, as Dynamo's does (shape propagation cannot differentiate meta tensors).
   // (torch.autograd.grad and .backward: Interpreter::inline_function.)
   if (op == graph::Op::kCallMethod && name == "backward") unsupported("Tensor.backward() runs autograd's engine: the graph ends before it");
-  // The call as a graph node (its arguments as graph values).
+  // The call as a graph node (its arguments as graph values; a dynamic float's may be replaced
+  // below by a cast of it, or by its value).
+  std::vector<VarPtr> node_args = args;
+  std::vector<std::pair<std::string, VarPtr>> node_kwargs = kwargs;
   auto add_node = [&](const std::string& meta, bool removable) {
     std::vector<graph::Arg> gargs;
-    for (const auto& a : args) gargs.push_back(to_arg(a));
+    for (const auto& a : node_args) gargs.push_back(to_arg(a));
     std::vector<std::pair<std::string, graph::Arg>> gkw;
-    for (const auto& kv : kwargs) gkw.emplace_back(kv.first, to_arg(kv.second));
+    for (const auto& kv : node_kwargs) gkw.emplace_back(kv.first, to_arg(kv.second));
     int node = cap_.graph->add_call(op, name, op == graph::Op::kCallFunction ? handle(target) : -1, std::move(gargs), std::move(gkw),
                                     meta, where());
     cap_.removable.push_back(removable);
@@ -376,6 +379,8 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
                                           device.get(), &why));
     if (!result) unsupported("under autocast, the dtypes of " + name + "'s results: " + why);
   }
+  if (has_float_tensor(args, kwargs))
+    float_tensor_operands(scalar_sizes, result.get(), target, op == graph::Op::kCallMethod ? method : "", node_args, node_kwargs, fargs.get(), fkw.get());
   if (inplace) {
     cap_.mutates_inputs = true;  // maybe an input, or a view of one: their version counters will tell
     add_node(probe_describe_tensor(PyTuple_GET_ITEM(fargs.get(), 0)), false);
@@ -536,7 +541,8 @@ PyRef Interpreter::concretize_value(const VarPtr& v) {
     return PyRef::steal(PySlice_New(a.get(), b.get(), c.get()));
   }
   if (!v->is_symint()) return as_python(v);
-  if (v->flag) {  // a float from sizes: fixing the sizes fixes it
+  if (v->flag) {  // a float from sizes or float arguments: fixing those fixes it
+    if (v->float_tensor && v->items.empty() && v->source) return specialize_float_input(v);
     for (const auto& dep : v->items) concretize(dep);
     return v->fake;
   }
@@ -560,6 +566,16 @@ VarPtr Interpreter::symint_op(PyObject* fn, const std::vector<VarPtr>& args) {
     }
     PyRef r = PyRef::steal(PyObject_Call(fn, hints.get(), nullptr));
     if (!r) unsupported(qualified_name(fn) + " on symbolic sizes raised " + take_python_error());
+    if (has_float_tensor(args, {})) {
+      if (VarPtr t = float_tensor_op(fn, args, r.get())) return t;
+      std::vector<VarPtr> fixed;
+      bool symbolic = false;
+      for (const auto& b : args) {
+        fixed.push_back(b->float_tensor ? make_const(concretize(b).get()) : b);
+        symbolic |= fixed.back()->is_symint();
+      }
+      return symbolic ? symint_op(fn, fixed) : fold(fn, fixed, {});
+    }
     if (PyFloat_CheckExact(r.get())) {
       auto v = std::make_shared<Var>(VarKind::kSymInt);
       v->flag = true;

@@ -51,6 +51,7 @@ struct PyRaised : Unsupported {
 struct OutputTemplate {
   enum Kind { kGraphOut, kConst, kTuple, kList, kDict, kNewObject, kGetAttr, kMethod, kFetch, kCopy, kNumpy } kind = kConst;
   int index = -1;       // kGraphOut
+  bool as_float = false;  // kGraphOut: a 0-d tensor standing for a Python float (a dynamic float)
   PyRef obj;            // kConst: the value; kDict: tuple of keys; kTuple: namedtuple type or null;
                         // kNewObject: the class; kGetAttr: the attribute name (of items[0]);
                         // kMethod: the function bound to items[0]; kNumpy: items[0].numpy(),
@@ -116,6 +117,7 @@ struct Capture {
   std::vector<PyRef> example_inputs;
   std::vector<SourcePtr> made;           // Source::kMade, by index: made before every run
   std::vector<SourcePtr> numpy_inputs;   // inputs that are numpy arrays: the graph takes torch.from_numpy of each
+  std::vector<SourcePtr> float_inputs;   // dynamic float arguments: the graph takes a 0-d float64 tensor of each
   int shared_objects = 0;                // OutputTemplate::shared numbers handed out
   OutputTemplate output;
   std::vector<SideEffect> side_effects;  // applied in order after the graph ran
@@ -210,6 +212,20 @@ class Interpreter {
   int add_input(const SourcePtr& src, PyObject* example, const std::string& meta);
   bool int_input_is_dynamic(PyObject* o, const SourcePtr& src);
   VarPtr symint_input(PyObject* o, const SourcePtr& src);
+  // Dynamic floats (dynamic_floats.cpp): a float argument that varies between calls is a graph
+  // input (a 0-d float64 tensor); arithmetic on it stays in the graph; a tensor operation takes it
+  // as its scalar operand; any other use specialises it.
+  VarPtr float_input(PyObject* o, const SourcePtr& src);
+  VarPtr float_tensor_op(PyObject* fn, const std::vector<VarPtr>& args, PyObject* hint);
+  VarPtr float_math(PyObject* fn, const std::vector<VarPtr>& args);
+  bool has_float_tensor(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
+  void float_tensor_operands(bool pointwise, PyObject* hint_result, PyObject* target, const std::string& method,
+                             std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs, PyObject* fargs, PyObject* fkw);
+  PyRef specialize_float_input(const VarPtr& v);
+  VarPtr compare_float_input(int op, const VarPtr& a, const VarPtr& b);
+  bool excludes_by_guard(const VarPtr& v, Py_ssize_t condition);
+  VarPtr float_result(PyObject* fn, const std::vector<VarPtr>& args, PyObject* hint);
+  PyObject* float64_meta();
   void make_dynamic(TensorFacts& f, uint64_t mask, const std::string& source, int input,
                     std::vector<sym::Expr>& sizes, std::vector<sym::Expr>& strides);
   // A value from meta code that may hold kiln SymInts: SymInts become kSymInt Vars read at run
@@ -425,6 +441,7 @@ class Interpreter {
   std::vector<int> root_visits_;  // per instruction of the outermost frame: times reached
   bool stopped_ = false;          // the capture reached CaptureOptions::break_at
   PyRef default_device_;
+  PyRef float64_meta_;  // a 0-d float64 meta tensor: a dynamic float in a tensor operation's meta run
   // collections.deque(iterable, maxlen) made during capture: a kList whose obj is the deque type
   // and pos its maxlen + 1 (0: unbounded); see is_deque. It is never handed back (a clean break).
   VarPtr make_deque(std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs);

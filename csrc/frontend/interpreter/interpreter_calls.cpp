@@ -26,7 +26,7 @@ PyObject* Interpreter::python_type_of(const VarPtr& v) {
     case VarKind::kTuple: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
     case VarKind::kList: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyList_Type);  // obj: a ModuleList slice's type, or deque
     case VarKind::kDict: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);  // obj: OrderedDict/defaultdict
-    case VarKind::kSymInt: return reinterpret_cast<PyObject*>(&PyLong_Type);
+    case VarKind::kSymInt: return reinterpret_cast<PyObject*>(v->flag ? &PyFloat_Type : &PyLong_Type);
     case VarKind::kNestedFunction: return reinterpret_cast<PyObject*>(&PyFunction_Type);
     case VarKind::kNewObject: return v->obj.get();
     case VarKind::kIterator:  // a generator function's result (clip_grad_norm_ asks isinstance(p, GeneratorType))
@@ -86,7 +86,13 @@ bool Interpreter::truthy(const VarPtr& v) {
     case VarKind::kDictView: return !v->self->items.empty();
     case VarKind::kTensor: unsupported("data-dependent branch: the truth value of a tensor depends on its data");
     case VarKind::kNdarray: unsupported("data-dependent branch: the truth value of a numpy value computed from tensors depends on its data");
-    case VarKind::kSymInt: return PyObject_IsTrue(concretize(v).get()) == 1;
+    case VarKind::kSymInt: {
+      if (v->float_tensor) {  // `if t:` of a dynamic float: t != 0.0, guarded as such
+        static PyObject* zero = PyFloat_FromDouble(0.0);
+        if (VarPtr r = compare_float_input(Py_NE, v, make_const(zero))) return r->obj.get() == Py_True;
+      }
+      return PyObject_IsTrue(concretize(v).get()) == 1;
+    }
     case VarKind::kNestedFunction: case VarKind::kBoundMethod: case VarKind::kTensorMethod: case VarKind::kPartial: return true;
     case VarKind::kNewObject: {
       if (VarPtr r = python_truth(v, reinterpret_cast<PyTypeObject*>(v->obj.get()))) return truthy(r);
@@ -400,6 +406,8 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   static const char* structural[] = {"len", "isinstance", "issubclass", "type", "tuple", "list", "callable", "hasattr", "getattr", "id"};
   bool keep_symbolic = is_torch_op(f) || PyFunction_Check(f) || PyMethod_Check(f) || is_module_instance(f);
   for (const char* n : structural) keep_symbolic |= f == builtin(n);
+  if (!keep_symbolic && kwargs.empty())
+    if (VarPtr r = float_math(f, args)) return r;  // math.sqrt(t), float(t) of a dynamic float
   if (!keep_symbolic) {
     for (auto& a : args) a = specialize_sizes(a);
     for (auto& kv : kwargs) kv.second = specialize_sizes(kv.second);

@@ -108,6 +108,7 @@ VarPtr Interpreter::compare(int op, const VarPtr& a, const VarPtr& b) {
   if (a->kind == VarKind::kNdarray || b->kind == VarKind::kNdarray) return ndarray_binary(names[op], a, b);
   PyObject* fn = op_fn(names[op]);
   if (a->is_tensor() || b->is_tensor()) return record_op(graph::Op::kCallFunction, fn, "", {a, b}, {});
+  if (VarPtr r = compare_float_input(op, a, b)) return r;  // `if t > 0.5:` on a dynamic float
   if (a->is_symint() || b->is_symint()) {
     // A branch on sizes: the answer under the captured sizes, guarded (a shape guard).
     // Two numbers compare symbolically (the SymBool guards itself); anything else sees values.

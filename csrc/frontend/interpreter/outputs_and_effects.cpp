@@ -95,8 +95,14 @@ static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::
   }
   switch (v->kind) {
     case VarKind::kTensor:
-    case VarKind::kSymInt: {  // a size computed by the graph at run time
+    case VarKind::kSymInt: {  // a size computed by the graph at run time, or a dynamic float
+      if (v->float_tensor && v->source) {  // a float argument handed back as it came
+        t.kind = OutputTemplate::kFetch;
+        t.source = v->source;
+        return t;
+      }
       t.kind = OutputTemplate::kGraphOut;
+      t.as_float = v->float_tensor;
       auto it = out_index.find(v->node);
       if (it == out_index.end()) {
         it = out_index.emplace(v->node, static_cast<int>(outs.size())).first;
@@ -267,7 +273,7 @@ PyObject* OutputTemplate::build(PyObject* const* outs, const FrameView& frame, s
     return o;
   };
   switch (kind) {
-    case kGraphOut: return Py_NewRef(outs[index]);
+    case kGraphOut: return as_float ? PyNumber_Float(outs[index]) : Py_NewRef(outs[index]);
     case kFetch: {
       PyObject* v = source->fetch(frame);
       if (!v) PyErr_Format(PyExc_RuntimeError, "kiln: %s vanished while the frame ran", source->repr().c_str());

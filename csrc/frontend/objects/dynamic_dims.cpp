@@ -1,6 +1,9 @@
 // Choosing symbolic dimensions (see dynamic_dims.h).
 #include "frontend/objects/dynamic_dims.h"
 
+#include <cstring>
+#include <string>
+
 #include "symbolic/sym_expr.h"
 
 namespace kiln::frontend {
@@ -68,6 +71,31 @@ bool choose_dynamic_int(const std::string& source, int64_t value, DynamicPolicy 
   }
   e.sizes = {value};
   return sym::in_symbol_range(value) && (e.dynamic & 1);
+}
+
+// The value's bits are kept as the entry's one "size": a float compares by its exact value.
+bool choose_dynamic_float(const std::string& source, double value, DynamicPolicy policy, SizeHistory* history,
+                          std::vector<std::string>* changes) {
+  if (policy == DynamicPolicy::kStatic || !history) return false;
+  auto& e = history->by_source[source];
+  if (e.pinned) return false;
+  if (policy == DynamicPolicy::kAll) return true;
+  int64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if (e.sizes.size() == 1 && e.sizes[0] != bits && !(e.dynamic & 1)) {
+    e.dynamic = 1;
+    if (changes) {
+      double was;
+      std::memcpy(&was, &e.sizes[0], sizeof was);
+      changes->push_back(source + " (a float): " + std::to_string(was) + " -> " + std::to_string(value));
+    }
+  }
+  e.sizes = {bits};
+  return e.dynamic & 1;
+}
+
+void pin_float(const std::string& source, SizeHistory* history) {
+  if (history) history->by_source[source].pinned = true;
 }
 
 }  // namespace kiln::frontend

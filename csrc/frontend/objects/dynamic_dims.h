@@ -22,6 +22,8 @@ struct SizeHistory {
   struct Entry {
     std::vector<int64_t> sizes;  // at the last capture
     uint64_t dynamic = 0;        // dimensions seen to change
+    bool pinned = false;         // a float argument the capture used as a Python value (a
+                                 // branch, int()): specialised from then on
   };
   std::unordered_map<std::string, Entry> by_source;
 };
@@ -36,5 +38,13 @@ uint64_t choose_dynamic_dims(PyObject* t, const std::string& source, const std::
 // 0 and 1 always specialise.
 bool choose_dynamic_int(const std::string& source, int64_t value, DynamicPolicy policy, SizeHistory* history,
                         std::vector<std::string>* changes);
+
+// Whether a float argument of the frame (a temperature, a learning rate, a mixing weight) is a
+// graph input rather than a constant: under automatic dynamic once it was seen with another value
+// (torch.compile's automatic dynamic floats), always with dynamic=True; never once pinned.
+bool choose_dynamic_float(const std::string& source, double value, DynamicPolicy policy, SizeHistory* history,
+                          std::vector<std::string>* changes);
+// A dynamic float the capture had to specialise: later captures keep it a constant.
+void pin_float(const std::string& source, SizeHistory* history);
 
 }  // namespace kiln::frontend

@@ -71,6 +71,11 @@ PyObject* probe_make_meta(PyObject* t);
 PyObject* probe_fast_meta(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs);
 // New reference: t's torch.device.
 PyObject* probe_device(PyObject* t);
+// New reference: a 0-d float64 CPU tensor holding the Python float `f` (a dynamic float's graph
+// input), or null with an exception set.
+PyObject* probe_float_tensor(PyObject* f);
+// New reference: a 0-d float64 meta tensor.
+PyObject* probe_float64_meta();
 // Appends a tensor's metadata, exactly, to a memo key (for memoising shape propagation); false
 // for a tensor with symbolic sizes (never memoised: the memo would outlive its shape env).
 bool probe_meta_key(PyObject* t, std::string& key);

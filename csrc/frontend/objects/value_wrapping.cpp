@@ -194,6 +194,9 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
   } else if ((v = ndarray_input(o, src))) {
   } else if (src->kind == Source::kLocal && PyLong_CheckExact(o) && int_input_is_dynamic(o, src)) {
     v = symint_input(o, src);
+  } else if (src->kind == Source::kLocal && PyFloat_CheckExact(o) &&
+             choose_dynamic_float(src->repr(), PyFloat_AS_DOUBLE(o), opts_.dynamic, opts_.size_history, &cap_.dynamic_changes)) {
+    v = float_input(o, src);
   } else if (is_constant_like(o)) {
     guard(src, GuardLeaf::kEquals, o);
     v = make_const(o);

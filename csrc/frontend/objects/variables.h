@@ -46,8 +46,10 @@ enum class VarKind {
                    // positional arguments then its keyword values, keys = the keywords' names
   kSymInt,         // a number computed from symbolic sizes: node = the graph value that holds it
                    // at run time; fake = the torch.SymInt (over kiln's expression) meta code sees,
-                   // or, with flag set, a float: fake = its captured value, items = the sizes it
-                   // was computed from (what specialising it guards)
+                   // or, with flag set, a float: fake = its captured value, items = the sizes and
+                   // float arguments it was computed from (what specialising it guards); a float
+                   // argument itself has a source and no items. With float_tensor set, its graph
+                   // value is a 0-d float64 tensor (dynamic_floats.cpp), else a Python float
   kGenContext,     // a @contextlib.contextmanager: self = the generator function (a kObject
                    // function or kNestedFunction); flag set once called: items = its arguments,
                    // then keyword values (keys = their names). Entered by a with-statement only.
@@ -75,6 +77,7 @@ struct Var {
   size_t pos = 0;
   bool flag = false;
   bool inference = false;  // kTensor: an inference tensor (made under torch.inference_mode, or given as one)
+  bool float_tensor = false;  // kSymInt float held by the graph as a 0-d float64 tensor
   bool fresh = false;   // a container made for this call (e.g. the frame's **kwargs): mutable
   // kObject from the frame, guarded by its type only (instances of user classes: a cache object,
   // a ModelOutput built by the caller). What the capture reads of it is guarded through its

@@ -1,0 +1,210 @@
+// Dynamic floats: a float argument whose value changes between calls (a softmax temperature, a
+// learning rate, a mixing weight) recompiled the frame on every new value until the recompile
+// limit, then ran it eagerly. As in torch.compile, such a float is specialised on its first
+// capture and becomes a graph input once it was seen with another value (choose_dynamic_float).
+//
+// In the graph it is a 0-d float64 tensor, made from the float per call (Capture::float_inputs),
+// so every backend, kiln's ATen tracer included, sees a tensor input rather than a constant baked
+// into its trace. Python arithmetic on it (`1 - p`, `t * 2`, `x / t`'s scalar part) stays in the
+// graph as float64 tensor operations, which round as Python's floats do; a pointwise tensor
+// operation takes it as its scalar operand (float_tensor_operands checks that the result's dtype
+// and shape are the ones a Python float gives). Python raises where a tensor would compute on
+// (`1 / 0.0`, `math.sqrt(-1.0)`): those uses guard the argument itself (a kFloat guard's
+// conditions) or specialise. Anything else (a branch, int(), a C function) specialises the float:
+// the guard pins its value, and later captures keep it a constant (pin_float).
+#include "frontend/interpreter/interpreter.h"
+#include "frontend/interpreter/interpreter_frame.h"
+#include "frontend/objects/dynamic_dims.h"
+#include "frontend/objects/tensor_probe.h"
+#include "frontend/objects/torch_types.h"
+
+namespace kiln::frontend {
+
+VarPtr Interpreter::float_input(PyObject* o, const SourcePtr& src) {
+  auto v = std::make_shared<Var>(VarKind::kSymInt);
+  v->flag = true;
+  v->float_tensor = true;
+  v->source = src;
+  v->fake = PyRef::borrow(o);
+  PyRef example = PyRef::steal(probe_float_tensor(o));
+  if (!example) unsupported("cannot make a tensor of the float " + src->repr() + ": " + take_python_error());
+  v->node = add_input(src, example.get(), "f64[] (the float " + src->repr() + ")");
+  cap_.float_inputs.push_back(src);
+  guard(src, GuardLeaf::kFloat);
+  return v;
+}
+
+PyRef Interpreter::specialize_float_input(const VarPtr& v) {
+  guard(v->source, GuardLeaf::kEquals, v->fake.get());
+  pin_float(v->source->repr(), opts_.size_history);
+  return v->fake;
+}
+
+// `t < 0.5` (any of Python's six comparisons, either side) of a float argument and a number: the
+// answer for the captured value, guarded as that comparison's outcome rather than as the value,
+// so a branch on the float does not specialise it. Null for any other comparison.
+VarPtr Interpreter::compare_float_input(int op, const VarPtr& a, const VarPtr& b) {
+  static const int swapped[] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
+  const bool left = a->float_tensor && a->items.empty() && a->source;
+  const VarPtr& x = left ? a : b;
+  const VarPtr& c = left ? b : a;
+  if (!(x->float_tensor && x->items.empty() && x->source) || !c->is_const()) return nullptr;
+  PyObject* k = c->obj.get();
+  double value;
+  if (PyFloat_CheckExact(k)) {
+    value = PyFloat_AS_DOUBLE(k);
+  } else if (PyLong_CheckExact(k)) {  // exactly a double, as Python compares ints with floats
+    int overflow = 0;
+    const long long i = PyLong_AsLongLongAndOverflow(k, &overflow);
+    if (overflow || i > (1LL << 53) || i < -(1LL << 53)) { PyErr_Clear(); return nullptr; }
+    value = static_cast<double>(i);
+  } else {
+    return nullptr;
+  }
+  const int cmp = left ? op : swapped[op];
+  const bool truth = float_compare(PyFloat_AS_DOUBLE(x->fake.get()), value, cmp);
+  PyRef constant = PyRef::steal(PyFloat_FromDouble(value));
+  guard(x->source, GuardLeaf::kFloatCompare, constant.get(), 2 * cmp + (truth ? 1 : 0));
+  return make_const(truth ? Py_True : Py_False);
+}
+
+PyObject* Interpreter::float64_meta() {
+  if (!float64_meta_) float64_meta_ = PyRef::steal(probe_float64_meta());
+  if (!float64_meta_) unsupported("cannot make a float64 meta tensor: " + take_python_error());
+  return float64_meta_.get();
+}
+
+bool Interpreter::has_float_tensor(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
+  for (const auto& a : args)
+    if (a->float_tensor) return true;
+  for (const auto& kv : kwargs)
+    if (kv.second->float_tensor) return true;
+  return false;
+}
+
+// Where `v` may stand where Python would raise for some values: a float argument guarded to
+// exclude them, a nonzero constant, or a symbolic size (symbols are >= 2). Derived floats cannot
+// be guarded: false.
+bool Interpreter::excludes_by_guard(const VarPtr& v, Py_ssize_t condition) {
+  if (v->is_const()) {
+    PyObject* o = v->obj.get();
+    const double x = PyFloat_Check(o) ? PyFloat_AsDouble(o) : PyLong_Check(o) ? PyLong_AsDouble(o) : -1.0;
+    if (PyErr_Occurred()) { PyErr_Clear(); return false; }
+    return condition == GuardLeaf::kFloatNonZero ? x != 0.0 : condition == GuardLeaf::kFloatPositive ? x > 0.0 : x >= 0.0;
+  }
+  if (v->is_symint() && !v->flag) return true;
+  if (v->float_tensor && v->items.empty() && v->source) {
+    guard(v->source, GuardLeaf::kFloat, nullptr, condition);
+    return true;
+  }
+  return false;
+}
+
+// A graph node computing `fn(args)` on float64 tensors, standing for the Python float `hint`.
+VarPtr Interpreter::float_result(PyObject* fn, const std::vector<VarPtr>& args, PyObject* hint) {
+  auto v = std::make_shared<Var>(VarKind::kSymInt);
+  v->flag = true;
+  v->float_tensor = true;
+  v->fake = PyRef::borrow(hint);
+  std::vector<graph::Arg> gargs;
+  for (const auto& a : args) {
+    gargs.push_back(to_arg(a));
+    if (a->float_tensor && a->items.empty() && a->source) v->items.push_back(a);   // a float argument
+    else if (is_float_scalar(a)) v->items.insert(v->items.end(), a->items.begin(), a->items.end());
+    else if (a->is_symint()) v->items.push_back(a);
+  }
+  v->node = cap_.graph->add_call(graph::Op::kCallFunction, qualified_name(fn), handle(fn), std::move(gargs), {}, "f64[]", where());
+  cap_.removable.push_back(true);
+  return v;
+}
+
+// Python arithmetic on a dynamic float (symint_op found one among `args`; `hint` is the float
+// the captured values give): the same operation on the graph's float64 tensors, or null where
+// the float must be specialised (an operation a tensor would not compute as Python does).
+VarPtr Interpreter::float_tensor_op(PyObject* fn, const std::vector<VarPtr>& args, PyObject* hint) {
+  if (!PyFloat_CheckExact(hint)) return nullptr;
+  auto is = [&](const char* n) { return fn == op_fn(n); };
+  if (is("add") || is("sub") || is("mul") || is("neg") || is("pos") || fn == builtin("abs"))
+    return float_result(fn, args, hint);
+  if ((is("truediv") || is("floordiv") || is("mod")) && args.size() == 2) {
+    if (!excludes_by_guard(args[1], GuardLeaf::kFloatNonZero)) return nullptr;  // 1.0 / 0.0 raises
+    return float_result(fn, args, hint);
+  }
+  if (is("pow") && args.size() == 2 && args[1]->is_const() && PyLong_CheckExact(args[1]->obj.get())) {
+    // A whole non-negative exponent: no negative base to a fraction (complex in Python), no 0.0
+    // to a negative power (ZeroDivisionError).
+    const long e = PyLong_AsLong(args[1]->obj.get());
+    if (PyErr_Occurred()) { PyErr_Clear(); return nullptr; }
+    if (e >= 0 && e <= 64) return float_result(fn, args, hint);
+  }
+  return nullptr;
+}
+
+// math.sqrt / math.log of a float argument (guarded to their domain), float() and abs() of a
+// dynamic float; null for any other call, which then specialises its arguments.
+VarPtr Interpreter::float_math(PyObject* fn, const std::vector<VarPtr>& args) {
+  if (args.size() != 1 || !args[0]->float_tensor) return nullptr;
+  const VarPtr& x = args[0];
+  if (fn == reinterpret_cast<PyObject*>(&PyFloat_Type)) return x;
+  if (fn == builtin("abs")) return float_tensor_op(fn, args, PyRef::steal(PyNumber_Absolute(x->fake.get())).get());
+  const bool sqrt = fn == module_attr("math", "sqrt"), log = fn == module_attr("math", "log");
+  if (!sqrt && !log) return nullptr;
+  if (!excludes_by_guard(x, sqrt ? GuardLeaf::kFloatNonNegative : GuardLeaf::kFloatPositive)) return nullptr;
+  PyRef hint = PyRef::steal(PyObject_CallOneArg(fn, x->fake.get()));
+  if (!hint) unsupported("math on a float argument raised " + take_python_error());
+  // torch.sqrt / torch.log in the graph: math's would read the tensor back as a Python number.
+  return float_result(module_attr("torch", sqrt ? "sqrt" : "log"), args, hint.get());
+}
+
+// A tensor operation with a dynamic float among its operands: `hint_result` is its meta result
+// with the captured float there. Only pointwise operations (Interpreter::scalar_operands) take
+// the float's tensor, as a positional operand; any other use specialises it. With the float64 tensor there instead, the
+// result must have the same dtype and shape (a 0-d float64 operand promotes where a Python float
+// does not: with integer tensors, or with only 0-d ones); where it does not, the tensor is cast to
+// the result's dtype first; where that does not match either, the float is specialised.
+void Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, PyObject* target, const std::string& method,
+                                        std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs,
+                                        PyObject* fargs, PyObject* fkw) {
+  auto specialise_all = [&] {
+    for (auto& a : args)
+      if (a->float_tensor) a = make_const(concretize(a).get());
+    for (auto& kv : kwargs)
+      if (kv.second->float_tensor) kv.second = make_const(concretize(kv.second).get());
+  };
+  if (!pointwise || !probe_is_tensor(hint_result)) return specialise_all();
+  for (const auto& kv : kwargs)
+    if (kv.second->float_tensor) return specialise_all();  // positional operands only
+  PyRef dtype = PyRef::steal(PyObject_GetAttrString(hint_result, "dtype"));
+  PyRef shape = PyRef::steal(PyObject_GetAttrString(hint_result, "shape"));
+  if (!dtype || !shape) { PyErr_Clear(); return specialise_all(); }
+  auto same_result = [&](PyObject* operand) {
+    const Py_ssize_t n = PyTuple_GET_SIZE(fargs);
+    PyRef trial = PyRef::steal(PyTuple_New(n));
+    for (Py_ssize_t i = 0; i < n; ++i)
+      PyTuple_SET_ITEM(trial.get(), i, Py_NewRef(static_cast<size_t>(i) < args.size() && args[i]->float_tensor ? operand : PyTuple_GET_ITEM(fargs, i)));
+    PyRef r = PyRef::steal(meta_.run(target, method, trial.get(), fkw, false));
+    if (!r || !probe_is_tensor(r.get())) { PyErr_Clear(); return false; }
+    PyRef d = PyRef::steal(PyObject_GetAttrString(r.get(), "dtype"));
+    PyRef s = PyRef::steal(PyObject_GetAttrString(r.get(), "shape"));
+    const bool same = d && s && d.get() == dtype.get() && PyObject_RichCompareBool(s.get(), shape.get(), Py_EQ) == 1;
+    PyErr_Clear();
+    return same;
+  };
+  if (same_result(float64_meta())) return;
+  PyRef cast_meta = PyRef::steal(PyObject_CallMethod(float64_meta(), "to", "O", dtype.get()));
+  if (!cast_meta || !same_result(cast_meta.get())) { PyErr_Clear(); return specialise_all(); }
+  for (auto& a : args) {
+    if (!a->float_tensor) continue;
+    auto c = std::make_shared<Var>(*a);
+    c->node = cap_.graph->add_call(graph::Op::kCallMethod, "to", -1, {to_arg(a), graph::Arg::of_const(handle(dtype.get()), py_repr(dtype.get()))},
+                                   {}, "", where());
+    cap_.removable.push_back(true);
+    if (a->float_tensor && a->items.empty() && a->source) {  // the cast stands for a derived value now
+      c->source = nullptr;
+      c->items = {a};
+    }
+    a = c;
+  }
+}
+
+}  // namespace kiln::frontend

@@ -1,0 +1,202 @@
+"""Dynamic floats: a float argument that changes between calls (a temperature, a learning rate, a
+mixing weight) becomes a graph input after its first change, instead of recompiling on every value
+until the recompile limit (torch.compile's automatic dynamic floats)."""
+import math
+import random
+import warnings
+
+import pytest
+import torch
+
+import kiln
+from conftest import assert_same
+
+BACKENDS = ["eager", "aot_eager", "kiln"]
+
+
+def run_values(fn, make_args, backend, calls=10, **kw):
+    c = kiln.compile(fn, backend=backend, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no recompile-limit warning
+        for _ in range(calls):
+            args = make_args()
+            assert_same(c(*args), fn(*args))
+    return kiln.stats()
+
+
+def temperature(logits, t):
+    return (logits / t).softmax(-1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_changing_float_compiles_twice_not_per_value(backend):
+    s = run_values(temperature, lambda: (torch.randn(4, 16), random.uniform(0.2, 2.0)), backend)
+    assert s["graphs"] == 2 and s["recompiles"] == 1 and s["eager_runs"] == 0
+    code = s["graph_records"][-1]["code"]
+    assert "l_t_" in code and "f64[] (the float L['t'])" in code
+    assert "a dynamic float" in s["graph_records"][-1]["guards"]
+    if backend == "kiln":  # generated code, the float a kernel operand
+        assert [g["status"] for g in s["codegen"]] == ["compiled", "compiled"], s["codegen"]
+
+
+def mix(x, lr, alpha, t):
+    keep = 1.0 - alpha
+    y = x * keep + alpha * x.sin()
+    return y - lr * math.sqrt(t) * x, lr * 2, alpha - 1, float(t) ** 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_arithmetic_on_floats_stays_in_the_graph_and_returns_floats(backend):
+    s = run_values(mix, lambda: (torch.randn(32), random.random(), random.random(), random.random() + 0.1), backend)
+    assert s["graphs"] == 2 and s["recompiles"] == 1
+    guards = s["graph_records"][-1]["guards"]
+    assert "L['t'] >= 0.0" in guards  # math.sqrt's domain, as a guard
+    c = kiln.compile(mix, backend=backend)
+    r = c(torch.randn(4), 0.25, 0.5, 4.0)
+    assert all(type(v) is float for v in r[1:])
+
+
+def promotions(xi, x0, xh, t):
+    # A Python float does not promote an integer tensor to float64, nor a 0-d float32 tensor.
+    return xi * t, x0 * t, xh * t, torch.where(xi > 0, xi, t), xi.sum() / t
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_result_dtypes_are_those_a_python_float_gives(backend):
+    def make():
+        return (torch.randint(-5, 5, (6,)), torch.randn(()), torch.randn(8, dtype=torch.float16), random.uniform(0.5, 1.5))
+    c = kiln.compile(promotions, backend=backend)
+    for _ in range(4):
+        args = make()
+        assert_same(c(*args), promotions(*args), rtol=1e-3, atol=1e-3)
+    assert kiln.stats()["graphs"] == 2
+
+
+def branch(x, t):
+    if t > 0.5:
+        return x * t
+    return x - t
+
+
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+def test_a_branch_on_a_float_guards_the_comparison_not_the_value(backend):
+    s = run_values(branch, lambda: (torch.randn(5), random.random()), backend, calls=16)
+    assert s["graphs"] <= 3 and s["eager_runs"] == 0
+    assert any("L['t'] > 0.5" in r["guards"] for r in s["graph_records"])
+
+
+def truncates(x, t):
+    return x * int(t * 10)
+
+
+def test_a_float_used_as_a_python_value_is_specialised_and_stays_so():
+    c = kiln.compile(truncates)
+    for t in [0.11, 0.25, 0.37, 0.25]:
+        x = torch.randn(3)
+        assert_same(c(x, t), truncates(x, t))
+    s = kiln.stats()
+    assert "L['t'] == 0.37" in s["graph_records"][-1]["guards"]  # pinned: later captures keep it a constant
+    assert "a dynamic float" not in s["graph_records"][-1]["guards"]
+
+
+def reciprocal(x, t):
+    return x * (1.0 / t)
+
+
+def root(x, t):
+    return x * math.sqrt(t)
+
+
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+def test_python_errors_of_float_arithmetic_surface_as_in_eager(backend):
+    c = kiln.compile(reciprocal, backend=backend)
+    for t in [0.5, 0.25]:
+        c(torch.randn(3), t)
+    with pytest.raises(ZeroDivisionError):
+        c(torch.randn(3), 0.0)
+    x = torch.randn(3)
+    assert_same(c(x, 4.0), reciprocal(x, 4.0))
+    kiln.reset()
+    c = kiln.compile(root, backend=backend)
+    for t in [0.5, 0.25]:
+        c(torch.randn(3), t)
+    with pytest.raises(ValueError):
+        c(torch.randn(3), -1.0)
+
+
+def test_a_float_keyword_operand_is_specialised_and_correct():
+    def f(x, lo):
+        return torch.clamp(x, min=lo) * 2
+    c = kiln.compile(f)
+    for lo in [-0.5, 0.1, 0.3]:
+        x = torch.randn(10)
+        assert_same(c(x, lo), f(x, lo))
+
+
+def test_dynamic_false_keeps_floats_constant():
+    c = kiln.compile(temperature, dynamic=False)
+    for t in [0.5, 0.7, 0.9]:
+        c(torch.randn(2, 4), t)
+    s = kiln.stats()
+    assert s["graphs"] == 3 and all("a dynamic float" not in r["guards"] for r in s["graph_records"])
+
+
+def test_dynamic_true_makes_floats_inputs_from_the_first_call():
+    c = kiln.compile(temperature, dynamic=True)
+    for t in [0.5, 0.7, 0.9]:
+        x = torch.randn(2, 4)
+        assert_same(c(x, t), temperature(x, t))
+    assert kiln.stats()["graphs"] == 1
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x, scale):
+        y = self.lin(x) * scale
+        print("", end="")  # a graph break with the float live across it
+        return y.relu() / scale
+
+
+@pytest.mark.parametrize("backend", ["eager", "kiln"])
+def test_a_float_across_a_graph_break(backend):
+    m = Scaled()
+    c = kiln.compile(m, backend=backend)
+    for scale in [0.5, 0.25, 2.0, 3.0]:
+        x = torch.randn(2, 8)
+        assert_same(c(x, scale), m(x, scale))
+    assert kiln.stats()["graphs"] == 4  # two graphs, each once static and once dynamic
+
+
+def test_training_gradients_with_a_changing_float_scale():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    ref = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    ref.load_state_dict(m.state_dict())
+
+    def loss_fn(model, x, y, weight):
+        return ((model(x) - y) ** 2).mean() * weight
+
+    c = kiln.compile(loss_fn)
+    for weight in [0.5, 1.5, 0.75]:
+        x, y = torch.randn(4, 8), torch.randn(4, 1)
+        a, e = c(m, x, y, weight), loss_fn(ref, x, y, weight)
+        a.backward()
+        e.backward()
+        torch.testing.assert_close(a, e)
+        for p, q in zip(m.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
+    assert kiln.stats()["graphs"] == 2
+
+
+def test_bfloat16_operand_within_bf16_tolerance():
+    def f(x, t):
+        return x * t + t
+    c = kiln.compile(f)
+    for _ in range(5):
+        x, t = torch.randn(256, dtype=torch.bfloat16), random.random()
+        r, e = c(x, t), f(x, t)
+        assert r.dtype == torch.bfloat16
+        torch.testing.assert_close(r, e, rtol=1.6e-2, atol=1e-2)
