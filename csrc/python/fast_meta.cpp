@@ -229,7 +229,7 @@ bool is_binary(Op op) { return op <= Op::kXor || op == Op::kMaximum || op == Op:
 
 enum class Kind { kSoftmax, kLogSoftmax, kLayerNorm, kEmbedding, kLinear, kMatmul, kMm, kBmm, kAddmm, kBaddbmm, kSum, kMean,
                   kArange, kAmax, kAmin, kTril, kTriu, kMaskedFill, kBitwiseNot, kPow, kSquare, kTo, kCast, kTypeAs, kSdpa,
-                  kConv2d, kRelu, kSilu, kBatchNorm, kMaxPool2d, kAdaptiveAvgPool2d };
+                  kConv2d, kRelu, kSilu, kBatchNorm, kMaxPool2d, kAdaptiveAvgPool2d, kCat };
 
 // A Python signature: parameter names in order, how many must be given, how many may be given
 // by position, and how many leading ones may not be given by keyword (self of a method, the
@@ -631,6 +631,23 @@ at::Tensor activation(Kind kind, const Bound& b) {
   return at::meta::silu(x);
 }
 
+// torch.cat: a KV cache grows by one every decoding step. PyTorch's meta kernel for it is a Python
+// reference whose type promotion imports sympy on first use (2.6 s of decode_kv's first call on a
+// fresh GPU machine); ATen's structured meta function computes the same result.
+at::Tensor cat(const Bound& b) {
+  PyObject* seq = b.get("tensors");
+  if (!seq || !(PyList_Check(seq) || PyTuple_Check(seq)) || PySequence_Fast_GET_SIZE(seq) == 0) return {};
+  std::vector<at::Tensor> ts;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+    at::Tensor t;
+    if (!meta_operand(PySequence_Fast_GET_ITEM(seq, i), &t)) return {};
+    ts.push_back(std::move(t));
+  }
+  int64_t dim = 0;
+  if (PyObject* o = b.get("dim"); o && !as_int(o, &dim)) return {};
+  return at::meta::cat(ts, dim);
+}
+
 at::Tensor composite(const Sig& sig, const Bound& b) {
   at::Tensor x, y, z;
   switch (sig.kind) {
@@ -695,6 +712,7 @@ at::Tensor composite(const Sig& sig, const Bound& b) {
     case Kind::kMaxPool2d: return max_pool2d(b);
     case Kind::kAdaptiveAvgPool2d: return adaptive_avg_pool2d(b);
     case Kind::kRelu: case Kind::kSilu: return activation(sig.kind, b);
+    case Kind::kCat: return cat(b);
   }
   return {};
 }
@@ -790,6 +808,7 @@ const std::unordered_map<PyObject*, Sig>& composite_functions() {
     add("torch.nn.functional", "adaptive_avg_pool2d", {Kind::kAdaptiveAvgPool2d, {"input", "output_size"}, 2});
     add("torch.nn.functional", "relu", {Kind::kRelu, {"input", "inplace"}, 1});
     add("torch.nn.functional", "silu", {Kind::kSilu, {"input", "inplace"}, 1});
+    for (const char* name : {"cat", "concat", "concatenate"}) add("torch", name, {Kind::kCat, {"tensors", "dim"}, 1});
     return t;
   }();
   return *m;
