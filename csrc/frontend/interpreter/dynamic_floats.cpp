@@ -45,10 +45,10 @@ PyRef Interpreter::specialize_float_input(const VarPtr& v) {
 // so a branch on the float does not specialise it. Null for any other comparison.
 VarPtr Interpreter::compare_float_input(int op, const VarPtr& a, const VarPtr& b) {
   static const int swapped[] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
-  const bool left = a->float_tensor && a->items.empty() && a->source;
+  const bool left = is_float_argument(a);
   const VarPtr& x = left ? a : b;
   const VarPtr& c = left ? b : a;
-  if (!(x->float_tensor && x->items.empty() && x->source) || !c->is_const()) return nullptr;
+  if (!is_float_argument(x) || !c->is_const()) return nullptr;
   PyObject* k = c->obj.get();
   double value;
   if (PyFloat_CheckExact(k)) {
@@ -93,7 +93,7 @@ bool Interpreter::excludes_by_guard(const VarPtr& v, Py_ssize_t condition) {
     return condition == GuardLeaf::kFloatNonZero ? x != 0.0 : condition == GuardLeaf::kFloatPositive ? x > 0.0 : x >= 0.0;
   }
   if (v->is_symint() && !v->flag) return true;
-  if (v->float_tensor && v->items.empty() && v->source) {
+  if (is_float_argument(v)) {
     guard(v->source, GuardLeaf::kFloat, nullptr, condition);
     return true;
   }
@@ -109,7 +109,7 @@ VarPtr Interpreter::float_result(PyObject* fn, const std::vector<VarPtr>& args, 
   std::vector<graph::Arg> gargs;
   for (const auto& a : args) {
     gargs.push_back(to_arg(a));
-    if (a->float_tensor && a->items.empty() && a->source) v->items.push_back(a);   // a float argument
+    if (is_float_argument(a)) v->items.push_back(a);   // a float argument
     else if (is_float_scalar(a)) v->items.insert(v->items.end(), a->items.begin(), a->items.end());
     else if (a->is_symint()) v->items.push_back(a);
   }
@@ -199,7 +199,7 @@ void Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, P
     c->node = cap_.graph->add_call(graph::Op::kCallMethod, "to", -1, {to_arg(a), graph::Arg::of_const(handle(dtype.get()), py_repr(dtype.get()))},
                                    {}, "", where());
     cap_.removable.push_back(true);
-    if (a->float_tensor && a->items.empty() && a->source) {  // the cast stands for a derived value now
+    if (is_float_argument(a)) {  // the cast stands for a derived value now
       c->source = nullptr;
       c->items = {a};
     }

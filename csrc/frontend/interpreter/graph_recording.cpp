@@ -542,7 +542,7 @@ PyRef Interpreter::concretize_value(const VarPtr& v) {
   }
   if (!v->is_symint()) return as_python(v);
   if (v->flag) {  // a float from sizes or float arguments: fixing those fixes it
-    if (v->float_tensor && v->items.empty() && v->source) return specialize_float_input(v);
+    if (is_float_argument(v)) return specialize_float_input(v);
     for (const auto& dep : v->items) concretize(dep);
     return v->fake;
   }

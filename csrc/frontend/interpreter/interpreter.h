@@ -247,6 +247,8 @@ class Interpreter {
   VarPtr symint_op(PyObject* fn, const std::vector<VarPtr>& args);
   bool is_numeric(const VarPtr& v);  // an int/float constant or a symbolic int
   static bool is_float_scalar(const VarPtr& v) { return v->is_symint() && v->flag; }
+  // A dynamic float argument itself (not a value computed from one): what guards can constrain.
+  static bool is_float_argument(const VarPtr& v) { return v->float_tensor && v->items.empty() && v->source; }
   // v with its symbolic ints (top level, or items of a tuple/list made in the capture) specialised.
   VarPtr specialize_sizes(const VarPtr& v);
   void guard(const SourcePtr& src, GuardLeaf::Kind kind, PyObject* obj = nullptr, Py_ssize_t len = 0);
