@@ -70,6 +70,13 @@ def check(target, method, args, kwargs=None):
     return True
 
 
+def assert_fresh_process_prints_false(code):
+    """Runs `code` in a new interpreter (sympy not yet imported); its last line must be False."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout
+
+
 def test_binary_matches_python_meta_kernels():
     handled = 0
     for _, a in OPERANDS:
@@ -149,9 +156,7 @@ def test_first_training_capture_imports_no_sympy():
             "for p, q in zip(m.parameters(), ref.parameters()):\n"
             "    torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)\n"
             "print(imported)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout
+    assert_fresh_process_prints_false(code)
 
 
 def test_first_capture_imports_no_sympy():
@@ -163,9 +168,7 @@ def test_first_capture_imports_no_sympy():
             "torch.testing.assert_close(y, (x * 2).relu() - 1)\n"
             "assert kiln.stats()['graphs'] == 1, kiln.stats()\n"
             "print(imported)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout
+    assert_fresh_process_prints_false(code)
 
 
 # ---- composite operators (softmax, layer norm, embedding, linear, matmul, reductions...) --------
@@ -328,9 +331,7 @@ def test_first_capture_of_a_transformer_imports_no_sympy():
             "    torch.testing.assert_close(y, m(idx), rtol=1e-4, atol=1e-5)\n"
             "assert kiln.stats()['graphs'] == 1, kiln.stats()\n"
             "print(imported)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout
+    assert_fresh_process_prints_false(code)
 
 
 def test_arange_on_the_meta_device_matches():
@@ -412,9 +413,7 @@ def test_first_capture_of_a_cnn_imports_no_sympy():
             "    torch.testing.assert_close(y, m(x), rtol=1e-4, atol=1e-5)\n"
             "assert kiln.stats()['graphs'] == 1, kiln.stats()\n"
             "print(imported)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout
+    assert_fresh_process_prints_false(code)
 
 
 def test_cat_matches_python_meta_kernels():
@@ -442,6 +441,4 @@ def test_first_capture_of_a_kv_cache_step_imports_no_sympy():
             "imported = 'sympy' in sys.modules\n"
             "for a, b in zip(y, step(*args)): torch.testing.assert_close(a, b)\n"
             "print(imported)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout
+    assert_fresh_process_prints_false(code)
