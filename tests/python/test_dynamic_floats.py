@@ -200,3 +200,26 @@ def test_bfloat16_operand_within_bf16_tolerance():
         r, e = c(x, t), f(x, t)
         assert r.dtype == torch.bfloat16
         torch.testing.assert_close(r, e, rtol=1.6e-2, atol=1e-2)
+
+
+def test_a_float_over_a_size_expression_raises_as_eager_when_it_is_zero():
+    # `n - 4` is 0 at n = 4 although size symbols are >= 2: the division must not stay a tensor
+    # operation (inf) where Python raises ZeroDivisionError.
+    def f(x, t, n):
+        return x * (t / (n - 4))
+    c = kiln.compile(f)
+    for t, n in [(0.5, 5), (0.7, 6), (0.9, 7), (0.3, 8)]:
+        x = torch.randn(3)
+        assert_same(c(x, t, n), f(x, t, n))
+    with pytest.raises(ZeroDivisionError):
+        c(torch.randn(3), 0.2, 4)
+
+
+def test_a_float_over_a_size_symbol_stays_dynamic():
+    def f(x, t, n):
+        return x * (t / n)
+    c = kiln.compile(f)
+    for t, n in [(0.5, 5), (0.7, 6), (0.9, 7), (0.3, 8), (0.1, 9)]:
+        x = torch.randn(3)
+        assert_same(c(x, t, n), f(x, t, n))
+    assert kiln.stats()["graphs"] == 2

@@ -83,8 +83,8 @@ bool Interpreter::has_float_tensor(const std::vector<VarPtr>& args, const std::v
 }
 
 // Where `v` may stand where Python would raise for some values: a float argument guarded to
-// exclude them, a nonzero constant, or a symbolic size (symbols are >= 2). Derived floats cannot
-// be guarded: false.
+// exclude them, a nonzero constant, or a size symbol itself (symbols are >= 2; an expression of
+// them, `n - 4`, may be 0). Derived floats cannot be guarded: false.
 bool Interpreter::excludes_by_guard(const VarPtr& v, Py_ssize_t condition) {
   if (v->is_const()) {
     PyObject* o = v->obj.get();
@@ -92,7 +92,10 @@ bool Interpreter::excludes_by_guard(const VarPtr& v, Py_ssize_t condition) {
     if (PyErr_Occurred()) { PyErr_Clear(); return false; }
     return condition == GuardLeaf::kFloatNonZero ? x != 0.0 : condition == GuardLeaf::kFloatPositive ? x > 0.0 : x >= 0.0;
   }
-  if (v->is_symint() && !v->flag) return true;
+  if (v->is_symint() && !v->flag) {
+    sym::Expr e;
+    return probe_symbolic_value(v->fake.get(), &e) && e.is_symbol();
+  }
   if (is_float_argument(v)) {
     guard(v->source, GuardLeaf::kFloat, nullptr, condition);
     return true;
