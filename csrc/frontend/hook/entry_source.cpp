@@ -187,8 +187,8 @@ std::string entry_python(const Capture& cap, PyCodeObject* code) {
     out += "    __made" + std::to_string(m->index) + " = " + name_of(m->obj.get()) + "()  # made anew before every run\n";
   std::string args;
   for (size_t i = 0; i < cap.inputs.size(); ++i) {
-    const bool from_numpy = std::find(cap.numpy_inputs.begin(), cap.numpy_inputs.end(), cap.inputs[i]) != cap.numpy_inputs.end();
-    const bool from_float = std::find(cap.float_inputs.begin(), cap.float_inputs.end(), cap.inputs[i]) != cap.float_inputs.end();
+    auto among = [&](const std::vector<SourcePtr>& v) { return std::find(v.begin(), v.end(), cap.inputs[i]) != v.end(); };
+    const bool from_numpy = among(cap.numpy_inputs), from_float = among(cap.float_inputs);
     const std::string src = source_python(cap.inputs[i]);
     args += (i ? ", " : "") + (from_numpy ? "torch.from_numpy(" + src + ")" : from_float ? "torch.scalar_tensor(" + src + ", dtype=torch.float64)" : src);
   }

@@ -3,6 +3,7 @@
 
 #include <structmember.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <unordered_map>
@@ -390,12 +391,14 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   entry->guards = cap.guards;
   entry->inputs = cap.inputs;
   entry->made = cap.made;
-  for (size_t i = 0; i < cap.inputs.size(); ++i)
-    for (const SourcePtr& a : cap.numpy_inputs)
-      if (a == cap.inputs[i]) entry->numpy_inputs.push_back(static_cast<int>(i));
-  for (size_t i = 0; i < cap.inputs.size(); ++i)
-    for (const SourcePtr& a : cap.float_inputs)
-      if (a == cap.inputs[i]) entry->float_inputs.push_back(static_cast<int>(i));
+  auto positions = [&](const std::vector<SourcePtr>& among) {  // where these sources are among the inputs
+    std::vector<int> at;
+    for (size_t i = 0; i < cap.inputs.size(); ++i)
+      if (std::find(among.begin(), among.end(), cap.inputs[i]) != among.end()) at.push_back(static_cast<int>(i));
+    return at;
+  };
+  entry->numpy_inputs = positions(cap.numpy_inputs);
+  entry->float_inputs = positions(cap.float_inputs);
   entry->shared_objects = cap.shared_objects;
   plan_input_fetches(*entry);
   entry->output = cap.output;
@@ -492,19 +495,18 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
       return nullptr;
     }
   }
-  // numpy arrays enter the graph as tensors sharing their memory (their guards checked the buffer).
-  std::vector<PyRef> from_numpy;  // (and the tensors of dynamic floats, below)
-  for (int i : e.numpy_inputs) {
-    from_numpy.push_back(PyRef::steal(PyObject_CallOneArg(g_torch.from_numpy, argv[i])));
-    if (!from_numpy.back()) return nullptr;
-    argv[i] = from_numpy.back().get();
-  }
-  // Dynamic floats enter as 0-d float64 tensors (their guards checked they are floats).
-  for (int i : e.float_inputs) {
-    from_numpy.push_back(PyRef::steal(probe_float_tensor(argv[i])));
-    if (!from_numpy.back()) return nullptr;
-    argv[i] = from_numpy.back().get();
-  }
+  // numpy arrays enter the graph as tensors sharing their memory (their guards checked the
+  // buffer), dynamic floats as 0-d float64 tensors (their guards checked they are floats).
+  std::vector<PyRef> converted;
+  auto convert = [&](int i, PyObject* t) {
+    converted.push_back(PyRef::steal(t));
+    argv[i] = t;
+    return t != nullptr;
+  };
+  for (int i : e.numpy_inputs)
+    if (!convert(i, PyObject_CallOneArg(g_torch.from_numpy, argv[i]))) return nullptr;
+  for (int i : e.float_inputs)
+    if (!convert(i, probe_float_tensor(argv[i]))) return nullptr;
   // A graph that writes its inputs: if it raises, the frame may rerun eagerly only when no input
   // was written yet (their version counters tell; an in-place op that raised may count as a write).
   const bool watch = e.mutates_inputs;
