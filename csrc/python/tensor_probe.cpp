@@ -244,6 +244,10 @@ GlobalStateFacts probe_global_state() {
   g.default_dtype = static_cast<int>(c10::typeMetaToScalarType(c10::get_default_dtype()));
   g.autocast_cpu = at::autocast::is_autocast_enabled(at::kCPU);
   g.autocast_cuda = at::autocast::is_autocast_enabled(at::kCUDA);
+  // The dtypes only matter while autocast is on (a graph captured under bfloat16 autocast must not
+  // serve float16 autocast); off, they do not split the cache.
+  if (g.autocast_cpu) g.autocast_cpu_dtype = static_cast<int>(at::autocast::get_autocast_dtype(at::kCPU));
+  if (g.autocast_cuda) g.autocast_cuda_dtype = static_cast<int>(at::autocast::get_autocast_dtype(at::kCUDA));
   g.deterministic = at::globalContext().deterministicAlgorithms();
   return g;
 }
@@ -251,8 +255,11 @@ GlobalStateFacts probe_global_state() {
 std::string probe_describe_global_state(const GlobalStateFacts& g) {
   kiln::support::StrBuilder os;
   os << "grad_enabled=" << g.grad_enabled << ", inference_mode=" << g.inference_mode
-     << ", default_dtype=" << dtype_short(g.default_dtype) << ", autocast_cpu=" << g.autocast_cpu
-     << ", autocast_cuda=" << g.autocast_cuda << ", deterministic=" << g.deterministic;
+     << ", default_dtype=" << dtype_short(g.default_dtype) << ", autocast_cpu=" << g.autocast_cpu;
+  if (g.autocast_cpu) os << " (" << dtype_short(g.autocast_cpu_dtype) << ")";
+  os << ", autocast_cuda=" << g.autocast_cuda;
+  if (g.autocast_cuda) os << " (" << dtype_short(g.autocast_cuda_dtype) << ")";
+  os << ", deterministic=" << g.deterministic;
   return os.str();
 }
 
@@ -276,6 +283,30 @@ bool probe_pop_inference_mode() {
 }
 
 bool probe_is_inference(PyObject* o) { return THPVariable_Unpack(o).is_inference(); }
+
+AutocastState probe_autocast_state() {
+  AutocastState s;
+  s.cpu = at::autocast::is_autocast_enabled(at::kCPU);
+  s.cuda = at::autocast::is_autocast_enabled(at::kCUDA);
+  s.cpu_dtype = static_cast<int>(at::autocast::get_autocast_dtype(at::kCPU));
+  s.cuda_dtype = static_cast<int>(at::autocast::get_autocast_dtype(at::kCUDA));
+  s.cache = at::autocast::is_autocast_cache_enabled();
+  s.nesting = at::autocast::decrement_nesting() + 1;  // read by a step down and back
+  at::autocast::increment_nesting();
+  return s;
+}
+
+void probe_restore_autocast_state(const AutocastState& s) {
+  at::autocast::set_autocast_enabled(at::kCPU, s.cpu);
+  at::autocast::set_autocast_enabled(at::kCUDA, s.cuda);
+  at::autocast::set_autocast_dtype(at::kCPU, static_cast<at::ScalarType>(s.cpu_dtype));
+  at::autocast::set_autocast_dtype(at::kCUDA, static_cast<at::ScalarType>(s.cuda_dtype));
+  at::autocast::set_autocast_cache_enabled(s.cache);
+  int64_t now = at::autocast::decrement_nesting();
+  while (now > s.nesting) now = at::autocast::decrement_nesting();
+  while (now < s.nesting) now = at::autocast::increment_nesting();
+  if (s.nesting == 0) at::autocast::clear_cache();  // as leaving the outermost block does
+}
 
 bool probe_saved_tensor_hooks_active() { return !at::SavedTensorDefaultHooks::get_tls_state().stack.empty(); }
 

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <dlfcn.h>
 
 #include <optional>
@@ -200,6 +201,10 @@ std::string CompiledGraph::autotune(const std::vector<at::Tensor>& inputs) {
 }
 
 std::vector<at::Tensor> CompiledGraph::run_steps(const std::vector<at::Tensor>& inputs, at::Tensor* device_flag, bool tuning) {
+  // The trace holds the casts autocast made, those of torch.autocast blocks inside the graph
+  // included: the ATen calls here must not be autocast a second time by the caller's autocast
+  // (a block with enabled=False would compute in its caller's low precision).
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   const size_t nb = program_.buffers.size();
   std::vector<at::Tensor> slots(nb);
   if (!program_.input_mutations.empty() && mutated_input_aliases(program_.input_mutations, inputs))

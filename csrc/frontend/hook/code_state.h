@@ -33,6 +33,7 @@ struct CacheEntry {
   std::vector<std::pair<int, bool>> assertions;  // Capture::assertions
   int inference_run = -1, pop_inference_after = 0;  // Capture::inference_run, pop_inference_after
   bool grad_at_start = true;
+  bool enters_autocast = false;  // the graph enters torch.autocast blocks (Capture::enters_autocast)
   // A graph break: `output` builds the frame's state at the break, from which the break's
   // instruction and the resume function continue (see graph_break.h).
   std::shared_ptr<BreakState> brk;

@@ -408,6 +408,7 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
   entry->inference_run = cap.inference_run;
   entry->pop_inference_after = cap.pop_inference_after;
   entry->grad_at_start = interp->initial_grad();
+  entry->enters_autocast = cap.enters_autocast;
   PyRef dump_folder = dump_capture(ctx, frame, label, recompile_reason, break_reason, break_where, break_stack, &cap, false);
   if (cap.brk) {
     entry->brk = std::move(cap.brk);
@@ -514,6 +515,8 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
   if (watch)
     for (size_t i = 0; i < n; ++i) versions.push_back(probe_is_tensor(argv[i]) ? probe_version(argv[i]) : 0);
   PyRef outs;
+  AutocastState autocast_before;  // the with-blocks a raising graph was inside are left, as in eager
+  if (e.enters_autocast) autocast_before = probe_autocast_state();
   if (e.inference_run >= 0) {  // under (or, from inside one, out of) torch.inference_mode, as captured
     probe_push_inference_mode(e.inference_run == 1);
     if (e.inference_run == 0) probe_set_grad_enabled(e.grad_at_start);  // InferenceMode(false) turned it on
@@ -523,6 +526,7 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
     outs = PyRef::steal(PyObject_Vectorcall(e.compiled.get(), argv, n, nullptr));
   }
   if (!outs) {
+    if (e.enters_autocast) probe_restore_autocast_state(autocast_before);
     for (size_t i = 0; watch && i < n; ++i)
       if (probe_is_tensor(argv[i]) && probe_version(argv[i]) != versions[i]) *effects_started = true;
     return nullptr;

@@ -136,6 +136,11 @@ void Interpreter::exception_step(Frame& f, int, const Instruction& in) {
       st.push_back(call(exit, {type, exc, make_const(Py_None)}, {}));
       return;
     }
+    if (exit->kind == VarKind::kAutocastExit) {
+      exit_autocast(exit);
+      st.push_back(make_const(Py_False));
+      return;
+    }
     if (exit->kind != VarKind::kGradModeExit) unsupported("an exception leaves a with-block over a context kiln cannot exit");
     if (exit->name == "inference") leave_inference_mode(exit->flag);
     else if (exit->name != "no-op") record_grad_mode(exit->flag);

@@ -193,6 +193,7 @@ VarPtr Interpreter::capture_break_state(Frame& f) {
   brk->inference_prev_grad = inference_prev_grad_;
   brk->grad_at_break = probe_grad_enabled();
   brk->grad_at_start = initial_grad_;
+  for (const AutocastBlock& b : autocast_blocks_) brk->autocast_at_break.push_back(b.args);
   std::vector<VarPtr> items;
   for (const VarPtr& v : f.stack) {
     brk->stack_null.push_back(v->kind == VarKind::kNull);
@@ -247,6 +248,17 @@ PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObje
     explicit GradAtBreak(const BreakState& b) : restore_on_error(b.grad_at_start) { probe_set_grad_enabled(b.grad_at_break); }
     ~GradAtBreak() { if (failed) probe_set_grad_enabled(restore_on_error); }
   } grad(brk);
+  // The torch.autocast blocks around the break, which the graph left: entered again for the
+  // instruction and the rest of the frame, whose with-statements leave them (or here if it raises).
+  struct AutocastAtBreak {
+    size_t entered = 0;
+    bool failed = true;
+    ~AutocastAtBreak() { if (failed) leave_autocast_at_break(entered); }
+  } autocast;
+  if (!brk.autocast_at_break.empty()) {
+    autocast.entered = enter_autocast_at_break(brk.autocast_at_break);
+    if (autocast.entered < brk.autocast_at_break.size()) return nullptr;
+  }
   if (brk.kind == BreakState::kCall) {
     // CALL's stack (3.11 and 3.12): [..., NULL | method, callable | self, args...].
     const int n = brk.call_args;
@@ -300,6 +312,7 @@ PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObje
   if (!fn) return nullptr;
   grad.failed = false;  // from here the resume function's own with-blocks restore the mode
   inference.failed = false;
+  autocast.failed = false;
   return PyObject_Vectorcall(fn, args.data(), args.size(), nullptr);
 }
 

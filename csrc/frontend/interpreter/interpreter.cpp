@@ -82,7 +82,10 @@ Interpreter::Interpreter(const kiln_frame& frame, CaptureOptions options) : root
   cap_.guards->set_shape_env(cap_.shape_env);
 }
 
-Interpreter::~Interpreter() { probe_set_grad_enabled(initial_grad_); }
+Interpreter::~Interpreter() {
+  abandon_autocast_blocks();
+  probe_set_grad_enabled(initial_grad_);
+}
 
 std::string Interpreter::where() const {
   if (frames_.empty()) return "";
@@ -164,6 +167,7 @@ void Interpreter::run() {
   // with-blocks around it, see continue_after_break); a frame that returns leaves it as its code
   // did (a resume function ends the with-block its frame began, `torch.set_grad_enabled(False)`).
   if (stopped_ && probe_grad_enabled() != initial_grad_) record_grad_mode(initial_grad_);
+  if (stopped_) close_autocast_blocks();  // likewise autocast (the break enters its blocks again)
   std::vector<graph::Arg> outs;
   std::unordered_map<int, int> out_index;
   auto fail = [&](const std::string& r) { unsupported(r); };
@@ -829,6 +833,11 @@ void Interpreter::step(Frame& f, int op, const Instruction& in) {
         auto [exit, entered] = enter_generator_context(ctx);
         push(exit);
         push(entered);
+        return;
+      }
+      if (ctx->kind == VarKind::kObject && is_autocast_type(python_type_of(ctx))) {
+        push(enter_autocast(ctx));
+        push(ctx);  // autocast.__enter__ gives the context itself
         return;
       }
       if (ctx->kind == VarKind::kNewObject || ctx->kind == VarKind::kObject) {

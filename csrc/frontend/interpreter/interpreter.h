@@ -105,6 +105,9 @@ struct BreakState {
   // the instruction and the resume function run in it; the frame's own mode is restored if the
   // instruction raises (as leaving the with-blocks would).
   bool grad_at_break = true, grad_at_start = true;
+  // The torch.autocast blocks the capture entered and the break is inside, outermost first: each
+  // its torch.amp._enter_autocast arguments (the break enters them for real, see autocast_blocks.cpp).
+  std::vector<PyRef> autocast_at_break;
   // The capture's output template is a tuple: the non-NULL stack items, then every local slot.
 };
 
@@ -128,6 +131,8 @@ struct Capture {
   int inlined_functions = 0;
   std::unique_ptr<BreakState> brk;       // set when the capture stopped at a graph break
   bool mutates_inputs = false;           // an in-place op may write a tensor the frame was given
+  bool enters_autocast = false;          // the graph enters torch.autocast blocks: a run that raises
+                                         // inside one puts the caller's autocast state back
   // `assert t` on a one-element tensor (as Dynamo turns it into an in-graph check): the graph
   // outputs the condition, at this output index, and the call checks its truth (second: the
   // truth the assertion needs) before anything the frame could observe happens; a failed one
@@ -423,6 +428,17 @@ class Interpreter {
   void mark_inference_result(const VarPtr& r, bool any_input_marked);
   VarPtr enter_inference_mode(const VarPtr& ctx);
   void leave_inference_mode(bool prev_grad);
+  // torch.autocast blocks the capture entered, outermost first (autocast_blocks.cpp): the
+  // _enter_autocast arguments, the context entered for real while capturing, its graph node.
+  struct AutocastBlock {
+    PyRef args, entered;
+    int node;
+  };
+  std::vector<AutocastBlock> autocast_blocks_;
+  VarPtr enter_autocast(const VarPtr& ctx);
+  void exit_autocast(const VarPtr& exit);
+  void close_autocast_blocks();
+  void abandon_autocast_blocks() noexcept;
   int first_assert_index_ = -1, first_assert_visit_ = 0;
   std::string first_assert_where_;
   bool tensor_assertion(Frame& f, const Instruction& in, const VarPtr& cond, bool truth);

@@ -373,6 +373,9 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       if (fn->name != "no-op") record_grad_mode(fn->flag);
       return make_const(Py_None);
     }
+    case VarKind::kAutocastExit:
+      exit_autocast(fn);
+      return make_const(Py_False);
     case VarKind::kGenContext: {  // tag("block"): the context, not yet entered
       if (fn->flag) unsupported("call of an entered-or-made @contextmanager context");
       auto c = std::make_shared<Var>(VarKind::kGenContext);
@@ -420,6 +423,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     cap_.pop_inference_after++;
     return make_const(Py_False);
   }
+  if (is_autocast_exit_at_break(f)) unsupported("leaving a torch.autocast block a graph break entered");
   if (f == module_attr("torch", "is_inference_mode_enabled") && args.empty() && kwargs.empty()) return make_const(inference_ ? Py_True : Py_False);
   if (int mode = grad_mode_restorer(f); mode >= 0) {  // leaving a with-block begun before a graph break
     if (mode != 2) record_grad_mode(mode == 1);
@@ -580,6 +584,15 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       v->name = "inference";
       v->flag = !mode || mode->obj.get() == Py_True;
       return v;
+    }
+    if (is_autocast_type(f) && all_python_values(args, kwargs)) {  // its settings, checked as eager does
+      PyRef t = PyRef::steal(PyTuple_New(args.size()));
+      for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), i, as_python(args[i]).release());
+      PyRef kw = PyRef::steal(PyDict_New());
+      for (auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), as_python(v).get());
+      PyRef mode = PyRef::steal(PyObject_Call(f, t.get(), kw.get()));
+      if (!mode) raise_pending_python_error("torch.autocast(...)");
+      return make_object(mode.get(), nullptr);
     }
     if (f == g_torch.no_grad || f == g_torch.enable_grad) {
       auto v = std::make_shared<Var>(VarKind::kGradMode);

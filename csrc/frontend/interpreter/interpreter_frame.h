@@ -56,6 +56,15 @@ int grad_mode_restorer(PyObject* f);
 // Likewise for a torch.inference_mode block begun before a graph break: the grad mode leaving it
 // restores (0/1); -1 for anything else.
 int inference_mode_exit(PyObject* f);  // e.g. ("itertools", "islice"), borrowed
+// torch.autocast blocks (autocast_blocks.cpp): whether `type` is torch.autocast or a subclass; the
+// __exit__ kiln puts on a resume function's stack for a block around a graph break (a new
+// reference) and whether `f` is one; entering the blocks a break is inside (how many it entered:
+// fewer with a Python error set), and leaving the last `n` of them when the break's instruction raised.
+bool is_autocast_type(PyObject* type);
+PyObject* autocast_exit_at_break_function();
+bool is_autocast_exit_at_break(PyObject* f);
+size_t enter_autocast_at_break(const std::vector<PyRef>& blocks);
+void leave_autocast_at_break(size_t n);
 std::string module_of(PyObject* fn);
 bool starts_with(const std::string& s, const char* prefix);
 bool is_torch_op(PyObject* fn);

@@ -183,6 +183,11 @@ static OutputTemplate make_template_of(Interpreter* self, const VarPtr& v, std::
       if (!t.obj) fail("cannot rebuild a grad-mode context's __exit__");
       return t;
     }
+    case VarKind::kAutocastExit:  // a torch.autocast block around a graph break
+      t.kind = OutputTemplate::kConst;
+      t.obj = PyRef::steal(autocast_exit_at_break_function());
+      if (!t.obj) fail("cannot make a torch.autocast block's __exit__");
+      return t;
     case VarKind::kNdarray: {  // a numpy value computed in the graph: its tensor's numpy()
       t.kind = OutputTemplate::kNumpy;
       t.obj = PyRef::borrow(v->flag ? Py_True : Py_False);

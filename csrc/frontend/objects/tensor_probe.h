@@ -41,11 +41,13 @@ struct GlobalStateFacts {
   bool inference_mode = false;
   int default_dtype = -1;
   bool autocast_cpu = false, autocast_cuda = false;
+  int autocast_cpu_dtype = -1, autocast_cuda_dtype = -1;  // what autocast casts to (when on)
   bool deterministic = false;
   bool operator==(const GlobalStateFacts& o) const {
     return grad_enabled == o.grad_enabled && inference_mode == o.inference_mode &&
            default_dtype == o.default_dtype && autocast_cpu == o.autocast_cpu &&
-           autocast_cuda == o.autocast_cuda && deterministic == o.deterministic;
+           autocast_cuda == o.autocast_cuda && autocast_cpu_dtype == o.autocast_cpu_dtype &&
+           autocast_cuda_dtype == o.autocast_cuda_dtype && deterministic == o.deterministic;
   }
 };
 
@@ -117,6 +119,15 @@ bool probe_inference_enabled();
 void probe_push_inference_mode(bool enabled);
 bool probe_pop_inference_mode();  // false when kiln pushed none
 bool probe_is_inference(PyObject* tensor);
+// The thread's autocast state (per device type, the cache flag, the nesting depth): saved before a
+// graph that enters torch.autocast blocks and put back if it raises inside one.
+struct AutocastState {
+  bool cpu = false, cuda = false, cache = true;
+  int cpu_dtype = -1, cuda_dtype = -1;
+  int64_t nesting = 0;
+};
+AutocastState probe_autocast_state();
+void probe_restore_autocast_state(const AutocastState& s);
 // Whether saved-tensor hooks are installed on this thread (activation checkpointing, offloading).
 bool probe_saved_tensor_hooks_active();
 

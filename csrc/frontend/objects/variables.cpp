@@ -155,6 +155,7 @@ const char* kind_name(VarKind k) {
     case VarKind::kNestedFunction: return "nested function";
     case VarKind::kGradMode: return "grad-mode context";
     case VarKind::kGradModeExit: return "grad-mode exit";
+    case VarKind::kAutocastExit: return "autocast exit";
     case VarKind::kGenerator: return "generator";
     case VarKind::kSuper: return "super";
     case VarKind::kNewObject: return "new object";

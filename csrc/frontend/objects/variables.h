@@ -36,6 +36,8 @@ enum class VarKind {
                    // contexts that change nothing traced (profiler ranges, nullcontext): self =
                    // what entering gives
   kGradModeExit,   // the bound __exit__ of an entered grad-mode context: flag = mode to restore
+  kAutocastExit,   // the __exit__ of a torch.autocast block the capture entered: pos = its depth
+                   // in Interpreter::autocast_blocks_ (autocast_blocks.cpp)
   kGenerator,      // a generator object from an inlined generator function: items = yields
   kSuper,          // super(obj = class, self = instance): attribute lookup starts after the class
   kNewObject,      // an instance created during capture: obj = class, keys/items = its attributes,
