@@ -223,3 +223,69 @@ def test_a_float_over_a_size_symbol_stays_dynamic():
         x = torch.randn(3)
         assert_same(c(x, t, n), f(x, t, n))
     assert kiln.stats()["graphs"] == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_alpha_and_value_keywords_take_a_dynamic_float(backend):
+    # `p.add_(g, alpha=-lr)` (SGD) and `x.addcdiv_(a, b, value=-lr)`: the float stays an input.
+    def f(p, g, a, lr):
+        p = p.clone()
+        p.add_(g, alpha=-lr)
+        return p.sub(g, alpha=lr * 2).addcdiv(a, a.abs() + 1, value=lr), torch.add(p, g)
+
+    def args():
+        return torch.randn(5), torch.randn(5), torch.randn(5), random.uniform(1e-3, 1e-1)
+
+    s = run_values(f, args, backend)
+    assert s["graphs"] == 2 and s["recompiles"] == 1 and s["eager_runs"] == 0
+
+
+def test_an_integer_add_with_a_float_alpha_raises_as_eager():
+    def f(x, y, a):
+        return x.add(y, alpha=a)
+
+    c = kiln.compile(f)
+    x = torch.arange(4)
+    for a in (1.5, 2.5):
+        with pytest.raises(RuntimeError, match="alpha"):
+            c(x, x, a)
+
+
+@pytest.mark.parametrize("name", ["sgd", "adamw"])
+def test_an_lr_scheduler_does_not_recompile_the_optimizer_step_per_value(name):
+    # The scheduler writes a new float into param_groups every step; the optimizer's functional
+    # update takes it as an argument: two graphs (static, then dynamic), not one per step until
+    # the recompile limit and eager steps after it.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    ref = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    ref.load_state_dict(model.state_dict())
+
+    def make(m):
+        opt = (torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) if name == "sgd"
+               else torch.optim.AdamW(m.parameters(), lr=0.01))
+        return opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, 20)
+
+    def step(m, opt, x, y):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    opt, sched = make(model)
+    ref_opt, ref_sched = make(ref)
+    c = kiln.compile(step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no recompile-limit warning
+        for _ in range(12):
+            x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+            assert_same(c(model, opt, x, y), step(ref, ref_opt, x, y), rtol=1e-4, atol=1e-5)
+            sched.step()
+            ref_sched.step()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    s = kiln.stats()
+    assert s["eager_runs"] == 0 and s["recompiles"] <= 3, s["recompile_reasons"]
+    # SGD's momentum buffers go from None to tensors: the reason describes the tensor, not its values
+    assert all(len(r) < 400 for r in s["recompile_reasons"]), s["recompile_reasons"]

@@ -200,7 +200,8 @@ std::string GuardLeaf::describe(const std::string& e) const {
 std::string GuardLeaf::why_failed(PyObject* v) const {
   switch (kind) {
     case kTensor: return probe_mismatch(v, tensor);
-    case kEquals: return "expected " + py_repr(obj.get()) + ", actual " + py_repr(v);
+    case kEquals:  // a tensor where a constant was: its description, not its values
+      return "expected " + py_repr(obj.get()) + ", actual " + (probe_is_tensor(v) ? "a tensor " + probe_describe_tensor(v) : py_repr(v));
     case kType: return std::string("expected type ") + reinterpret_cast<PyTypeObject*>(obj.get())->tp_name + ", actual " + Py_TYPE(v)->tp_name;
     // Never the objects' repr: it can format whole tensors (or run arbitrary user code).
     case kId: {

@@ -285,7 +285,7 @@ class Interpreter {
   VarPtr group_tensors_by_device_and_dtype(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
 
   // --- operations
-  VarPtr addc_with_tensor_value(const VarPtr& fn, const std::vector<VarPtr>& args,
+  VarPtr scalar_keyword_operand(const VarPtr& fn, const std::vector<VarPtr>& args,
                                 const std::vector<std::pair<std::string, VarPtr>>& kwargs);
   VarPtr call(const VarPtr& fn, std::vector<VarPtr> args, std::vector<std::pair<std::string, VarPtr>> kwargs);
   VarPtr call_builtin(PyObject* fn, std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs, bool* handled);

@@ -294,14 +294,34 @@ VarPtr Interpreter::from_python_value(PyObject* r, bool shared) {
 // t.addcdiv(a, b, value=v) / addcmul (and their in-place forms) with a tensor `value` (optimizers
 // pass a 0-d step size under compilers): the operator takes a Scalar, which eager reads with
 // .item(); in the graph it is value * (a / b) added to t, the same arithmetic without the read.
-VarPtr Interpreter::addc_with_tensor_value(const VarPtr& fn, const std::vector<VarPtr>& args,
+// `x.addcdiv_(a, b, value=v)` and `x.add_(y, alpha=v)` whose scalar is a graph value: a tensor
+// (capturable optimizers) or a dynamic float (the lr a scheduler changes every step, which
+// otherwise recompiled per value). The product is computed first and added, as ATen computes
+// x + v * y (the fused kernel may round the last place differently). add/sub take a dynamic
+// float only among floating-point tensors: eager refuses a float alpha with integer ones.
+VarPtr Interpreter::scalar_keyword_operand(const VarPtr& fn, const std::vector<VarPtr>& args,
                                            const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
   const std::string& m = fn->name;
-  if (m != "addcdiv" && m != "addcdiv_" && m != "addcmul" && m != "addcmul_") return nullptr;
-  if (args.size() != 2 || kwargs.size() != 1 || kwargs[0].first != "value" || !kwargs[0].second->is_tensor()) return nullptr;
-  const bool div = m.compare(0, 7, "addcdiv") == 0, inplace = m.back() == '_';
-  VarPtr prod = record_op(graph::Op::kCallMethod, nullptr, div ? "div" : "mul", {args[0], args[1]}, {});
-  prod = record_op(graph::Op::kCallMethod, nullptr, "mul", {prod, kwargs[0].second}, {});
+  const bool addc = m == "addcdiv" || m == "addcdiv_" || m == "addcmul" || m == "addcmul_";
+  const bool add = m == "add" || m == "add_" || m == "sub" || m == "sub_";
+  if ((!addc && !add) || args.size() != (addc ? 2u : 1u) || kwargs.size() != 1 || kwargs[0].first != (addc ? "value" : "alpha")) return nullptr;
+  const VarPtr& v = kwargs[0].second;
+  const bool inplace = m.back() == '_';
+  if (add) {
+    auto floating = [](const VarPtr& t) {
+      if (!t->is_tensor()) return false;
+      PyRef dtype = PyRef::steal(PyObject_GetAttrString(t->fake.get(), "dtype"));
+      PyRef fp = dtype ? PyRef::steal(PyObject_GetAttrString(dtype.get(), "is_floating_point")) : PyRef();
+      PyErr_Clear();
+      return fp && fp.get() == Py_True;
+    };
+    if (!v->float_tensor || !floating(fn->self) || !floating(args[0])) return nullptr;
+    VarPtr prod = record_op(graph::Op::kCallMethod, nullptr, "mul", {args[0], v}, {});
+    return record_op(graph::Op::kCallMethod, nullptr, m.substr(0, 3) + (inplace ? "_" : ""), {fn->self, prod}, {});
+  }
+  if (!v->is_tensor() && !v->float_tensor) return nullptr;
+  VarPtr prod = record_op(graph::Op::kCallMethod, nullptr, m.compare(0, 7, "addcdiv") == 0 ? "div" : "mul", {args[0], args[1]}, {});
+  prod = record_op(graph::Op::kCallMethod, nullptr, "mul", {prod, v}, {});
   return record_op(graph::Op::kCallMethod, nullptr, inplace ? "add_" : "add", {fn->self, prod}, {});
 }
 
@@ -316,7 +336,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
           unsupported("tensor.numpy() with arguments");
         return tensor_to_ndarray(fn->self);
       }
-      if (VarPtr r = addc_with_tensor_value(fn, args, kwargs)) return r;
+      if (VarPtr r = scalar_keyword_operand(fn, args, kwargs)) return r;
       std::vector<VarPtr> full{fn->self};
       full.insert(full.end(), args.begin(), args.end());
       return record_op(graph::Op::kCallMethod, nullptr, fn->name, full, kwargs);
