@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "frontend/objects/tensor_probe.h"
+#include "python/capture_autograd.h"
 #include "torch_bridge/autograd_node.h"
 
 namespace kiln::frontend {
@@ -125,10 +126,10 @@ struct CaptureOnlyBackward : torch::autograd::Node {
 // the caller's grad mode, a floating result of operands that require grad then requires grad
 // as eager's does, through a CaptureOnlyBackward node whose edges are those operands'.
 // Returns false where the result cannot be given eager's autograd metadata here (a view: the
-// Python path then answers).
-bool attach_autograd(at::Tensor& result, bool grad) {
-  std::vector<at::Tensor> operands = std::move(t_grad_operands);
-  t_grad_operands.clear();
+// Python path then answers). (Declared in python/capture_autograd.h for symbolic_meta.cpp.)
+}  // namespace
+
+bool attach_capture_autograd(at::Tensor& result, const std::vector<at::Tensor>& operands, bool grad) {
   if (!grad || operands.empty() || !result.defined() || !(at::isFloatingType(result.scalar_type()) || at::isComplexType(result.scalar_type())))
     return true;
   for (const at::Tensor& o : operands)
@@ -139,6 +140,15 @@ bool attach_autograd(at::Tensor& result, bool grad) {
   torch::autograd::create_gradient_edge(result, std::move(fn));
   return true;
 }
+
+namespace {
+
+bool attach_autograd(at::Tensor& result, bool grad) {
+  std::vector<at::Tensor> operands = std::move(t_grad_operands);
+  t_grad_operands.clear();
+  return attach_capture_autograd(result, operands, grad);
+}
+
 
 template <class F>
 at::Tensor with_autograd(F compute) {

@@ -37,6 +37,7 @@ class KilnSymNode : public c10::SymNodeImpl {
       : env_(std::move(env)), e_(std::move(e)), type_(t), f_(f), deps_(std::move(deps)) {}
 
   const Expr& expr() const { return e_; }
+  int64_t hint() const { return env_->hint(e_); }  // its value under the hints, guarding nothing
   Type type() const { return type_; }
 
   bool is_int() override { return type_ == kInt; }
@@ -329,6 +330,24 @@ bool probe_symbolic_value(PyObject* o, sym::Expr* out) {
     auto n = py::handle(node).cast<c10::SymNode>();
     if (auto* k = dynamic_cast<KilnSymNode*>(n.get())) {
       if (k->type() != KilnSymNode::kFloat) { *out = k->expr(); ok = true; }
+    }
+  } catch (const std::exception&) {
+    PyErr_Clear();
+  }
+  Py_DECREF(node);
+  return ok;
+}
+
+bool probe_symbolic_hint(PyObject* o, int64_t* out) {
+  if (!torch::is_symint(o)) return false;
+  PyObject* node = PyObject_GetAttrString(o, "node");
+  if (!node) { PyErr_Clear(); return false; }
+  bool ok = false;
+  try {
+    auto n = py::handle(node).cast<c10::SymNode>();
+    if (auto* k = dynamic_cast<KilnSymNode*>(n.get()); k && k->type() == KilnSymNode::kInt) {
+      *out = k->hint();
+      ok = true;
     }
   } catch (const std::exception&) {
     PyErr_Clear();

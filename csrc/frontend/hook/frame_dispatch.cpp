@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <typeinfo>
 #include <functional>
 #include <unordered_map>
 #include <mutex>
@@ -347,7 +348,9 @@ static std::shared_ptr<CacheEntry> compile_frame(CompiledFunction* ctx, const ki
     // The break's stack: the eager callers, then the compiled frame and the calls it inlined.
     std::string where = u ? u->where : "", stack = callers_of_frame() + (u ? u->stack : "");
     entry->guards = interp->capture().guards;
-    entry->reason = u ? e.what() : std::string("internal error in kiln's frontend: ") + e.what();
+    std::string what = e.what();
+    if (what.empty()) what = std::string("a C++ exception of type ") + typeid(e).name() + " with no message";
+    entry->reason = u ? what : "internal error in kiln's frontend: " + what;
     S.graph_breaks++;
     S.breaks.push_back({label, where, entry->reason, stack});
     std::string at = where.empty() ? "" : " at " + where;

@@ -55,9 +55,13 @@ bool has_meta_tensor(PyObject* v) {
 
 // A real stand-in for each meta tensor in `v` (tuples, lists and dict values walked), zeros of
 // its dtype on `device`: one element per dimension, or its full sizes (`full`) as an expanded
-// zero (no memory); the meta device named as an argument becomes `device`. New reference;
-// nullptr with a Python error set when a stand-in cannot be made (symbolic sizes).
-PyObject* stand_ins(PyObject* v, PyObject* device, bool full) {
+// zero (no memory); the meta device named as an argument becomes `device`. With `hints`, symbolic
+// sizes (of tensors, and given as arguments: `x.view(b, t, d)`) stand in as their values under the
+// hints, guarding nothing (only the result's dtypes are read then). New reference; nullptr with a
+// Python error set when a stand-in cannot be made (symbolic sizes without `hints`).
+PyObject* stand_ins(PyObject* v, PyObject* device, bool full, bool hints) {
+  int64_t hint;
+  if (hints && probe_symbolic_hint(v, &hint)) return PyLong_FromLongLong(hint);
   if (is_meta_tensor(v)) {
     PyRef dtype = PyRef::steal(PyObject_GetAttrString(v, "dtype"));
     PyRef shape = PyRef::steal(PyObject_GetAttrString(v, "shape"));
@@ -67,11 +71,11 @@ PyObject* stand_ins(PyObject* v, PyObject* device, bool full) {
     PyRef sizes = PyRef::steal(PyTuple_New(nd));
     for (Py_ssize_t d = 0; d < nd; ++d) {
       PyObject* s = PyTuple_GET_ITEM(shape.get(), d);
-      if (full && !PyLong_CheckExact(s)) {
+      if (full && !PyLong_CheckExact(s) && !(hints && probe_symbolic_hint(s, &hint))) {
         PyErr_SetString(PyExc_TypeError, "symbolic sizes");
         return nullptr;
       }
-      PyTuple_SET_ITEM(sizes.get(), d, full ? Py_NewRef(s) : PyLong_FromLong(1));
+      PyTuple_SET_ITEM(sizes.get(), d, !full ? PyLong_FromLong(1) : PyLong_CheckExact(s) ? Py_NewRef(s) : PyLong_FromLongLong(hint));
     }
     PyRef zeros = PyRef::steal(PyObject_GetAttrString(g_torch.torch, "zeros"));
     PyRef kw = PyRef::steal(Py_BuildValue("{sOsO}", "dtype", dtype.get(), "device", device));
@@ -93,7 +97,7 @@ PyObject* stand_ins(PyObject* v, PyObject* device, bool full) {
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
     PyRef out = PyRef::steal(PyTuple_CheckExact(v) ? PyTuple_New(n) : PyList_New(n));
     for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* e = stand_ins(PySequence_Fast_GET_ITEM(v, i), device, full);
+      PyObject* e = stand_ins(PySequence_Fast_GET_ITEM(v, i), device, full, hints);
       if (!e) return nullptr;
       if (PyTuple_CheckExact(v)) PyTuple_SET_ITEM(out.get(), i, e);
       else PyList_SET_ITEM(out.get(), i, e);
@@ -105,7 +109,7 @@ PyObject* stand_ins(PyObject* v, PyObject* device, bool full) {
     PyObject *k, *x;
     Py_ssize_t pos = 0;
     while (PyDict_Next(v, &pos, &k, &x)) {
-      PyRef e = PyRef::steal(stand_ins(x, device, full));
+      PyRef e = PyRef::steal(stand_ins(x, device, full, hints));
       if (!e || PyDict_SetItem(out.get(), k, e.get()) < 0) return nullptr;
     }
     return out.release();
@@ -115,10 +119,11 @@ PyObject* stand_ins(PyObject* v, PyObject* device, bool full) {
 
 // The call on stand-ins, with the generators' states as they were (a random operator draws).
 PyObject* call_on_stand_ins(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs, PyObject* device,
-                            const std::string& device_type, bool full) {
-  PyRef a = PyRef::steal(stand_ins(args, device, full));
-  PyRef kw = kwargs ? PyRef::steal(stand_ins(kwargs, device, full)) : PyRef();
-  if (!a || (kwargs && !kw)) return nullptr;
+                            const std::string& device_type, bool full, bool hints) {
+  PyRef a = PyRef::steal(stand_ins(args, device, full, hints));
+  if (!a) return nullptr;  // (the keywords' stand-ins are not made with its error pending)
+  PyRef kw = kwargs ? PyRef::steal(stand_ins(kwargs, device, full, hints)) : PyRef();
+  if (kwargs && !kw) return nullptr;
   PyRef rng_mod = PyRef::steal(PyImport_ImportModule(device_type == "cuda" ? "torch.cuda" : "torch.random"));
   PyRef rng = rng_mod ? PyRef::steal(PyObject_CallMethod(rng_mod.get(), "get_rng_state", nullptr)) : PyRef();
   if (!rng) return nullptr;
@@ -155,6 +160,13 @@ PyObject* with_dtypes(PyObject* meta, PyObject* real) {
     PyRef rd = PyRef::steal(PyObject_GetAttrString(real, "dtype"));
     if (!md || !rd) return nullptr;
     if (md.get() == rd.get()) return Py_NewRef(meta);
+    // Symbolic sizes: meta kernels run under PyTorch's Python dispatcher, as MetaExecutor runs them.
+    PyRef dispatcher;
+    if (probe_is_symbolic_tensor(meta)) {
+      PyObject* enable = module_attr("torch._C", "_EnablePythonDispatcher");
+      dispatcher = enable ? PyRef::steal(PyObject_CallNoArgs(enable)) : PyRef();
+      if (!dispatcher) return nullptr;
+    }
     return PyObject_CallMethod(meta, "to", "O", rd.get());
   }
   const bool tuples = PyTuple_Check(meta) && PyTuple_Check(real), lists = PyList_Check(meta) && PyList_Check(real);
@@ -185,13 +197,60 @@ PyObject* as_meta(PyObject* v) {
   return same_kind(v, items.get());
 }
 
+// `v` (tuples, lists and dict values walked) with each floating meta tensor but float64 cast to
+// `dtype`, as autocast casts the operands of its lower-precision ops. New reference.
+PyObject* cast_to_autocast(PyObject* v, PyObject* dtype) {
+  if (is_meta_tensor(v)) {
+    PyRef fp = PyRef::steal(PyObject_CallMethod(v, "is_floating_point", nullptr));
+    PyRef d = PyRef::steal(PyObject_GetAttrString(v, "dtype"));
+    if (!fp || !d) return nullptr;
+    if (fp.get() != Py_True || d.get() == dtype || d.get() == module_attr("torch", "float64")) return Py_NewRef(v);
+    PyRef dispatcher;  // symbolic sizes: as MetaExecutor runs meta kernels
+    if (probe_is_symbolic_tensor(v)) {
+      PyObject* enable = module_attr("torch._C", "_EnablePythonDispatcher");
+      dispatcher = enable ? PyRef::steal(PyObject_CallNoArgs(enable)) : PyRef();
+      if (!dispatcher) return nullptr;
+    }
+    return PyObject_CallMethod(v, "to", "O", dtype);
+  }
+  if (PyTuple_CheckExact(v) || PyList_CheckExact(v)) {
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+    PyRef items = PyRef::steal(PyList_New(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* e = cast_to_autocast(PySequence_Fast_GET_ITEM(v, i), dtype);
+      if (!e) return nullptr;
+      PyList_SET_ITEM(items.get(), i, e);
+    }
+    return PyTuple_CheckExact(v) ? PyList_AsTuple(items.get()) : items.release();
+  }
+  if (PyDict_CheckExact(v)) {
+    PyRef out = PyRef::steal(PyDict_New());
+    PyObject *k, *x;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(v, &pos, &k, &x)) {
+      PyRef e = PyRef::steal(cast_to_autocast(x, dtype));
+      if (!e || PyDict_SetItem(out.get(), k, e.get()) < 0) return nullptr;
+    }
+    return out.release();
+  }
+  return Py_NewRef(v);
+}
+
 }  // namespace
 
-PyObject* autocast_meta_result(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs, PyObject* device) {
+PyObject* autocast_meta_result(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs, PyObject* device,
+                               const std::function<PyObject*(PyObject* args, PyObject* kwargs)>& run_meta) {
   const std::string type = device ? autocast_on(device) : "";
   if (type.empty()) return nullptr;
-  PyRef real = PyRef::steal(call_on_stand_ins(target, method, args, kwargs, device, type, true));
+  // Its sizes are the result's: symbolic ones cannot stand in (their hints would become constants).
+  PyRef real = PyRef::steal(call_on_stand_ins(target, method, args, kwargs, device, type, true, false));
   PyObject* r = real ? as_meta(real.get()) : nullptr;
+  PyErr_Clear();
+  if (r) return r;
+  PyRef dtype = PyRef::steal(PyObject_CallMethod(g_torch.torch, "get_autocast_dtype", "s", type.c_str()));
+  PyRef cast_args = dtype ? PyRef::steal(cast_to_autocast(args, dtype.get())) : PyRef();
+  PyRef cast_kwargs = cast_args && kwargs ? PyRef::steal(cast_to_autocast(kwargs, dtype.get())) : PyRef();
+  if (cast_args && (!kwargs || cast_kwargs)) r = run_meta(cast_args.get(), cast_kwargs.get());
   PyErr_Clear();
   return r;
 }
@@ -201,10 +260,10 @@ PyObject* autocast_result(PyObject* meta_result, PyObject* target, const std::st
   if (!device) return Py_NewRef(meta_result);
   const std::string type = autocast_on(device);
   if (type.empty() || !(has_meta_tensor(args) || (kwargs && has_meta_tensor(kwargs)))) return Py_NewRef(meta_result);
-  PyRef real = PyRef::steal(call_on_stand_ins(target, method, args, kwargs, device, type, false));
+  PyRef real = PyRef::steal(call_on_stand_ins(target, method, args, kwargs, device, type, false, true));
   if (!real) {
     PyErr_Clear();
-    real = PyRef::steal(call_on_stand_ins(target, method, args, kwargs, device, type, true));
+    real = PyRef::steal(call_on_stand_ins(target, method, args, kwargs, device, type, true, true));
   }
   PyObject* r = real ? with_dtypes(meta_result, real.get()) : nullptr;
   if (!r) *why = take_python_error();

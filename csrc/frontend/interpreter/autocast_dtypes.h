@@ -2,6 +2,7 @@
 #pragma once
 #include <Python.h>
 
+#include <functional>
 #include <string>
 
 namespace kiln::frontend {
@@ -15,8 +16,11 @@ PyObject* autocast_result(PyObject* meta_result, PyObject* target, const std::st
 
 // Under autocast a meta kernel may refuse operands that autocast would have cast (attention on a
 // bfloat16 query with a float32 mask): the meta result then comes from the call on full-size real
-// stand-ins (expanded zeros, requiring grad as the operands do). New reference, or nullptr (no
-// Python error set) where autocast is off or that call fails too.
-PyObject* autocast_meta_result(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs, PyObject* device);
+// stand-ins (expanded zeros, requiring grad as the operands do), or, where sizes are symbolic, from
+// `run_meta` on the operands autocast's lower-precision ops take (every floating tensor but
+// float64 cast to the autocast dtype). New reference, or nullptr (no Python error set) where
+// autocast is off or both fail.
+PyObject* autocast_meta_result(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs, PyObject* device,
+                               const std::function<PyObject*(PyObject* args, PyObject* kwargs)>& run_meta);
 
 }  // namespace kiln::frontend

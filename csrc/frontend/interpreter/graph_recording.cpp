@@ -355,7 +355,9 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   if (!result && !inplace && !factory) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    result = PyRef::steal(autocast_meta_result(target, op == graph::Op::kCallMethod ? method : "", fargs.get(), fkw.get(), device.get()));
+    const std::string m = op == graph::Op::kCallMethod ? method : "";
+    result = PyRef::steal(autocast_meta_result(target, m, fargs.get(), fkw.get(), device.get(),
+                                               [&](PyObject* a, PyObject* kw) { return meta_.run(target, m, a, kw, false); }));
     if (result) {
       Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
     } else {

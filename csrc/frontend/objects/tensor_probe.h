@@ -71,6 +71,9 @@ PyObject* probe_make_meta(PyObject* t);
 // ATen's own meta functions, or nullptr, with no Python error set, where the call is not one it
 // handles (the caller then runs the Python call).
 PyObject* probe_fast_meta(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs);
+// Likewise with symbolic sizes, for the composite operators whose PyTorch meta path makes a size a
+// constant (csrc/python/symbolic_meta.cpp: F.cross_entropy, F.nll_loss).
+PyObject* probe_symbolic_meta(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs);
 // New reference: t's torch.device.
 PyObject* probe_device(PyObject* t);
 // New reference: a 0-d float64 CPU tensor holding the Python float `f` (a dynamic float's graph
@@ -100,6 +103,9 @@ struct MetaModeScope {
 PyObject* probe_make_symint(const std::shared_ptr<sym::ShapeEnv>& env, const sym::Expr& e);
 // The expression of a torch.SymInt / SymBool made by kiln; false for anything else.
 bool probe_symbolic_value(PyObject* o, sym::Expr* out);
+// The value of a torch.SymInt made by kiln under the current hints, guarding nothing; false for
+// anything else.
+bool probe_symbolic_hint(PyObject* o, int64_t* out);
 bool probe_is_symbolic_tensor(PyObject* t);
 
 // Each size as a string ("s0", "64*s1", "8").

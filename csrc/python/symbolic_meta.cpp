@@ -1,0 +1,118 @@
+// Shape propagation with symbolic sizes for composite operators whose PyTorch meta path turns a
+// symbolic size into a constant (see probe_symbolic_meta in frontend/objects/tensor_probe.h).
+//
+// F.cross_entropy and F.nll_loss: PyTorch's reference nll_loss, which the Python dispatcher runs
+// for meta tensors with symbolic sizes, indexes the input with torch.arange(batch), and arange's
+// meta kernel needs a concrete length. A language model's loss over batch*length rows therefore
+// guarded `2*s0 == 32`: training over new lengths recompiled at every length. The result of these
+// losses follows from the arguments alone: one loss per row for reduction='none', else a 0-d
+// tensor, of the input's dtype. Only the plain form is answered here (a 2-d input of classes, a
+// 1-d integer target of the same rows, provably, an optional 1-d weight); anything else, and every
+// error, takes the Python path.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstring>
+#include <vector>
+
+#include "frontend/objects/tensor_probe.h"
+#include "python/capture_autograd.h"
+
+namespace kiln::frontend {
+
+namespace {
+
+// Argument `i` of a call, given by position or by the keyword `name`; nullptr if absent.
+PyObject* argument(PyObject* args, PyObject* kwargs, Py_ssize_t i, const char* name) {
+  if (i < PyTuple_GET_SIZE(args)) return PyTuple_GET_ITEM(args, i);
+  return kwargs ? PyDict_GetItemString(kwargs, name) : nullptr;
+}
+
+// Whether every keyword is one of `names` and no argument is given twice.
+bool only_keywords(PyObject* args, PyObject* kwargs, const std::vector<const char*>& names) {
+  if (!kwargs) return static_cast<size_t>(PyTuple_GET_SIZE(args)) <= names.size();
+  Py_ssize_t pos = 0;
+  PyObject *k, *v;
+  while (PyDict_Next(kwargs, &pos, &k, &v)) {
+    const char* key = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : nullptr;
+    if (!key) { PyErr_Clear(); return false; }
+    size_t j = 0;
+    while (j < names.size() && std::strcmp(names[j], key) != 0) ++j;
+    if (j == names.size() || static_cast<Py_ssize_t>(j) < PyTuple_GET_SIZE(args)) return false;
+  }
+  return static_cast<size_t>(PyTuple_GET_SIZE(args)) <= names.size();
+}
+
+bool meta_tensor(PyObject* o, at::Tensor* t) {
+  if (!o || !THPVariable_CheckExact(o)) return false;
+  const at::Tensor& x = THPVariable_Unpack(o);
+  if (!x.defined() || !x.is_meta() || x.layout() != at::kStrided) return false;
+  *t = x;
+  return true;
+}
+
+bool absent(PyObject* o) { return !o || o == Py_None; }
+
+// x == y for sizes, known without a guard (the same expression, or equal constants).
+bool provably_equal(const c10::SymInt& x, const c10::SymInt& y) {
+  if (auto b = x.sym_eq(y).maybe_as_bool()) return *b;
+  return false;
+}
+
+PyObject* loss_meta(PyObject* args, PyObject* kwargs, bool cross_entropy) {
+  static const std::vector<const char*> ce_names = {"input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"};
+  static const std::vector<const char*> nll_names = {"input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction"};
+  if (!only_keywords(args, kwargs, cross_entropy ? ce_names : nll_names)) return nullptr;
+  at::Tensor input, target, weight;
+  if (!meta_tensor(argument(args, kwargs, 0, "input"), &input) || !meta_tensor(argument(args, kwargs, 1, "target"), &target)) return nullptr;
+  if (input.dim() != 2 || !at::isFloatingType(input.scalar_type()) || target.dim() != 1 || target.scalar_type() != at::kLong) return nullptr;
+  if (!provably_equal(input.sym_size(0), target.sym_size(0))) return nullptr;
+  PyObject* w = argument(args, kwargs, 2, "weight");
+  if (!absent(w) && !(meta_tensor(w, &weight) && weight.dim() == 1 && weight.scalar_type() == input.scalar_type() &&
+                      provably_equal(weight.sym_size(0), input.sym_size(1))))
+    return nullptr;
+  if (!absent(argument(args, kwargs, 3, "size_average")) || !absent(argument(args, kwargs, 5, "reduce"))) return nullptr;
+  PyObject* ignore = argument(args, kwargs, 4, "ignore_index");
+  if (ignore && !PyLong_CheckExact(ignore)) return nullptr;
+  PyObject* red = argument(args, kwargs, 6, "reduction");
+  const char* reduction = red ? (PyUnicode_Check(red) ? PyUnicode_AsUTF8(red) : nullptr) : "mean";
+  if (!reduction) { PyErr_Clear(); return nullptr; }
+  const bool none = std::strcmp(reduction, "none") == 0;
+  if (!none && std::strcmp(reduction, "mean") != 0 && std::strcmp(reduction, "sum") != 0) return nullptr;
+  if (cross_entropy) {
+    PyObject* ls = argument(args, kwargs, 7, "label_smoothing");
+    if (ls && !PyFloat_CheckExact(ls) && !PyLong_CheckExact(ls)) return nullptr;
+  }
+  const bool grad = c10::GradMode::is_enabled();
+  at::Tensor result;
+  {
+    c10::AutoGradMode off(false);
+    result = none ? at::empty_symint({input.sym_size(0)}, input.options()) : at::empty({}, input.options());
+  }
+  std::vector<at::Tensor> operands;
+  for (const at::Tensor* t : {&input, &weight})
+    if (t->defined() && t->requires_grad()) operands.push_back(*t);
+  if (!attach_capture_autograd(result, operands, grad)) return nullptr;
+  return THPVariable_Wrap(std::move(result));
+}
+
+}  // namespace
+
+PyObject* probe_symbolic_meta(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs) {
+  if (!method.empty() || !PyTuple_Check(args) || (kwargs && !PyDict_Check(kwargs)) || c10::impl::TorchDispatchModeTLS::stack_len() > 0) return nullptr;
+  static PyObject* functional = PyImport_ImportModule("torch.nn.functional");
+  if (!functional) { PyErr_Clear(); return nullptr; }
+  static PyObject* cross_entropy = PyObject_GetAttrString(functional, "cross_entropy");
+  static PyObject* nll_loss = PyObject_GetAttrString(functional, "nll_loss");
+  if (!cross_entropy || !nll_loss) { PyErr_Clear(); return nullptr; }
+  if (target != cross_entropy && target != nll_loss) return nullptr;
+  try {
+    return loss_meta(args, kwargs, target == cross_entropy);
+  } catch (const std::exception&) {
+    return nullptr;  // the Python path raises the operator's own error
+  }
+}
+
+}  // namespace kiln::frontend
