@@ -106,6 +106,7 @@ bool CompiledGraph::share_kernels(const CompiledGraph& base, std::vector<int64_t
 #else
   (void)sizes, (void)why;
 #endif
+  if (!cuda_ && !base.device_.is_cpu()) use_device(base.device_.index());
   handle_ = base.handle_;
   kernels_ = base.kernels_;
   symbols_ = std::move(symbols);
@@ -114,6 +115,10 @@ bool CompiledGraph::share_kernels(const CompiledGraph& base, std::vector<int64_t
 
 void CompiledGraph::use_cuda(std::shared_ptr<CudaKernels> kernels, int device) {
   cuda_ = std::move(kernels);
+  use_device(device);
+}
+
+void CompiledGraph::use_device(int device) {
   device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device));
   plan_fast_views();
 }
@@ -142,7 +147,7 @@ void CompiledGraph::plan_fast_views() {
       for (int a : s.args)
         if (a >= 0) escaping.insert(a);
   }
-  const bool on_cpu = !cuda_;
+  const bool on_cpu = device_.is_cpu();
   fast_views_.assign(program_.steps.size(), std::nullopt);
   for (size_t si = 0; si < program_.steps.size(); ++si) {
     const Step& s = program_.steps[si];
@@ -213,8 +218,8 @@ std::vector<at::Tensor> CompiledGraph::run_steps(const std::vector<at::Tensor>& 
   // On CUDA the flag lives in device memory and is read once, after the last step.
   std::optional<c10::DeviceGuard> guard;
   at::Tensor device_error;
+  if (!device_.is_cpu()) guard.emplace(device_);
   if (cuda_) {
-    guard.emplace(device_);
     if (cuda_->checks()) device_error = at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(device_));
   }
   std::vector<at::Tensor> donated(nb);  // per buffer: released memory it may take over

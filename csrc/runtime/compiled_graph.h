@@ -58,6 +58,9 @@ class CompiledGraph {
   // Runs on CUDA device `device` with these kernels instead (codegen/cuda): kernel outputs are
   // allocated there, kernels launch on its current stream.
   void use_cuda(std::shared_ptr<CudaKernels> kernels, int device);
+  // A CUDA graph with no kernels of kiln's (extern calls alone: matmuls with their epilogues) runs
+  // on CUDA device `device` all the same: its inputs are checked there.
+  void use_device(int device);
   bool on_cuda() const { return cuda_ != nullptr; }
   // Runs `base`'s kernels, generated for runtime sizes (ir/size_template.h), with these values of
   // their size symbols: this graph's program is the template's at those values (checked by the
