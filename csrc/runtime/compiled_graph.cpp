@@ -184,12 +184,10 @@ std::string CompiledGraph::autotune(const std::vector<at::Tensor>& inputs) {
   if (!cuda_ || cuda_->tune_path.empty()) return "not autotuned (no CUDA kernels)";
   if (!cuda_->needs_tuning) return "tuned choices loaded from " + cuda_->tune_path;
   // A run draws no random numbers twice: graphs with random operators keep the defaults.
-  for (const AtenNode& n : trace_.graph.nodes)
-    for (const char* r : {"rand", "dropout", "bernoulli", "normal", "uniform", "multinomial", "exponential", "geometric", "cauchy"})
-      if (n.op.find(r) != std::string::npos) {
-        cuda_->needs_tuning = false;
-        return "not autotuned: the graph draws random numbers (" + n.op + ")";
-      }
+  if (std::string op = random_operator(); !op.empty()) {
+    cuda_->needs_tuning = false;
+    return "not autotuned: the graph draws random numbers (" + op + ")";
+  }
   std::vector<at::Tensor> copies;
   for (const at::Tensor& t : inputs) copies.push_back(t.defined() ? t.clone(at::MemoryFormat::Preserve) : t);
   run_steps(copies, nullptr, true);
@@ -202,6 +200,27 @@ std::string CompiledGraph::autotune(const std::vector<at::Tensor>& inputs) {
   cuda_->needs_tuning = false;
   store_tune_file(cuda_->tune_path, file, cuda_->size());
   return text;
+}
+
+std::string CompiledGraph::random_operator() const {
+  for (const AtenNode& n : trace_.graph.nodes)
+    for (const char* r : {"rand", "dropout", "bernoulli", "normal", "uniform", "multinomial", "exponential", "geometric", "cauchy"})
+      if (n.op.find(r) != std::string::npos) return n.op;
+  return "";
+}
+
+bool CompiledGraph::rerunnable(std::string* why) const {
+  std::string reason;
+  if (!program_.input_mutations.empty() || !trace_.graph.input_mutations.empty()) reason = "it writes an input";
+  else if (std::string op = random_operator(); !op.empty()) reason = "it draws random numbers (" + op + ")";
+  else
+    for (const AtenNode& n : trace_.graph.nodes)
+      if (n.op.rfind("aten::", 0) != 0) {
+        reason = "it calls " + n.op;
+        break;
+      }
+  if (why) *why = reason;
+  return reason.empty();
 }
 
 std::vector<at::Tensor> CompiledGraph::run_steps(const std::vector<at::Tensor>& inputs, at::Tensor* device_flag, bool tuning) {

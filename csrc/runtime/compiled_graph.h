@@ -83,6 +83,13 @@ class CompiledGraph {
   // process loads them instead of timing again. Returns "kernel: configuration" per kernel, or
   // why nothing was tuned.
   std::string autotune(const std::vector<at::Tensor>& inputs);
+  // The first operator of the graph that draws random numbers (rand, dropout, ...), or "": a run
+  // of such a graph advances the generator, so it must not run more often than eager would.
+  std::string random_operator() const;
+  // Whether a run may be repeated with no effect beyond its discarded outputs: no input written in
+  // place, no random numbers drawn, only ATen operators (a collective or a custom operator may
+  // act beyond its results). Otherwise `why` says what stands in the way.
+  bool rerunnable(std::string* why) const;
   const ir::Program& program() const { return program_; }
   const bridge::TraceResult& trace() const { return trace_; }
   size_t num_kernels() const { return program_.kernels.size(); }  // generated kernels (CPU or CUDA)
