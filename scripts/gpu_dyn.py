@@ -25,7 +25,10 @@ row cache (cuda_codegen.cpp, symbolic_row_groups):
   at a length is a traced (eager ATen) run, so the compiled run, with its cuBLASLt bias+GELU
   epilogue matmuls (_addmm_activation, never run by the trace), first happens at the second call:
   the bench's one timed round (20 iterations over 16 lengths) is the first compiled run of 14
-  of its 16 lengths (dyn_seq 6.16 ms there, nanogpt 3.27 ms)."""
+  of its 16 lengths (dyn_seq 6.16 ms there, nanogpt 3.27 ms).
+- the stall is cuBLASLt's first _addmm_activation at a new M (7-11 ms at M = 8 x 256..448, 0.2 ms
+  at longer ones; scripts/gpu_stall.py --lt). A size's first (traced) call now also runs its
+  compiled graph once (codegen_bindings.cpp, first_sized_run): bench round 3.59 ms, inductor 5.24."""
 import argparse
 import os
 import re

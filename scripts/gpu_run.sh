@@ -14,6 +14,8 @@
 #   overhead  scripts/gpu_overhead.py (per-call overhead of a tiny CUDA graph, each mode)
 #   bw        scripts/gpu_bandwidth.py (achieved bandwidth of the memory-bound cases vs a copy)
 #   sizes     scripts/gpu_sizes.py (runtime sizes: how dyn_seq/decode_kv graphs serve their shapes, ms per shape)
+#   stall     scripts/gpu_stall.py (GPU_STALL_CASE, default dyn_seq: the bench's call sequence, each call's
+#             host and synced time, the first timed round's host events per call; trace under $OUT)
 # Each stage has its own time limit (GPU_T_<stage> seconds); logs go under $OUT, a summary last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -83,6 +85,9 @@ for stage in ${GPU_STAGES//,/ }; do
     sizes)
       timeout ${GPU_T_sizes:-150} "$PY" scripts/gpu_sizes.py ${GPU_SIZES_CASES:-} > "$OUT/sizes.log" 2>&1
       note "sizes: exit $?"; grep -v Warn "$OUT/sizes.log" | tail -30 | cut -c1-300 | tee -a "$S" ;;
+    stall)
+      OUT=$OUT timeout ${GPU_T_stall:-150} "$PY" scripts/gpu_stall.py --case ${GPU_STALL_CASE:-dyn_seq} > "$OUT/stall.log" 2>&1
+      note "stall: exit $?"; grep -v Warn "$OUT/stall.log" | head -40 | cut -c1-300 | tee -a "$S" ;;
     ro)
       timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
       note "reduce-overhead: exit $?"; tail -7 "$OUT/ro.log" | tee -a "$S" ;;

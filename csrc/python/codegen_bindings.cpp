@@ -401,6 +401,7 @@ class CodegenGraph {
   std::string size_status() const { return size_status_; }
   size_t num_size_builds() const { return size_builds_ + training_sizes_.builds(); }  // kernel sets built (or loaded) for runtime sizes
   size_t num_sizes_served() const { return sized_.size() + training_sizes_.served(); }  // size signatures those kernels run
+  size_t num_sizes_run_at_first_call() const { return sizes_run_at_first_call_; }  // see first_sized_run
   // For kiln/_cudagraphs.py: whether this graph can run inside a CUDA graph capture (compiled, for
   // CUDA, tensors only, no inputs written in place), and that run, whose kernels' error flag is
   // handed back in device memory (None without checks) rather than read with a host sync.
@@ -536,11 +537,41 @@ class CodegenGraph {
         rejected_.emplace(sig, 1);
         size_status_ = "runtime sizes " + sizes_text(sym) + ": specialised (" + why + "); " + served_text();
       }
+      first_sized_run(sig, inputs);
       return result;
     }
     samples_.push_back({sig, dims, std::move(tr), std::move(prog)});
     fit_sizes();
+    first_sized_run(sig, inputs);
     return result;
+  }
+
+  // A size the runtime-size kernels now serve was traced on this call (an eager run: its result),
+  // so its first compiled run would be its next call, and on CUDA that run pays what a process
+  // pays once per shape: the bias+GELU epilogue matmuls (_addmm_activation, which the traced run
+  // never calls) wait 7-11 ms in cuBLASLt at their first call at a new M (seen on an H200 at
+  // dyn_seq's lengths 256-448; 0.2 ms at longer ones). The bench's timed round over dyn_seq's 16
+  // lengths, the second call at 13 of them, took 5.45 ms a call (inductor 5.10); 3.59 with this
+  // (inductor 5.24, same machine). The compiled graph (kernels and extern calls) runs once here,
+  // on this call's inputs, its outputs discarded, where a run may be repeated
+  // (CompiledGraph::rerunnable); a run that fails leaves the size to its own specialisation. CPU
+  // graphs are not run twice: nothing of that size waits there, and their first call would pay
+  // the whole run again.
+  void first_sized_run(const std::vector<int64_t>& sig, const std::vector<at::Tensor>& inputs) {
+    auto it = sized_.find(sig);
+    // CUDA inputs: a program of extern calls alone (an MLP's matmuls) has no kernels of kiln's.
+    const bool cuda = std::any_of(inputs.begin(), inputs.end(), [](const at::Tensor& t) { return t.defined() && t.is_cuda(); });
+    if (it == sized_.end() || !cuda || !it->second->rerunnable(nullptr)) return;
+    try {
+      py::gil_scoped_release nogil;
+      it->second->run(inputs);
+    } catch (const std::exception& e) {
+      sized_.erase(it);
+      rejected_.emplace(sig, 1);
+      size_status_ = std::string("runtime sizes: a size's first run failed (") + e.what() + "), specialised; " + served_text();
+      return;
+    }
+    ++sizes_run_at_first_call_;
   }
 
   // With enough sizes sampled: the programs that lowered alike (the largest group of equal
@@ -1038,6 +1069,7 @@ class CodegenGraph {
   bool runtime_sizes_ = true;                // the option: kernels for runtime sizes at all
   bool sizes_off_ = false;                   // no template: every size is specialised
   size_t size_builds_ = 0;
+  size_t sizes_run_at_first_call_ = 0;
   std::string size_status_;
 };
 
@@ -1074,6 +1106,8 @@ void bind_codegen(py::module_& m) {
       .def_property_readonly("size_status", &CodegenGraph::size_status,
                              "how sizes other than the first call's are served: runtime sizes, or why each size is specialised")
       .def_property_readonly("num_size_builds", &CodegenGraph::num_size_builds, "kernel sets built for runtime sizes (0 or 1)")
+      .def_property_readonly("num_sizes_run_at_first_call", &CodegenGraph::num_sizes_run_at_first_call,
+                             "sizes whose runtime-size kernels ran once already at the size's first (traced) call (CUDA)")
       .def_property_readonly("num_sizes_served", &CodegenGraph::num_sizes_served,
                              "size signatures (besides the first call's) that the runtime-size kernels serve");
   m.def("_trace", [](py::object fn, py::sequence inputs) {

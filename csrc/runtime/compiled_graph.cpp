@@ -107,6 +107,7 @@ bool CompiledGraph::share_kernels(const CompiledGraph& base, std::vector<int64_t
 #else
   (void)sizes, (void)why;
 #endif
+  if (!cuda_ && !base.device_.is_cpu()) use_device(base.device_.index());
   handle_ = base.handle_;
   kernels_ = base.kernels_;
   symbols_ = std::move(symbols);
@@ -115,6 +116,10 @@ bool CompiledGraph::share_kernels(const CompiledGraph& base, std::vector<int64_t
 
 void CompiledGraph::use_cuda(std::shared_ptr<CudaKernels> kernels, int device) {
   cuda_ = std::move(kernels);
+  use_device(device);
+}
+
+void CompiledGraph::use_device(int device) {
   device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device));
   plan_fast_views();
 }
@@ -143,7 +148,7 @@ void CompiledGraph::plan_fast_views() {
       for (int a : s.args)
         if (a >= 0) escaping.insert(a);
   }
-  const bool on_cpu = !cuda_;
+  const bool on_cpu = device_.is_cpu();
   fast_views_.assign(program_.steps.size(), std::nullopt);
   for (size_t si = 0; si < program_.steps.size(); ++si) {
     const Step& s = program_.steps[si];
@@ -180,12 +185,10 @@ std::string CompiledGraph::autotune(const std::vector<at::Tensor>& inputs) {
   if (!cuda_ || cuda_->tune_path.empty()) return "not autotuned (no CUDA kernels)";
   if (!cuda_->needs_tuning) return "tuned choices loaded from " + cuda_->tune_path;
   // A run draws no random numbers twice: graphs with random operators keep the defaults.
-  for (const AtenNode& n : trace_.graph.nodes)
-    for (const char* r : {"rand", "dropout", "bernoulli", "normal", "uniform", "multinomial", "exponential", "geometric", "cauchy"})
-      if (n.op.find(r) != std::string::npos) {
-        cuda_->needs_tuning = false;
-        return "not autotuned: the graph draws random numbers (" + n.op + ")";
-      }
+  if (std::string op = random_operator(); !op.empty()) {
+    cuda_->needs_tuning = false;
+    return "not autotuned: the graph draws random numbers (" + op + ")";
+  }
   std::vector<at::Tensor> copies;
   for (const at::Tensor& t : inputs) copies.push_back(t.defined() ? t.clone(at::MemoryFormat::Preserve) : t);
   run_steps(copies, nullptr, true);
@@ -198,6 +201,27 @@ std::string CompiledGraph::autotune(const std::vector<at::Tensor>& inputs) {
   cuda_->needs_tuning = false;
   store_tune_file(cuda_->tune_path, file, cuda_->size());
   return text;
+}
+
+std::string CompiledGraph::random_operator() const {
+  for (const AtenNode& n : trace_.graph.nodes)
+    for (const char* r : {"rand", "dropout", "bernoulli", "normal", "uniform", "multinomial", "exponential", "geometric", "cauchy"})
+      if (n.op.find(r) != std::string::npos) return n.op;
+  return "";
+}
+
+bool CompiledGraph::rerunnable(std::string* why) const {
+  std::string reason;
+  if (!program_.input_mutations.empty() || !trace_.graph.input_mutations.empty()) reason = "it writes an input";
+  else if (std::string op = random_operator(); !op.empty()) reason = "it draws random numbers (" + op + ")";
+  else
+    for (const AtenNode& n : trace_.graph.nodes)
+      if (n.op.rfind("aten::", 0) != 0) {
+        reason = "it calls " + n.op;
+        break;
+      }
+  if (why) *why = reason;
+  return reason.empty();
 }
 
 std::vector<at::Tensor> CompiledGraph::run_steps(const std::vector<at::Tensor>& inputs, at::Tensor* device_flag, bool tuning) {
@@ -218,8 +242,8 @@ std::vector<at::Tensor> CompiledGraph::run_steps(const std::vector<at::Tensor>& 
   // On CUDA the flag lives in device memory and is read once, after the last step.
   std::optional<c10::DeviceGuard> guard;
   at::Tensor device_error;
+  if (!device_.is_cpu()) guard.emplace(device_);
   if (cuda_) {
-    guard.emplace(device_);
     if (cuda_->checks()) device_error = at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(device_));
   }
   std::vector<at::Tensor> donated(nb);  // per buffer: released memory it may take over

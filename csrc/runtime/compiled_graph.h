@@ -58,6 +58,9 @@ class CompiledGraph {
   // Runs on CUDA device `device` with these kernels instead (codegen/cuda): kernel outputs are
   // allocated there, kernels launch on its current stream.
   void use_cuda(std::shared_ptr<CudaKernels> kernels, int device);
+  // A CUDA graph with no kernels of kiln's (extern calls alone: matmuls with their epilogues) runs
+  // on CUDA device `device` all the same: its inputs are checked there.
+  void use_device(int device);
   bool on_cuda() const { return cuda_ != nullptr; }
   // Runs `base`'s kernels, generated for runtime sizes (ir/size_template.h), with these values of
   // their size symbols: this graph's program is the template's at those values (checked by the
@@ -80,6 +83,13 @@ class CompiledGraph {
   // process loads them instead of timing again. Returns "kernel: configuration" per kernel, or
   // why nothing was tuned.
   std::string autotune(const std::vector<at::Tensor>& inputs);
+  // The first operator of the graph that draws random numbers (rand, dropout, ...), or "": a run
+  // of such a graph advances the generator, so it must not run more often than eager would.
+  std::string random_operator() const;
+  // Whether a run may be repeated with no effect beyond its discarded outputs: no input written in
+  // place, no random numbers drawn, only ATen operators (a collective or a custom operator may
+  // act beyond its results). Otherwise `why` says what stands in the way.
+  bool rerunnable(std::string* why) const;
   const ir::Program& program() const { return program_; }
   const bridge::TraceResult& trace() const { return trace_; }
   size_t num_kernels() const { return program_.kernels.size(); }  // generated kernels (CPU or CUDA)

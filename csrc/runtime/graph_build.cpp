@@ -235,6 +235,16 @@ ir::Program lower_graph(bridge::TraceResult& trace, const BuildOptions& opts) {
   return prog;
 }
 
+// A program with nothing to generate (its ATen calls alone) runs on the graph's device, `device`
+// (-1: the CPU). On CUDA it ran on none: its inputs never matched the CPU it was placed on, so
+// every call declined and ran op by op (a Linear, tanh GELU, Linear block on CUDA is two matmuls,
+// one with cuBLASLt's bias+GELU epilogue, and no kernel of kiln's).
+static std::shared_ptr<CompiledGraph> extern_calls_only(bridge::TraceResult trace, ir::Program prog, int device) {
+  auto g = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+  if (device >= 0) g->use_device(device);
+  return g;
+}
+
 BuildResult build_for_sizes(bridge::TraceResult trace, ir::Program prog, const ir::SizeTemplate& tmpl, std::vector<int64_t> symbols,
                             const BuildOptions& opts) {
   BuildResult r;
@@ -246,7 +256,7 @@ BuildResult build_for_sizes(bridge::TraceResult trace, ir::Program prog, const i
     auto spelling = ir::spell_ints(tmpl, ints, &why);
     if (!spelling) throw std::runtime_error(why);
     if (prog.kernels.empty()) {
-      r.graph = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+      r.graph = extern_calls_only(std::move(trace), std::move(prog), device);
     } else if (device >= 0) {
 #ifdef KILN_WITH_CUDA
       codegen::CudaSizes sizes{std::move(*spelling), tmpl.num_symbols};
@@ -280,8 +290,8 @@ std::shared_ptr<CompiledGraph> share_sized_kernels(bridge::TraceResult trace, ir
 BuildResult build_lowered(bridge::TraceResult trace, ir::Program prog, const BuildOptions& opts) {
   BuildResult r;
   try {
-    const int device = prog.kernels.empty() ? -1 : graph_cuda_device(trace, opts);
-    if (prog.kernels.empty()) r.graph = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+    const int device = graph_cuda_device(trace, opts);
+    if (prog.kernels.empty()) r.graph = extern_calls_only(std::move(trace), std::move(prog), device);
 #ifdef KILN_WITH_CUDA
     else if (device >= 0) r.graph = build_cuda(std::move(trace), std::move(prog), device, opts, r);
 #endif
@@ -321,7 +331,7 @@ BuildResult build_graph(bridge::TraceResult trace, const BuildOptions& opts) {
     ir::Program prog = lower_graph(trace, opts);
     r.timings.push_back({"lower", since(t0)});
     if (prog.kernels.empty()) {  // nothing to generate: the program is its ATen calls
-      r.graph = std::make_shared<CompiledGraph>(std::move(trace), std::move(prog));
+      r.graph = extern_calls_only(std::move(trace), std::move(prog), device);
       return r;
     }
 #ifdef KILN_WITH_CUDA

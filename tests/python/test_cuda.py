@@ -459,7 +459,14 @@ def test_linear_activation_runs_as_one_cublaslt_call(act, dtype):
 
     with torch.no_grad():
         g = check(fn, lambda: (make((4, 16, 64), dtype),), min_kernels=0)
-    assert "_addmm_activation" in g.graph_text, g.graph_text
+        assert "_addmm_activation" in g.graph_text, g.graph_text
+        # The compiled program runs (a graph of extern calls alone, relu's, ran op by op: its
+        # inputs never matched the CPU it was placed on), so the epilogue matmul is what runs.
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            g(make((4, 16, 64), dtype))
+        ran = {e.key for e in prof.key_averages()}
+        assert "aten::_addmm_activation" in ran and "aten::relu" not in ran and "aten::gelu" not in ran, sorted(ran)
 
 
 def test_pre_activation_read_elsewhere_keeps_addmm():

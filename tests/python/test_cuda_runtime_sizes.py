@@ -187,3 +187,51 @@ def test_training_over_lengths_shares_one_forward_backward_build(dtype):
     assert g.num_size_builds == 1, (g.size_status, g.training_status)
     assert g.num_specializations <= 3, g.size_status
     assert g.num_sizes_served >= len(sizes) - 6, g.size_status
+
+
+def test_a_new_size_runs_its_compiled_kernels_at_its_first_call():
+    # A size the shared kernels serve is traced (run eagerly) at its first call; its compiled run
+    # happens then too, outputs discarded, so per-shape set-up (cuBLASLt's bias+GELU epilogue
+    # matmul, which the traced run never calls) is not paid by its second call.
+    kiln.reset()
+    m = nn.Sequential(nn.Linear(64, 256), nn.GELU(approximate="tanh"), nn.Linear(256, 64)).to(DEV).eval()
+    sizes = [16, 24, 32, 40, 48, 56, 72, 80]
+    run_sizes(m, lambda t: (torch.randn(t, 64, device=DEV),), sizes, rtol=1e-3, atol=1e-4)
+    g = sized_graph()
+    assert_few_builds(g, served=len(sizes) - 3)
+    # The sizes after the template exists, and the one whose call built it.
+    assert g.num_sizes_run_at_first_call >= len(sizes) - 4, g.size_status
+
+
+def test_a_new_size_that_writes_an_input_or_draws_random_numbers_runs_once():
+    # Running a graph twice would write its input twice or draw random numbers twice: such a
+    # graph's first call at a new size is its traced run alone.
+    def writes(x, acc):
+        acc.add_(x.sum(0))
+        return torch.softmax(x, -1)
+
+    kiln.reset()
+    compiled = kiln.compile(writes)
+    with torch.no_grad():
+        for t in [16, 24, 32, 40, 48, 56]:
+            x = torch.randn(t, 32, device=DEV)
+            acc, acc_ref = torch.zeros(32, device=DEV), torch.zeros(32, device=DEV)
+            close(compiled(x, acc), writes(x, acc_ref))
+            close(acc, acc_ref)
+    assert all(g.num_sizes_run_at_first_call == 0 for g in _codegen.GRAPHS), [g.size_status for g in _codegen.GRAPHS]
+
+    def draws(x):
+        return torch.softmax(x + torch.rand_like(x), -1)
+
+    kiln.reset()
+    compiled = kiln.compile(draws)
+    with torch.no_grad():
+        for t in [16, 24, 32, 40, 48, 56]:
+            x = torch.randn(t, 32, device=DEV)
+            torch.manual_seed(t)
+            got = compiled(x)  # each size's first call: the generator advances as eager's
+            state = torch.cuda.get_rng_state()
+            torch.manual_seed(t)
+            assert got.shape == draws(x).shape
+            assert torch.equal(state, torch.cuda.get_rng_state())
+    assert all(g.num_sizes_run_at_first_call == 0 for g in _codegen.GRAPHS), [g.size_status for g in _codegen.GRAPHS]
