@@ -11,6 +11,7 @@
 #include "frontend/interpreter/autocast_dtypes.h"
 
 #include <cstring>
+#include <functional>
 
 #include "frontend/interpreter/interpreter_frame.h"
 #include "frontend/objects/py_ref.h"
@@ -53,6 +54,45 @@ bool has_meta_tensor(PyObject* v) {
   return false;
 }
 
+// `v` with `leaf` applied to each item of its tuples, lists and dict values (walked), or to `v`
+// itself when it is none of those. New reference; nullptr with a Python error set if `leaf` fails.
+PyObject* map_items(PyObject* v, const std::function<PyObject*(PyObject*)>& leaf) {
+  if (PyTuple_CheckExact(v) || PyList_CheckExact(v)) {
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+    PyRef out = PyRef::steal(PyTuple_CheckExact(v) ? PyTuple_New(n) : PyList_New(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* e = leaf(PySequence_Fast_GET_ITEM(v, i));
+      if (!e) return nullptr;
+      if (PyTuple_CheckExact(v)) PyTuple_SET_ITEM(out.get(), i, e);
+      else PyList_SET_ITEM(out.get(), i, e);
+    }
+    return out.release();
+  }
+  if (PyDict_CheckExact(v)) {
+    PyRef out = PyRef::steal(PyDict_New());
+    PyObject *k, *x;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(v, &pos, &k, &x)) {
+      PyRef e = PyRef::steal(leaf(x));
+      if (!e || PyDict_SetItem(out.get(), k, e.get()) < 0) return nullptr;
+    }
+    return out.release();
+  }
+  return Py_NewRef(v);
+}
+
+// meta.to(dtype); with symbolic sizes under PyTorch's Python dispatcher, as MetaExecutor runs meta
+// kernels. New reference.
+PyObject* meta_to(PyObject* meta, PyObject* dtype) {
+  PyRef dispatcher;
+  if (probe_is_symbolic_tensor(meta)) {
+    PyObject* enable = module_attr("torch._C", "_EnablePythonDispatcher");
+    dispatcher = enable ? PyRef::steal(PyObject_CallNoArgs(enable)) : PyRef();
+    if (!dispatcher) return nullptr;
+  }
+  return PyObject_CallMethod(meta, "to", "O", dtype);
+}
+
 // A real stand-in for each meta tensor in `v` (tuples, lists and dict values walked), zeros of
 // its dtype on `device`: one element per dimension, or its full sizes (`full`) as an expanded
 // zero (no memory); the meta device named as an argument becomes `device`. With `hints`, symbolic
@@ -93,28 +133,7 @@ PyObject* stand_ins(PyObject* v, PyObject* device, bool full, bool hints) {
     return PyObject_CallMethod(zr.get(), "expand", "O", sizes.get());
   }
   if (v == g_torch.meta_device) return Py_NewRef(device);
-  if (PyTuple_CheckExact(v) || PyList_CheckExact(v)) {
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
-    PyRef out = PyRef::steal(PyTuple_CheckExact(v) ? PyTuple_New(n) : PyList_New(n));
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* e = stand_ins(PySequence_Fast_GET_ITEM(v, i), device, full, hints);
-      if (!e) return nullptr;
-      if (PyTuple_CheckExact(v)) PyTuple_SET_ITEM(out.get(), i, e);
-      else PyList_SET_ITEM(out.get(), i, e);
-    }
-    return out.release();
-  }
-  if (PyDict_CheckExact(v)) {
-    PyRef out = PyRef::steal(PyDict_New());
-    PyObject *k, *x;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(v, &pos, &k, &x)) {
-      PyRef e = PyRef::steal(stand_ins(x, device, full, hints));
-      if (!e || PyDict_SetItem(out.get(), k, e.get()) < 0) return nullptr;
-    }
-    return out.release();
-  }
-  return Py_NewRef(v);
+  return map_items(v, [&](PyObject* x) { return stand_ins(x, device, full, hints); });
 }
 
 // The call on stand-ins, with the generators' states as they were (a random operator draws).
@@ -160,14 +179,7 @@ PyObject* with_dtypes(PyObject* meta, PyObject* real) {
     PyRef rd = PyRef::steal(PyObject_GetAttrString(real, "dtype"));
     if (!md || !rd) return nullptr;
     if (md.get() == rd.get()) return Py_NewRef(meta);
-    // Symbolic sizes: meta kernels run under PyTorch's Python dispatcher, as MetaExecutor runs them.
-    PyRef dispatcher;
-    if (probe_is_symbolic_tensor(meta)) {
-      PyObject* enable = module_attr("torch._C", "_EnablePythonDispatcher");
-      dispatcher = enable ? PyRef::steal(PyObject_CallNoArgs(enable)) : PyRef();
-      if (!dispatcher) return nullptr;
-    }
-    return PyObject_CallMethod(meta, "to", "O", rd.get());
+    return meta_to(meta, rd.get());
   }
   const bool tuples = PyTuple_Check(meta) && PyTuple_Check(real), lists = PyList_Check(meta) && PyList_Check(real);
   if (!(tuples || lists) || PySequence_Fast_GET_SIZE(meta) != PySequence_Fast_GET_SIZE(real)) return Py_NewRef(meta);
@@ -200,40 +212,12 @@ PyObject* as_meta(PyObject* v) {
 // `v` (tuples, lists and dict values walked) with each floating meta tensor but float64 cast to
 // `dtype`, as autocast casts the operands of its lower-precision ops. New reference.
 PyObject* cast_to_autocast(PyObject* v, PyObject* dtype) {
-  if (is_meta_tensor(v)) {
-    PyRef fp = PyRef::steal(PyObject_CallMethod(v, "is_floating_point", nullptr));
-    PyRef d = PyRef::steal(PyObject_GetAttrString(v, "dtype"));
-    if (!fp || !d) return nullptr;
-    if (fp.get() != Py_True || d.get() == dtype || d.get() == module_attr("torch", "float64")) return Py_NewRef(v);
-    PyRef dispatcher;  // symbolic sizes: as MetaExecutor runs meta kernels
-    if (probe_is_symbolic_tensor(v)) {
-      PyObject* enable = module_attr("torch._C", "_EnablePythonDispatcher");
-      dispatcher = enable ? PyRef::steal(PyObject_CallNoArgs(enable)) : PyRef();
-      if (!dispatcher) return nullptr;
-    }
-    return PyObject_CallMethod(v, "to", "O", dtype);
-  }
-  if (PyTuple_CheckExact(v) || PyList_CheckExact(v)) {
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
-    PyRef items = PyRef::steal(PyList_New(n));
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* e = cast_to_autocast(PySequence_Fast_GET_ITEM(v, i), dtype);
-      if (!e) return nullptr;
-      PyList_SET_ITEM(items.get(), i, e);
-    }
-    return PyTuple_CheckExact(v) ? PyList_AsTuple(items.get()) : items.release();
-  }
-  if (PyDict_CheckExact(v)) {
-    PyRef out = PyRef::steal(PyDict_New());
-    PyObject *k, *x;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(v, &pos, &k, &x)) {
-      PyRef e = PyRef::steal(cast_to_autocast(x, dtype));
-      if (!e || PyDict_SetItem(out.get(), k, e.get()) < 0) return nullptr;
-    }
-    return out.release();
-  }
-  return Py_NewRef(v);
+  if (!is_meta_tensor(v)) return map_items(v, [&](PyObject* x) { return cast_to_autocast(x, dtype); });
+  PyRef fp = PyRef::steal(PyObject_CallMethod(v, "is_floating_point", nullptr));
+  PyRef d = PyRef::steal(PyObject_GetAttrString(v, "dtype"));
+  if (!fp || !d) return nullptr;
+  if (fp.get() != Py_True || d.get() == dtype || d.get() == module_attr("torch", "float64")) return Py_NewRef(v);
+  return meta_to(v, dtype);
 }
 
 }  // namespace

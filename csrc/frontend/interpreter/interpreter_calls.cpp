@@ -291,14 +291,13 @@ VarPtr Interpreter::from_python_value(PyObject* r, bool shared) {
 
 // ---------------------------------------------------------------- calls
 
-// t.addcdiv(a, b, value=v) / addcmul (and their in-place forms) with a tensor `value` (optimizers
-// pass a 0-d step size under compilers): the operator takes a Scalar, which eager reads with
-// .item(); in the graph it is value * (a / b) added to t, the same arithmetic without the read.
-// `x.addcdiv_(a, b, value=v)` and `x.add_(y, alpha=v)` whose scalar is a graph value: a tensor
-// (capturable optimizers) or a dynamic float (the lr a scheduler changes every step, which
-// otherwise recompiled per value). The product is computed first and added, as ATen computes
-// x + v * y (the fused kernel may round the last place differently). add/sub take a dynamic
-// float only among floating-point tensors: eager refuses a float alpha with integer ones.
+// `x.addcdiv_(a, b, value=v)` / addcmul and `x.add_(y, alpha=v)` / sub (and the out-of-place
+// forms) whose scalar is a graph value: a 0-d tensor (optimizers pass their step size as one under
+// compilers; eager reads it with .item()) or a dynamic float (the lr a scheduler changes every
+// step, which otherwise recompiled per value). The product is computed first and added, the
+// arithmetic ATen does (its fused kernel may round the last place differently), without the read.
+// add/sub take a dynamic float only among floating-point tensors: eager refuses a float alpha
+// with integer ones.
 VarPtr Interpreter::scalar_keyword_operand(const VarPtr& fn, const std::vector<VarPtr>& args,
                                            const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
   const std::string& m = fn->name;
