@@ -289,3 +289,48 @@ def test_an_lr_scheduler_does_not_recompile_the_optimizer_step_per_value(name):
     assert s["eager_runs"] == 0 and s["recompiles"] <= 3, s["recompile_reasons"]
     # SGD's momentum buffers go from None to tensors: the reason describes the tensor, not its values
     assert all(len(r) < 400 for r in s["recompile_reasons"]), s["recompile_reasons"]
+
+
+class Annealed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.tau = 1.0
+        self.seen = 0.0
+
+    def forward(self, x):
+        self.seen += self.tau  # a float attribute written back
+        return torch.softmax(self.lin(x) / self.tau, -1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_float_attribute_annealed_between_calls_stays_an_input(backend):
+    # Gumbel-softmax temperature annealing: the module's float attribute changes every step.
+    m, ref = Annealed(), Annealed()
+    ref.load_state_dict(m.state_dict())
+    c = kiln.compile(m, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for step in range(12):
+            m.tau = ref.tau = max(0.1, 1.0 - step * 0.07)
+            x = torch.randn(4, 8)
+            assert_same(c(x), ref(x))
+            assert type(m.seen) is float and m.seen == pytest.approx(ref.seen, rel=1e-12)
+    s = kiln.stats()
+    assert s["graphs"] == 2 and s["recompiles"] == 1 and s["eager_runs"] == 0, s["recompile_reasons"]
+
+
+def test_an_lr_read_from_param_groups_stays_an_input():
+    groups = [{"lr": 0.1}]
+
+    def update(p, g):
+        p.add_(g, alpha=-groups[0]["lr"])
+        return p
+
+    c = kiln.compile(update)
+    for step in range(12):
+        groups[0]["lr"] = 0.1 / (step + 1)
+        p, g = torch.randn(8), torch.randn(8)
+        assert_same(c(p.clone(), g), update(p.clone(), g))
+    s = kiln.stats()
+    assert s["graphs"] == 2 and s["recompiles"] == 1 and s["eager_runs"] == 0, s["recompile_reasons"]

@@ -422,3 +422,23 @@ def test_a_loss_whose_rows_differ_raises_as_eager():
         c(torch.randn(2, n, 8), torch.randint(0, 8, (2 * n,)))
     with pytest.raises(ValueError, match="batch_size"):
         c(torch.randn(2, 5, 8), torch.randint(0, 8, (9,)))
+
+
+def test_a_size_stored_in_an_attribute_is_stored_not_a_break():
+    class Remember(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rows = 0
+
+        def forward(self, x):
+            self.rows = x.size(0) * 2 + 1
+            return x.relu()
+
+    m = Remember()
+    c = kiln.compile(m)
+    for n in (4, 6, 9, 5):
+        x = torch.randn(n, 3)
+        assert_same(c(x), x.relu())
+        assert type(m.rows) is int and m.rows == 2 * n + 1
+    s = kiln.stats()
+    assert s["graph_breaks"] == 0 and s["graphs"] == 2, s["breaks"]

@@ -235,8 +235,10 @@ void Interpreter::store_attr(const VarPtr& obj, PyObject* name, const VarPtr& va
   PyObject* module_setter = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(g_torch.module_type), PyRef::steal(PyUnicode_FromString("__setattr__")).get());
   if (setter != object_setter && setter != module_setter) unsupported("attribute assignment (" + n + ") on " + t->tp_name + ", which defines __setattr__");
   if (PyType_Check(obj->obj.get()) || PyModule_Check(obj->obj.get())) unsupported("assignment to a class or module attribute (" + n + ")");
+  // A number computed from sizes or dynamic floats (`self.seen += self.tau`) is stored as the
+  // graph computes it, as a function returns one.
   if (value->kind != VarKind::kTensor && value->kind != VarKind::kConst && value->kind != VarKind::kObject &&
-      value->kind != VarKind::kTuple && value->kind != VarKind::kList && value->kind != VarKind::kDict)
+      value->kind != VarKind::kTuple && value->kind != VarKind::kList && value->kind != VarKind::kDict && value->kind != VarKind::kSymInt)
     unsupported("assigning a " + std::string(kind_name(value->kind)) + " to an attribute (" + n + ")");
   attr_stores_.push_back({obj, PyRef::borrow(name), value});
 }

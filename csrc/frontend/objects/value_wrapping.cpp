@@ -184,6 +184,15 @@ VarPtr Interpreter::wrap_unguarded(PyObject* o, const std::string& label) {
   return from_python_value(o, /*shared=*/true);
 }
 
+// Where a float that changes between calls becomes a graph input (dynamic_floats.cpp): a frame
+// argument, a global, an attribute of an object (a temperature annealed on the module), an item
+// of a list or dict (an optimizer's param_groups[0]['lr']) or a closure cell; not a class
+// attribute or a constant held by the source.
+static bool float_source_may_vary(Source::Kind k) {
+  return k == Source::kLocal || k == Source::kGlobal || k == Source::kInstanceAttr || k == Source::kItem || k == Source::kDictItem ||
+         k == Source::kClosureCell;
+}
+
 VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
   if (!src) return wrap_unguarded(o, "value");
   auto memo = wrapped_.find(src->repr());
@@ -194,7 +203,7 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
   } else if ((v = ndarray_input(o, src))) {
   } else if (src->kind == Source::kLocal && PyLong_CheckExact(o) && int_input_is_dynamic(o, src)) {
     v = symint_input(o, src);
-  } else if (src->kind == Source::kLocal && PyFloat_CheckExact(o) &&
+  } else if (PyFloat_CheckExact(o) && float_source_may_vary(src->kind) &&
              choose_dynamic_float(src->repr(), PyFloat_AS_DOUBLE(o), opts_.dynamic, opts_.size_history, &cap_.dynamic_changes)) {
     v = float_input(o, src);
   } else if (is_constant_like(o)) {
