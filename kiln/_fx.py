@@ -4,6 +4,9 @@ The C++ core describes the graph as (op, name, target, args, kwargs) rows whose 
 encoded ('n', node_index) | ('c', constant) | ('t'|'l', [items]); this rebuilds it with fx's
 public Graph API, so a backend receives exactly what torch.compile would hand it.
 """
+import math
+import operator
+
 import torch
 import torch.fx as fx
 
@@ -21,6 +24,10 @@ def _literal(v):
     if isinstance(v, slice):
         return _literal((v.start, v.stop, v.step))
     return isinstance(v, _LITERAL) or callable(v) or isinstance(v, type)
+
+
+def _negative_number(v):
+    return type(v) in (int, float) and math.copysign(1.0, v) < 0
 
 
 def to_graph_module(rows, name="kiln_graph"):
@@ -48,7 +55,12 @@ def to_graph_module(rows, name="kiln_graph"):
         if op == "placeholder":
             n = g.placeholder(nm)
         elif op == "call_function":
-            n = g.call_function(target, tuple(dec(a) for a in args), {k: dec(v) for k, v in kwargs.items()})
+            fargs = tuple(dec(a) for a in args)
+            if target is operator.pow and fargs and _negative_number(fargs[0]):
+                # fx prints `pow_1 = -2.0 ** x`, which Python reads as -(2.0 ** x): the base
+                # becomes a node of its own, printed on its own line.
+                fargs = (g.call_function(operator.neg, (-fargs[0],)),) + fargs[1:]
+            n = g.call_function(target, fargs, {k: dec(v) for k, v in kwargs.items()})
         elif op == "call_method":
             n = g.call_method(target, tuple(dec(a) for a in args), {k: dec(v) for k, v in kwargs.items()})
         elif op == "output":

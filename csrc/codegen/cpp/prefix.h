@@ -247,8 +247,9 @@ template <class T> static inline T abs_value(T x) { return x < T(0) ? T(-x) : x;
 static inline float abs_value(float x) { return __builtin_fabsf(x); }
 static inline double abs_value(double x) { return __builtin_fabs(x); }
 template <class T> static inline T relu(T x) { return x < T(0) ? T(0) : x; }
-template <class T> static inline T clamp_lo(T x, T lo) { return x < lo ? lo : x; }
-template <class T> static inline T clamp_hi(T x, T hi) { return x > hi ? hi : x; }
+// A NaN bound gives NaN, as eager's clamp does (a NaN x stays x).
+template <class T> static inline T clamp_lo(T x, T lo) { return x < lo || lo != lo ? lo : x; }
+template <class T> static inline T clamp_hi(T x, T hi) { return x > hi || hi != hi ? hi : x; }
 template <class T> static inline T sign(T x) { return T((T(0) < x) - (x < T(0))); }
 template <class T> static inline T floordiv(T a, T b, int* err) {
   if constexpr (std::is_integral<T>::value) {

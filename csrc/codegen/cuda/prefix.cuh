@@ -96,8 +96,9 @@ template <class T> KILN_DEV T abs_value(T x) { return x < T(0) ? T(-x) : x; }
 KILN_DEV float abs_value(float x) { return fabsf(x); }
 KILN_DEV double abs_value(double x) { return fabs(x); }
 template <class T> KILN_DEV T relu(T x) { return x < T(0) ? T(0) : x; }
-template <class T> KILN_DEV T clamp_lo(T x, T lo) { return x < lo ? lo : x; }
-template <class T> KILN_DEV T clamp_hi(T x, T hi) { return x > hi ? hi : x; }
+// A NaN bound gives NaN, as eager's clamp does (a NaN x stays x).
+template <class T> KILN_DEV T clamp_lo(T x, T lo) { return x < lo || lo != lo ? lo : x; }
+template <class T> KILN_DEV T clamp_hi(T x, T hi) { return x > hi || hi != hi ? hi : x; }
 template <class T> KILN_DEV T sign(T x) { return T((T(0) < x) - (x < T(0))); }
 template <class T> struct is_int { static constexpr bool value = false; };
 template <> struct is_int<signed char> { static constexpr bool value = true; };

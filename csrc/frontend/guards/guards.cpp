@@ -95,6 +95,10 @@ bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
     case kEquals: {
       if (v == obj.get()) return true;
       if (Py_TYPE(v) != Py_TYPE(obj.get())) return false;
+      if (PyFloat_CheckExact(v)) {  // the same bits: -0.0 is not 0.0 (1 / t, copysign, str), a nan is itself
+        const double a = PyFloat_AS_DOUBLE(v), b = PyFloat_AS_DOUBLE(obj.get());
+        return std::memcmp(&a, &b, sizeof a) == 0;
+      }
       int r = PyObject_RichCompareBool(v, obj.get(), Py_EQ);
       if (r < 0) { PyErr_Clear(); return false; }
       return r == 1;

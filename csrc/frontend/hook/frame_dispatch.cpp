@@ -529,9 +529,14 @@ static PyObject* run_entry(const CacheEntry& e, const FrameView& frame, bool* ef
     outs = PyRef::steal(PyObject_Vectorcall(e.compiled.get(), argv, n, nullptr));
   }
   if (!outs) {
+    // The graph's error stays pending while kiln looks: a type check with it set runs
+    // __instancecheck__ under an exception (SystemError: "returned a result with an exception set").
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
     if (e.enters_autocast) probe_restore_autocast_state(autocast_before);
     for (size_t i = 0; watch && i < n; ++i)
       if (probe_is_tensor(argv[i]) && probe_version(argv[i]) != versions[i]) *effects_started = true;
+    PyErr_Restore(type, value, tb);
     return nullptr;
   }
   PyRef seq = PyTuple_CheckExact(outs.get()) ? outs : PyRef::steal(PySequence_Fast(outs.get(), "kiln: a backend's compiled callable must return a sequence"));

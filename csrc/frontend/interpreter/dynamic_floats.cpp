@@ -131,7 +131,11 @@ VarPtr Interpreter::float_tensor_op(PyObject* fn, const std::vector<VarPtr>& arg
     return float_result(fn, args, hint);
   if ((is("truediv") || is("floordiv") || is("mod")) && args.size() == 2) {
     if (!excludes_by_guard(args[1], GuardLeaf::kFloatNonZero)) return nullptr;  // 1.0 / 0.0 raises
-    return float_result(fn, args, hint);
+    VarPtr r = float_result(fn, args, hint);
+    // Python's float % gives a zero the divisor's sign (-3.0 % 1.0 is 0.0), torch.remainder the
+    // dividend's; a nonzero remainder has the divisor's sign in both, so copysign fixes the zero.
+    if (is("mod")) r = float_result(module_attr("torch", "copysign"), {r, args[1]}, hint);
+    return r;
   }
   if (is("pow") && args.size() == 2 && args[1]->is_const() && PyLong_CheckExact(args[1]->obj.get())) {
     // A whole non-negative exponent: no negative base to a fraction (complex in Python), no 0.0

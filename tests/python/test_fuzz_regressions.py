@@ -1,0 +1,62 @@
+"""Bugs the fuzzer's float-argument programs found (tests/fuzz/floats.py), each reduced to the
+program that showed it, compiled vs eager."""
+import pytest
+import torch
+
+import kiln
+from conftest import assert_same
+
+BACKENDS = ["eager", "aot_eager", "kiln"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_declined_graph_that_wrote_an_input_with_a_dynamic_int(backend):
+    # The graph declined (an output is a view of an input it writes); kiln then checked which
+    # inputs were tensors with the error still pending: SystemError instead of eager's result.
+    def f(x, n):
+        x.add_(1)
+        return x[n]
+
+    c = kiln.compile(f, backend=backend)
+    for n in (1, 2, 3):
+        a, b = torch.zeros(4), torch.zeros(4)
+        assert_same(c(a, n), f(b, n))
+        assert_same(a, b)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_minus_zero_is_not_zero(backend):
+    # A float specialised to -0.0 served 0.0 (the guard compared with ==): 1 / t came out -inf.
+    c = kiln.compile(lambda x, t: (x / t, str(t)), backend=backend, dynamic=False)
+    for t in (-0.0, 0.0, -0.0):
+        assert_same(c(torch.ones(2), t), (torch.ones(2) / t, str(t)))
+    assert kiln.stats()["graphs"] == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_python_float_modulo_gives_a_zero_the_divisors_sign(backend):
+    f = lambda x, t: (x / (t % 1.0), t % -1.0)  # noqa: E731
+    c = kiln.compile(f, backend=backend)
+    for t in (0.5, 0.25, -3.0, 3.0, -0.5):
+        got, want = c(torch.ones(2), t), f(torch.ones(2), t)
+        assert_same(got[0], want[0])
+        assert got[1] == want[1] and str(got[1]) == str(want[1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_negative_constant_base_of_a_power(backend):
+    # fx printed `pow_1 = -2.0 ** x`, which Python reads as -(2.0 ** x).
+    c = kiln.compile(lambda x: ((-2.0) ** x, (-0.0) ** x, (-3) ** x), backend=backend)
+    x = torch.tensor([2.0, 3.0, 0.5, 0.0])
+    for _ in range(2):
+        assert_same(c(x), ((-2.0) ** x, (-0.0) ** x, (-3) ** x))
+
+
+@pytest.mark.parametrize("op", [lambda x, b: torch.clamp(x, min=b), lambda x, b: torch.clamp(x, max=b),
+                                lambda x, b: x.clamp_min(b), lambda x, b: torch.clamp(x, b, b + 1)])
+def test_a_nan_bound_of_clamp_in_generated_code(op):
+    # The generated kernel's x < lo ? lo : x ignored a NaN bound; eager's clamp gives NaN.
+    c = kiln.compile(lambda x: op(x, float("nan")) * 2)
+    x = torch.randn(16)
+    for _ in range(3):
+        assert_same(c(x), op(x, float("nan")) * 2)
