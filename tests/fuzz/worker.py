@@ -272,7 +272,9 @@ class Runner:
             except Exception as e:  # noqa: BLE001
                 return None, e, sink.getvalue()
 
-        for label, off, variant in CALLS:
+        # float-argument programs (tests/fuzz/floats.py) call more often, with other float values
+        calls = CALLS + [tuple(c) for c in ns.get("_EXTRA_CALLS", ())]
+        for label, off, variant in calls:
             rs = seed * 7919 + off
             ea, ca = make_inputs(rs, variant), make_inputs(rs, variant)
             torch.manual_seed(rs)
