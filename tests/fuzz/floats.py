@@ -41,16 +41,18 @@ FLOAT_FRACTION = 0.35
 FLOAT_HEADER = '''
 import random as _random
 
-_SPECIAL = [0.0, -0.0, 1.0, -1.0, 2.0, 3.0, -2.0, 0.5, -0.5, 0.1, 0.3, 1e-3, 100.0, -7.0, 1e-300, 1e200, -1e200,
-            2, 0, -3, float("inf"), float("-inf"), float("nan")]
+_SPECIAL = [0.0, -0.0, 1.0, -1.0, 2.0, 3.0, -2.0, 0.5, -0.5, 0.1, 0.3, 1e-3, 100.0, -7.0, 1e-300]
+_RARE = [1e200, -1e200, float("inf"), float("-inf"), float("nan")]{ints}
 
 
 def _flt(rng_seed, i, positive=False):
     """Float argument i of the call made with `rng_seed`: ordinary values mostly, special ones
-    (0.0, -0.0, whole numbers, an int, tiny, huge, inf, nan) a quarter of the time."""
+    (0.0, -0.0, whole numbers as floats, tiny) a fifth of the time, huge / inf / nan rarely."""
     r = _random.Random(rng_seed * 1009 + i)
     x = r.random()
-    if x < 0.25:
+    if x < 0.03:
+        v = r.choice(_RARE)
+    elif x < 0.23:
         v = r.choice(_SPECIAL)
     elif x < 0.5:
         v = round(r.uniform(-3, 3), 1)
@@ -60,6 +62,10 @@ def _flt(rng_seed, i, positive=False):
         v = abs(v)
     return v
 '''
+# Python ints among the values (a float argument called with an int: its guards must tell): off
+# unless KILN_FUZZ_FLOAT_INTS=1, while an int there hits a known SystemError (fuzz session 18:
+# frame_dispatch.cpp run_entry checks input versions with the graph's exception still set).
+_INTS = "\n_SPECIAL += [2, 0, -3]" if os.environ.get("KILN_FUZZ_FLOAT_INTS") == "1" else ""
 
 EXTRA_CALLS = [("float3", 3, 0), ("float4", 4, 0), ("float5", 5, 1), ("float6", 6, 0), ("float7", 7, 1),
                ("float7-again", 7, 1), ("float8", 8, 0)]
@@ -101,7 +107,7 @@ class FloatGen(Gen):
 
     def fresh_env(self, variant):
         ns = {"__name__": "fuzz_gen"}
-        exec(HEADER + FLOAT_HEADER + "\n" + self.make_inputs_src(), ns)
+        exec(HEADER + FLOAT_HEADER.format(ints=_INTS) + "\n" + self.make_inputs_src(), ns)
         vals = ns["make_inputs"](self.seed, variant)
         for (name, _), v in zip(self.args, vals):
             ns[name] = v
@@ -174,7 +180,8 @@ def _fop_tensor(g):
     c = r.choice(bools) if bools and r.random() < 0.5 else f"{x} > 0"
     same = g.tensors(lambda u: u.shape == t.shape and u.is_floating_point())
     y = r.choice(same) if same else f"{g.as_float(x)}.cos()"
-    xs = r.choice([x, x, x, f"{x}.half()", f"{x}.to(torch.bfloat16)", f"{x}.long()", f"{x}.int()", f"{x}.bool()",
+    xs = r.choice([x, x, x, f"{x}.half()", f"{x}.to(torch.bfloat16)", f"{x}.double().nan_to_num().clamp(-100, 100).long()",
+                   f"{x}.double().nan_to_num().clamp(-100, 100).int()", f"{x}.bool()",
                    f"{g.as_float(x)}.sum()", f"{x}.double()", f"{x}[0]" if t.dim() else x,
                    f"{g.as_float(x)}.mean()" if t.numel() else x])
     forms = ["{x} * {a}", "{a} * {x}", "{x} / {a}", "{a} / {x}", "{x} + {a}", "{a} - {x}", "{x} - {a} * {b}",
@@ -309,6 +316,12 @@ def _fop_cat(g):
     n = g.new()
     dt = r.choice(CAT_DTYPES)
     dt2 = r.choice(CAT_DTYPES)
+    # float -> integer casts of values out of the type's range are undefined behaviour (eager and
+    # generated code may differ): keep the values in range first
+    cast = "{v}.to(%s)"
+    safe = "{v}.double().nan_to_num().clamp(0, 100).to(%s)"
+    c1 = (safe if dt in ("torch.uint8", "torch.int8", "torch.int32", "torch.int64") else cast) % dt
+    c2 = (safe if dt2 in ("torch.uint8", "torch.int8", "torch.int32", "torch.int64") else cast) % dt2
     kind = r.random()
     if kind < 0.12:  # a partner with another size along the cat dim (a new argument)
         dims = []
@@ -358,7 +371,7 @@ def _fop_cat(g):
     xm = f"{x}.mT" if nd >= 2 else x
     ym = f"{y}.mT" if nd >= 2 else y
     forms = [
-        ("[{x}, {y}.to({dt})]", d), ("[{x}.to({dt}), {y}.to({dt2}), {x}]", d), ("[{x}, {y}]", d),
+        ("[{x}, {y_dt}]", d), ("[{x_dt}, {y_dt2}, {x}]", d), ("[{x}, {y}]", d),
         ("[{x}, torch.empty(0)]", d), ("[torch.zeros(0, dtype=torch.int64), {x}]", d),
         ("[torch.empty(0, dtype={dt}), {x}, torch.empty(0)]", d), ("[{x}.narrow({d}, 0, 0), {y}]", d),
         ("[{x}[:0], {x}[:0]]", 0), ("[{x}, {x}.flip({d}), {y}]", d), ("{x}.split(2, {d})", d),
@@ -371,7 +384,8 @@ def _fop_cat(g):
     ]
     lst, cd = r.choice(forms)
     a = g.fpick() if g.floats() else "1.5"
-    lst = lst.format(x=x, y=y, dt=dt, dt2=dt2, d=d, xm=xm, ym=ym, a=a)
+    lst = lst.format(x=x, y=y, dt=dt, dt2=dt2, d=d, xm=xm, ym=ym, a=a, y_dt=c1.format(v=y), x_dt=c1.format(v=x),
+                     y_dt2=c2.format(v=y))
     if r.random() < 0.08 and cd is not None:  # out=
         return f"{n} = torch.empty(0, dtype={r.choice(['torch.float32', 'torch.float64', str(t.dtype)])})\ntorch.cat({lst}, {cd}, out={n})"
     expr = _cat_call(g, lst, cd)
@@ -401,7 +415,7 @@ def generate_floats(seed: int) -> Program:
         rets = [g.vars[0]]
     body = "\n".join(g.stmts) + ("\n" if g.stmts else "") + f"return ({', '.join(rets)},)"
     argnames = ", ".join(n for n, _ in g.args)
-    src = (HEADER + FLOAT_HEADER + f"\n_EXTRA_CALLS = {EXTRA_CALLS!r}\n\n" + g.make_inputs_src() + "\n\n"
+    src = (HEADER + FLOAT_HEADER.format(ints=_INTS) + f"\n_EXTRA_CALLS = {EXTRA_CALLS!r}\n\n" + g.make_inputs_src() + "\n\n"
            + f"def f({argnames}):\n" + textwrap.indent(body, "    ") + "\n")
     src = f"# kiln fuzz program, seed {seed} (floats)\n" + src
     return Program(seed, src, len(g.stmts), g.expects_error, g.features)
