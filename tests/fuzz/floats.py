@@ -74,9 +74,16 @@ _INTS = "\n_SPECIAL += [2, 0, -3]" if os.environ.get("KILN_FUZZ_FLOAT_INTS") == 
 _SKIP_KNOWN = os.environ.get("KILN_FUZZ_FLOAT_SKIP_KNOWN") == "1"
 _HUGE = "" if _SKIP_KNOWN else "1e200, -1e200, "
 _BF16 = "torch.float16" if _SKIP_KNOWN else "torch.bfloat16"
+# calls with the floats negated / zeroed (EXTRA_CALLS_TRANSFORMED): on unless KILN_FUZZ_FLOAT_TRANSFORMS=0
+_TRANSFORMS = os.environ.get("KILN_FUZZ_FLOAT_TRANSFORMS", "1") != "0"
 
 EXTRA_CALLS = [("float3", 3, 0), ("float4", 4, 0), ("float5", 5, 1), ("float6", 6, 0), ("float7", 7, 1),
                ("float7-again", 7, 1), ("float8", 8, 0)]
+# the worker's FLOAT_TRANSFORMS: the float arguments negated, 0.0, then -0.0 (a guard must tell the zeros apart)
+EXTRA_CALLS_TRANSFORMED = [("float8-negated", 8, 0, "neg"), ("zero", 8, 0, "zero"), ("negative-zero", 8, 0, "negzero"),
+                           ("zero-again", 8, 0, "zero")]
+if _SKIP_KNOWN:  # a float specialised to 0.0 is taken for -0.0 (its guard is ==), reported in fuzz session 18
+    EXTRA_CALLS_TRANSFORMED = [c for c in EXTRA_CALLS_TRANSFORMED if c[0] != "negative-zero"]
 
 
 def is_float_seed(seed: int) -> bool:
@@ -163,7 +170,9 @@ def _fop_arith(g):
              "2 ** {a}", "{a} ** {b}", "math.exp({a})", "math.sqrt(abs({a}))", "math.floor({a})", "int({a})",
              "round({a}, 2)", "min({a}, 1.0)", "max({a}, {b})", "{a} * 0.1 + {b} * 0.2", "(1 - {a}) * (1 + {a})",
              "-{a} / 2", "abs({a}) ** 2 + 1", "{a} ** 64", "{a} ** 65", "math.sqrt({a}) * 2", "math.log({a}) - {b}",
-             "float({a}) ** 2", "-(-{a})", "{a} - {a}", "{a} / {a}", "1 / ({a} - {a})", "{a} % -2.0", "-7 // {a}"]
+             "float({a}) ** 2", "-(-{a})", "{a} - {a}", "{a} / {a}", "1 / ({a} - {a})", "{a} % -2.0", "-7 // {a}",
+             "math.copysign(1.0, {a})", "math.copysign(2.0, {a} % 1.5)", "math.atan2({a}, -1.0)", "math.atan2({a} % 1.0, -1.0)",
+             "math.copysign(1.0, -{a} * 0.0)", "math.copysign(1.0, {a} // 2.0)", "{a} % 1.0", "-{a} % 1.0"]
     x = None
     if r.random() < 0.3:
         try:
@@ -206,7 +215,10 @@ def _fop_tensor(g):
              "torch.where({x} > {a}, {x}, {a} * 2)", "{x}.lt({a})", "{x}.float().div({a}, rounding_mode='floor')",
              "torch.hardtanh({y}, -abs({a}), abs({a}))", "torch.nn.functional.elu({y}, alpha={a})",
              "{x}.new_full((2,), {a})", "torch.ones(2, dtype={y}.dtype) * {a}", "torch.mul({x}, {a})",
-             "torch.true_divide({x}, {a})", "torch.sub({x}, {a})"]
+             "torch.true_divide({x}, {a})", "torch.sub({x}, {a})", "{x} / ({a} % 1.5)", "{x} / ({a} * 0.0)",
+             "1.0 / ({x} * {a})", "torch.linspace(0.0, {a}, 5)", "torch.full((2, 2), {a}, dtype=torch.float64)",
+             "torch.zeros(3).fill_({a})", "torch.tensor({a}).expand(3)", "{x}.new_tensor({a})", "torch.atan2({y}, {y} * 0 + {a})",
+             "torch.copysign({y}, {a})", "torch.tensor([{a}, -{a}]) * {b}", "{x} * ({a} ** {n})"]
     form = r.choice(forms)
     return f"{g.new()} = " + form.format(x=xs if "{y}" not in form else x, a=a, b=b, c=c, y=y,
                                          n=f"{x}.shape[0]" if t.dim() else "3")
@@ -245,6 +257,8 @@ def _fop_break(g):
     xf = g.as_float(x)
     n = g.new()
     forms = [f"print('t', round({a}, 3), file=_SINK)\n{n} = {xf} * {a}",
+             f"print({a}, {a} * 2, -{a}, file=_SINK)\n{n} = {xf} - {a}",
+             f"print(str({a} % 1.0), repr(-{a}), file=_SINK)\n{n} = {xf} * 2",
              f"print(f'{{{a}:.4f}}', file=_SINK)\n{n} = {xf} + {a}",
              f"{n}_u = {a} * 2.0\nprint({x}.shape, file=_SINK)\n{n} = {xf} * {n}_u + {a}",
              f"{n}_v = {xf}.sum().item()\n{n} = {xf} * ({a} + {n}_v)",
@@ -423,7 +437,7 @@ def generate_floats(seed: int) -> Program:
         rets = [g.vars[0]]
     body = "\n".join(g.stmts) + ("\n" if g.stmts else "") + f"return ({', '.join(rets)},)"
     argnames = ", ".join(n for n, _ in g.args)
-    src = (HEADER + FLOAT_HEADER.format(ints=_INTS, huge=_HUGE) + f"\n_EXTRA_CALLS = {EXTRA_CALLS!r}\n\n" + g.make_inputs_src() + "\n\n"
+    src = (HEADER + FLOAT_HEADER.format(ints=_INTS, huge=_HUGE) + f"\n_EXTRA_CALLS = {EXTRA_CALLS + (EXTRA_CALLS_TRANSFORMED if _TRANSFORMS else [])!r}\n\n" + g.make_inputs_src() + "\n\n"
            + f"def f({argnames}):\n" + textwrap.indent(body, "    ") + "\n")
     src = f"# kiln fuzz program, seed {seed} (floats)\n" + src
     return Program(seed, src, len(g.stmts), g.expects_error, g.features)
