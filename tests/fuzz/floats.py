@@ -41,7 +41,7 @@ FLOAT_FRACTION = 0.35
 FLOAT_HEADER = '''
 import random as _random
 
-_SPECIAL = [0.0, -0.0, 1.0, -1.0, 2.0, 3.0, -2.0, 0.5, -0.5, 0.1, 0.3, 1e-3, 100.0, -7.0, 1e-300]
+_SPECIAL = [0.0, {negzero}1.0, -1.0, 2.0, 3.0, -2.0, 0.5, -0.5, 0.1, 0.3, 1e-3, 100.0, -7.0, 1e-300]
 _RARE = [{huge}float("inf"), float("-inf"), float("nan")]{ints}
 
 
@@ -83,7 +83,7 @@ EXTRA_CALLS = [("float3", 3, 0), ("float4", 4, 0), ("float5", 5, 1), ("float6", 
 EXTRA_CALLS_TRANSFORMED = [("float8-negated", 8, 0, "neg"), ("zero", 8, 0, "zero"), ("negative-zero", 8, 0, "negzero"),
                            ("zero-again", 8, 0, "zero")]
 if _SKIP_KNOWN:  # a float specialised to 0.0 is taken for -0.0 (its guard is ==), reported in fuzz session 18
-    EXTRA_CALLS_TRANSFORMED = [c for c in EXTRA_CALLS_TRANSFORMED if c[0] != "negative-zero"]
+    EXTRA_CALLS_TRANSFORMED = [("float8-negated", 8, 0, "negnz"), ("zero", 8, 0, "zero"), ("zero-again", 8, 0, "zero")]
 
 
 def is_float_seed(seed: int) -> bool:
@@ -122,7 +122,7 @@ class FloatGen(Gen):
 
     def fresh_env(self, variant):
         ns = {"__name__": "fuzz_gen"}
-        exec(HEADER + FLOAT_HEADER.format(ints=_INTS, huge=_HUGE) + "\n" + self.make_inputs_src(), ns)
+        exec(HEADER + FLOAT_HEADER.format(ints=_INTS, huge=_HUGE, negzero="" if _SKIP_KNOWN else "-0.0, ") + "\n" + self.make_inputs_src(), ns)
         vals = ns["make_inputs"](self.seed, variant)
         for (name, _), v in zip(self.args, vals):
             ns[name] = v
@@ -437,7 +437,7 @@ def generate_floats(seed: int) -> Program:
         rets = [g.vars[0]]
     body = "\n".join(g.stmts) + ("\n" if g.stmts else "") + f"return ({', '.join(rets)},)"
     argnames = ", ".join(n for n, _ in g.args)
-    src = (HEADER + FLOAT_HEADER.format(ints=_INTS, huge=_HUGE) + f"\n_EXTRA_CALLS = {EXTRA_CALLS + (EXTRA_CALLS_TRANSFORMED if _TRANSFORMS else [])!r}\n\n" + g.make_inputs_src() + "\n\n"
+    src = (HEADER + FLOAT_HEADER.format(ints=_INTS, huge=_HUGE, negzero="" if _SKIP_KNOWN else "-0.0, ") + f"\n_EXTRA_CALLS = {EXTRA_CALLS + (EXTRA_CALLS_TRANSFORMED if _TRANSFORMS else [])!r}\n\n" + g.make_inputs_src() + "\n\n"
            + f"def f({argnames}):\n" + textwrap.indent(body, "    ") + "\n")
     src = f"# kiln fuzz program, seed {seed} (floats)\n" + src
     return Program(seed, src, len(g.stmts), g.expects_error, g.features)
