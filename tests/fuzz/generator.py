@@ -93,6 +93,7 @@ class Gen:
         self.features: list[str] = []
         self.list_arg = None
         self.dict_arg = None
+        self.keep_error_p = 0.2  # how often a raising statement is kept (as the last one)
 
     # ---------------------------------------------------------------- inputs
     def sym(self):
@@ -247,7 +248,7 @@ class Gen:
             exec(stmt, self.env0)
         except Exception:
             self.rebuild()
-            if len(self.stmts) >= 2 and not self.expects_error and self.r.random() < 0.2:
+            if len(self.stmts) >= 2 and not self.expects_error and self.r.random() < self.keep_error_p:
                 self.stmts.append(stmt)
                 self.expects_error = True
                 self.features.append("raises")
@@ -768,6 +769,9 @@ def _generate(seed: int) -> Program:
     from . import training  # a separate branch: the other seeds' programs do not change
     if training.is_training_seed(seed):
         return training.generate_training(seed)
+    from . import floats  # likewise: float-argument / concatenation programs (KILN_FUZZ_FLOATS=0: off)
+    if floats.is_float_seed(seed):
+        return floats.generate_floats(seed)
     g = Gen(seed)
     r = g.r
     g.init_args()

@@ -221,11 +221,15 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--out", default="/tmp/kiln_fuzz")
     ap.add_argument("--json", help="write all results (without sources) to this file")
-    ap.add_argument("--kind", default="all", choices=["all", "training", "plain"],
-                    help="only the training-step programs' seeds, or only the others")
+    ap.add_argument("--kind", default="all", choices=["all", "training", "plain", "floats"],
+                    help="only the training-step programs' seeds, only the others, or only the float-argument ones")
     a = ap.parse_args(argv)
     seeds = parse_seeds(a.seeds)
-    if a.kind != "all":
+    if a.kind == "floats":
+        from .floats import is_float_seed
+        from .training import is_training_seed
+        seeds = [s for s in seeds if is_float_seed(s) and not is_training_seed(s)]
+    elif a.kind != "all":
         from .training import is_training_seed
         seeds = [s for s in seeds if is_training_seed(s) == (a.kind == "training")]
     out = os.path.join(a.out, a.compiler if a.compiler != "kiln" else f"kiln-{a.backend}")

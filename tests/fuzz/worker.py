@@ -131,6 +131,8 @@ def compare(a, b, path="out", low_precision=False, training=False, grads=True):
     if isinstance(a, float):
         if math.isnan(a) and math.isnan(b):
             return None
+        if a == 0.0 and b == 0.0 and math.copysign(1.0, a) != math.copysign(1.0, b) and not _SKIP_KNOWN:
+            return f"{path}: {a!r} != {b!r} (the sign of a zero)"  # Python floats: 1 / a, str(a), copysign tell
         if a == b or math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-4):
             return None
         return f"{path}: {a!r} != {b!r}"
@@ -156,6 +158,17 @@ def compare(a, b, path="out", low_precision=False, training=False, grads=True):
         return None if a == b else f"{path}: {a!r} != {b!r}"
     except Exception:
         return None
+
+
+FLOAT_TRANSFORMS = {"neg": lambda v: -v, "zero": lambda v: 0.0, "negzero": lambda v: -0.0, "negnz": lambda v: -v if v else v}
+# tests/fuzz/floats.py: leave out the triggers of failures already reported (signed zeros among them)
+_SKIP_KNOWN = os.environ.get("KILN_FUZZ_FLOAT_SKIP_KNOWN") == "1"
+
+
+def _float_transform(v, how):
+    """An argument for a float program's extra call (tests/fuzz/floats.py): Python floats changed by
+    FLOAT_TRANSFORMS[how], anything else as made."""
+    return FLOAT_TRANSFORMS[how](v) if type(v) is float else v
 
 
 def _closer_to_float64(f, make_inputs, rs, variant, eo, co, ea, ca):
@@ -272,9 +285,13 @@ class Runner:
             except Exception as e:  # noqa: BLE001
                 return None, e, sink.getvalue()
 
-        for label, off, variant in CALLS:
+        # float-argument programs (tests/fuzz/floats.py) call more often, with other float values
+        calls = CALLS + [tuple(c) for c in ns.get("_EXTRA_CALLS", ())]
+        for label, off, variant, *how in calls:
             rs = seed * 7919 + off
             ea, ca = make_inputs(rs, variant), make_inputs(rs, variant)
+            if how:  # the float arguments negated, or set to 0.0 / -0.0 (FLOAT_TRANSFORMS)
+                ea, ca = [_float_transform(v, how[0]) for v in ea], [_float_transform(v, how[0]) for v in ca]
             torch.manual_seed(rs)
             seen = _low_precision_seen()
             from torch.utils._pytree import tree_leaves
