@@ -60,3 +60,21 @@ def test_a_nan_bound_of_clamp_in_generated_code(op):
     x = torch.randn(16)
     for _ in range(3):
         assert_same(c(x), op(x, float("nan")) * 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_dynamic_float_times_a_0d_half_tensor_is_not_rounded_first(backend):
+    # Eager multiplies (divides) a 0-d float16 tensor by a Python float in float32 and rounds
+    # once; the dynamic float was cast to float16 first (x.sum() * 1.0039: 3.0 vs eager's 3.0156).
+    def f(x, t):
+        s = x.to(torch.float16).sum()
+        return s * t, s / t, t * s, s + t
+
+    c = kiln.compile(f, backend=backend)
+    g = torch.Generator().manual_seed(0)
+    for i in range(40):
+        x, t = torch.randn(10, generator=g), float(torch.empty(()).uniform_(-3, 3, generator=g))
+        got, want = c(x, t), f(x, t)
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype and torch.equal(a, b), (i, t, a, b)
+    assert kiln.stats()["graphs"] == 2

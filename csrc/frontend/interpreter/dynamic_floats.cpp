@@ -168,23 +168,25 @@ VarPtr Interpreter::float_math(PyObject* fn, const std::vector<VarPtr>& args) {
 // the float's tensor, as a positional operand; any other use specialises it. With the float64 tensor there instead, the
 // result must have the same dtype and shape (a 0-d float64 operand promotes where a Python float
 // does not: with integer tensors, or with only 0-d ones); where it does not, the tensor is cast to
-// the result's dtype first; where that does not match either, the float is specialised.
-void Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, PyObject* target, const std::string& method,
-                                        std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs,
-                                        PyObject* fargs, PyObject* fkw) {
+// the result's dtype first (float32 for a 0-d float16/bfloat16 operand of mul/div, whose result
+// the caller casts back: the dtype returned); where that does not match either, the float is
+// specialised.
+PyRef Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, PyObject* target, const std::string& method,
+                                         std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs,
+                                         PyObject* fargs, PyObject* fkw) {
   auto specialise_all = [&] {
     for (auto& a : args)
       if (a->float_tensor) a = make_const(concretize(a).get());
     for (auto& kv : kwargs)
       if (kv.second->float_tensor) kv.second = make_const(concretize(kv.second).get());
   };
-  if (!pointwise || !probe_is_tensor(hint_result)) return specialise_all();
+  if (!pointwise || !probe_is_tensor(hint_result)) { specialise_all(); return PyRef(); }
   for (const auto& kv : kwargs)
-    if (kv.second->float_tensor) return specialise_all();  // positional operands only
+    if (kv.second->float_tensor) { specialise_all(); return PyRef(); }  // positional operands only
   PyRef dtype = PyRef::steal(PyObject_GetAttrString(hint_result, "dtype"));
   PyRef shape = PyRef::steal(PyObject_GetAttrString(hint_result, "shape"));
-  if (!dtype || !shape) { PyErr_Clear(); return specialise_all(); }
-  auto same_result = [&](PyObject* operand) {
+  if (!dtype || !shape) { PyErr_Clear(); specialise_all(); return PyRef(); }
+  auto same_result = [&](PyObject* operand, PyObject* want) {
     const Py_ssize_t n = PyTuple_GET_SIZE(fargs);
     PyRef trial = PyRef::steal(PyTuple_New(n));
     for (Py_ssize_t i = 0; i < n; ++i)
@@ -193,17 +195,39 @@ void Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, P
     if (!r || !probe_is_tensor(r.get())) { PyErr_Clear(); return false; }
     PyRef d = PyRef::steal(PyObject_GetAttrString(r.get(), "dtype"));
     PyRef s = PyRef::steal(PyObject_GetAttrString(r.get(), "shape"));
-    const bool same = d && s && d.get() == dtype.get() && PyObject_RichCompareBool(s.get(), shape.get(), Py_EQ) == 1;
+    const bool same = d && s && d.get() == want && PyObject_RichCompareBool(s.get(), shape.get(), Py_EQ) == 1;
     PyErr_Clear();
     return same;
   };
-  if (same_result(float64_meta())) return;
-  PyRef cast_meta = PyRef::steal(PyObject_CallMethod(float64_meta(), "to", "O", dtype.get()));
-  if (!cast_meta || !same_result(cast_meta.get())) { PyErr_Clear(); return specialise_all(); }
+  if (same_result(float64_meta(), dtype.get())) return PyRef();
+  // A 0-d float16/bfloat16 operand times or divided by the float: eager computes in float32 with
+  // the float unrounded and rounds the result once, so the float goes in as float32 and the
+  // float32 result is cast back (the caller adds that cast). Other operators (add/sub, which
+  // round the scalar to the operand's dtype first, as the cast below does) take the cast path.
+  PyObject* f32 = module_attr("torch", "float32");
+  const bool reduced = dtype.get() == module_attr("torch", "float16") || dtype.get() == module_attr("torch", "bfloat16");
+  const std::string op = method.empty() ? qualified_name(target) : method;
+  const bool mul_div = op == "mul" || op == "torch.mul" || op == "_operator.mul" || op == "operator.mul" ||
+                       ((op == "div" || op == "torch.div" || op == "_operator.truediv" || op == "operator.truediv") &&
+                        args.size() == 2 && !args[0]->float_tensor && args[1]->float_tensor && (!fkw || PyDict_GET_SIZE(fkw) == 0));
+  PyObject* cast_to = dtype.get();
+  PyRef result_cast;
+  if (reduced && mul_div && f32) {
+    PyRef as_f32 = PyRef::steal(PyObject_CallMethod(float64_meta(), "to", "O", f32));
+    if (as_f32 && same_result(as_f32.get(), f32)) {
+      cast_to = f32;
+      result_cast = dtype;
+    }
+    PyErr_Clear();
+  }
+  if (!result_cast) {
+    PyRef cast_meta = PyRef::steal(PyObject_CallMethod(float64_meta(), "to", "O", dtype.get()));
+    if (!cast_meta || !same_result(cast_meta.get(), dtype.get())) { PyErr_Clear(); specialise_all(); return PyRef(); }
+  }
   for (auto& a : args) {
     if (!a->float_tensor) continue;
     auto c = std::make_shared<Var>(*a);
-    c->node = cap_.graph->add_call(graph::Op::kCallMethod, "to", -1, {to_arg(a), graph::Arg::of_const(handle(dtype.get()), py_repr(dtype.get()))},
+    c->node = cap_.graph->add_call(graph::Op::kCallMethod, "to", -1, {to_arg(a), graph::Arg::of_const(handle(cast_to), py_repr(cast_to))},
                                    {}, "", where());
     cap_.removable.push_back(true);
     if (is_float_argument(a)) {  // the cast stands for a derived value now
@@ -212,6 +236,7 @@ void Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, P
     }
     a = c;
   }
+  return result_cast;
 }
 
 }  // namespace kiln::frontend

@@ -381,8 +381,10 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
                                           device.get(), &why));
     if (!result) unsupported("under autocast, the dtypes of " + name + "'s results: " + why);
   }
+  PyRef result_cast;  // the dtype a dynamic float's operation is cast back to (float_tensor_operands)
   if (has_float_tensor(args, kwargs))
-    float_tensor_operands(scalar_sizes, result.get(), target, op == graph::Op::kCallMethod ? method : "", node_args, node_kwargs, fargs.get(), fkw.get());
+    result_cast = float_tensor_operands(scalar_sizes, result.get(), target, op == graph::Op::kCallMethod ? method : "", node_args, node_kwargs,
+                                        fargs.get(), fkw.get());
   if (inplace) {
     cap_.mutates_inputs = true;  // maybe an input, or a view of one: their version counters will tell
     add_node(probe_describe_tensor(PyTuple_GET_ITEM(fargs.get(), 0)), false);
@@ -414,6 +416,12 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
     return wrap_symbolic(result.get(), -1);
   }
   int node = add_node(probe_is_tensor(result.get()) ? probe_describe_tensor(result.get()) : "", false);
+  if (result_cast) {
+    node = cap_.graph->add_call(graph::Op::kCallMethod, "to", -1,
+                                {graph::Arg::of_node(node), graph::Arg::of_const(handle(result_cast.get()), py_repr(result_cast.get()))}, {},
+                                probe_describe_tensor(result.get()), where());
+    cap_.removable.push_back(false);
+  }
   VarPtr out = wrap_result(result.get(), node, device.get());
   if (inference_ || !inference_nodes_.empty()) {
     bool marked = false;

@@ -224,7 +224,7 @@ class Interpreter {
   VarPtr float_tensor_op(PyObject* fn, const std::vector<VarPtr>& args, PyObject* hint);
   VarPtr float_math(PyObject* fn, const std::vector<VarPtr>& args);
   bool has_float_tensor(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
-  void float_tensor_operands(bool pointwise, PyObject* hint_result, PyObject* target, const std::string& method,
+  PyRef float_tensor_operands(bool pointwise, PyObject* hint_result, PyObject* target, const std::string& method,
                              std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs, PyObject* fargs, PyObject* fkw);
   PyRef specialize_float_input(const VarPtr& v);
   VarPtr compare_float_input(int op, const VarPtr& a, const VarPtr& b);
