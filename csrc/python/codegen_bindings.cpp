@@ -561,7 +561,7 @@ class CodegenGraph {
     auto it = sized_.find(sig);
     // CUDA inputs: a program of extern calls alone (an MLP's matmuls) has no kernels of kiln's.
     const bool cuda = std::any_of(inputs.begin(), inputs.end(), [](const at::Tensor& t) { return t.defined() && t.is_cuda(); });
-    if (it == sized_.end() || !cuda || !it->second->rerunnable(nullptr)) return;
+    if (it == sized_.end() || !cuda || !it->second->rerunnable()) return;
     try {
       py::gil_scoped_release nogil;
       it->second->run(inputs);

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "frontend/objects/tensor_probe.h"
+#include "python/call_binding.h"
 #include "python/capture_autograd.h"
 #include "torch_bridge/autograd_node.h"
 
@@ -266,28 +267,9 @@ struct Bound {
 
 bool bind(const Sig& sig, PyObject* args, PyObject* kwargs, Bound* b) {
   b->sig = &sig;
-  const Py_ssize_t n = PyTuple_GET_SIZE(args);
-  const auto names = static_cast<Py_ssize_t>(sig.names.size());
-  if (n > names || n > sig.positional || names > 10) return false;
-  for (Py_ssize_t i = 0; i < n; ++i) b->v[i] = PyTuple_GET_ITEM(args, i);
-  if (kwargs) {
-    Py_ssize_t pos = 0;
-    PyObject *k, *v;
-    while (PyDict_Next(kwargs, &pos, &k, &v)) {
-      const char* key = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : nullptr;
-      if (!key) { PyErr_Clear(); return false; }
-      Py_ssize_t j = sig.positional_only;
-      while (j < names && std::strcmp(sig.names[j], key) != 0) ++j;
-      if (j == names || b->v[j]) return false;  // unknown or given twice: Python raises
-      b->v[j] = v;
-    }
-  }
-  for (int i = 0; i < sig.required; ++i)
-    if (!b->v[i]) return false;
-  return true;
+  return bind_call(sig.names, sig.required, sig.positional, sig.positional_only, args, kwargs, b->v);
 }
 
-bool absent(PyObject* o) { return !o || o == Py_None; }
 bool is_float(at::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16; }
 
 bool as_int(PyObject* o, int64_t* v) {

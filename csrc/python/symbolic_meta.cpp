@@ -18,32 +18,12 @@
 #include <vector>
 
 #include "frontend/objects/tensor_probe.h"
+#include "python/call_binding.h"
 #include "python/capture_autograd.h"
 
 namespace kiln::frontend {
 
 namespace {
-
-// Argument `i` of a call, given by position or by the keyword `name`; nullptr if absent.
-PyObject* argument(PyObject* args, PyObject* kwargs, Py_ssize_t i, const char* name) {
-  if (i < PyTuple_GET_SIZE(args)) return PyTuple_GET_ITEM(args, i);
-  return kwargs ? PyDict_GetItemString(kwargs, name) : nullptr;
-}
-
-// Whether every keyword is one of `names` and no argument is given twice.
-bool only_keywords(PyObject* args, PyObject* kwargs, const std::vector<const char*>& names) {
-  if (!kwargs) return static_cast<size_t>(PyTuple_GET_SIZE(args)) <= names.size();
-  Py_ssize_t pos = 0;
-  PyObject *k, *v;
-  while (PyDict_Next(kwargs, &pos, &k, &v)) {
-    const char* key = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : nullptr;
-    if (!key) { PyErr_Clear(); return false; }
-    size_t j = 0;
-    while (j < names.size() && std::strcmp(names[j], key) != 0) ++j;
-    if (j == names.size() || static_cast<Py_ssize_t>(j) < PyTuple_GET_SIZE(args)) return false;
-  }
-  return static_cast<size_t>(PyTuple_GET_SIZE(args)) <= names.size();
-}
 
 bool meta_tensor(PyObject* o, at::Tensor* t) {
   if (!o || !THPVariable_CheckExact(o)) return false;
@@ -53,8 +33,6 @@ bool meta_tensor(PyObject* o, at::Tensor* t) {
   return true;
 }
 
-bool absent(PyObject* o) { return !o || o == Py_None; }
-
 // x == y for sizes, known without a guard (the same expression, or equal constants).
 bool provably_equal(const c10::SymInt& x, const c10::SymInt& y) {
   if (auto b = x.sym_eq(y).maybe_as_bool()) return *b;
@@ -62,29 +40,24 @@ bool provably_equal(const c10::SymInt& x, const c10::SymInt& y) {
 }
 
 PyObject* loss_meta(PyObject* args, PyObject* kwargs, bool cross_entropy) {
-  static const std::vector<const char*> ce_names = {"input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"};
-  static const std::vector<const char*> nll_names = {"input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction"};
-  if (!only_keywords(args, kwargs, cross_entropy ? ce_names : nll_names)) return nullptr;
+  static const std::vector<const char*> nll = {"input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction"};
+  static const std::vector<const char*> ce = {"input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"};
+  PyObject* v[10] = {};
+  if (!bind_call(cross_entropy ? ce : nll, 2, 99, 0, args, kwargs, v)) return nullptr;
   at::Tensor input, target, weight;
-  if (!meta_tensor(argument(args, kwargs, 0, "input"), &input) || !meta_tensor(argument(args, kwargs, 1, "target"), &target)) return nullptr;
+  if (!meta_tensor(v[0], &input) || !meta_tensor(v[1], &target)) return nullptr;
   if (input.dim() != 2 || !at::isFloatingType(input.scalar_type()) || target.dim() != 1 || target.scalar_type() != at::kLong) return nullptr;
   if (!provably_equal(input.sym_size(0), target.sym_size(0))) return nullptr;
-  PyObject* w = argument(args, kwargs, 2, "weight");
-  if (!absent(w) && !(meta_tensor(w, &weight) && weight.dim() == 1 && weight.scalar_type() == input.scalar_type() &&
-                      provably_equal(weight.sym_size(0), input.sym_size(1))))
+  if (!absent(v[2]) && !(meta_tensor(v[2], &weight) && weight.dim() == 1 && weight.scalar_type() == input.scalar_type() &&
+                         provably_equal(weight.sym_size(0), input.sym_size(1))))
     return nullptr;
-  if (!absent(argument(args, kwargs, 3, "size_average")) || !absent(argument(args, kwargs, 5, "reduce"))) return nullptr;
-  PyObject* ignore = argument(args, kwargs, 4, "ignore_index");
-  if (ignore && !PyLong_CheckExact(ignore)) return nullptr;
-  PyObject* red = argument(args, kwargs, 6, "reduction");
-  const char* reduction = red ? (PyUnicode_Check(red) ? PyUnicode_AsUTF8(red) : nullptr) : "mean";
+  if (!absent(v[3]) || !absent(v[5])) return nullptr;  // size_average, reduce
+  if (v[4] && !PyLong_CheckExact(v[4])) return nullptr;  // ignore_index
+  const char* reduction = v[6] ? (PyUnicode_Check(v[6]) ? PyUnicode_AsUTF8(v[6]) : nullptr) : "mean";
   if (!reduction) { PyErr_Clear(); return nullptr; }
   const bool none = std::strcmp(reduction, "none") == 0;
   if (!none && std::strcmp(reduction, "mean") != 0 && std::strcmp(reduction, "sum") != 0) return nullptr;
-  if (cross_entropy) {
-    PyObject* ls = argument(args, kwargs, 7, "label_smoothing");
-    if (ls && !PyFloat_CheckExact(ls) && !PyLong_CheckExact(ls)) return nullptr;
-  }
+  if (cross_entropy && v[7] && !PyFloat_CheckExact(v[7]) && !PyLong_CheckExact(v[7])) return nullptr;  // label_smoothing
   const bool grad = c10::GradMode::is_enabled();
   at::Tensor result;
   {

@@ -88,8 +88,8 @@ class CompiledGraph {
   std::string random_operator() const;
   // Whether a run may be repeated with no effect beyond its discarded outputs: no input written in
   // place, no random numbers drawn, only ATen operators (a collective or a custom operator may
-  // act beyond its results). Otherwise `why` says what stands in the way.
-  bool rerunnable(std::string* why) const;
+  // act beyond its results).
+  bool rerunnable() const;
   const ir::Program& program() const { return program_; }
   const bridge::TraceResult& trace() const { return trace_; }
   size_t num_kernels() const { return program_.kernels.size(); }  // generated kernels (CPU or CUDA)

@@ -112,10 +112,8 @@ VarPtr Interpreter::enter_autocast(const VarPtr& ctx) {
   PyRef args = PyRef::steal(PyTuple_Pack(4, device.get(), dtype.get(), enabled.get(), cache.get()));
   PyRef entered = PyRef::steal(PyObject_Call(enter_fn(), args.get(), nullptr));
   if (!entered) unsupported("entering torch.autocast: " + take_python_error());
-  std::vector<graph::Arg> gargs = {graph::Arg::of_const(handle(device.get()), py_repr(device.get())),
-                                   graph::Arg::of_const(handle(dtype.get()), py_repr(dtype.get())),
-                                   graph::Arg::of_const(handle(enabled.get()), py_repr(enabled.get())),
-                                   graph::Arg::of_const(handle(cache.get()), py_repr(cache.get()))};
+  std::vector<graph::Arg> gargs;
+  for (PyObject* a : {device.get(), dtype.get(), enabled.get(), cache.get()}) gargs.push_back(graph::Arg::of_const(handle(a), py_repr(a)));
   const int node = cap_.graph->add_call(graph::Op::kCallFunction, "torch.amp._enter_autocast", handle(enter_fn()), std::move(gargs), {}, "", where());
   cap_.removable.push_back(false);
   cap_.enters_autocast = true;

@@ -179,13 +179,14 @@ PyRef Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, 
       if (a->float_tensor) a = make_const(concretize(a).get());
     for (auto& kv : kwargs)
       if (kv.second->float_tensor) kv.second = make_const(concretize(kv.second).get());
+    return PyRef();  // no cast of the result
   };
-  if (!pointwise || !probe_is_tensor(hint_result)) { specialise_all(); return PyRef(); }
+  if (!pointwise || !probe_is_tensor(hint_result)) return specialise_all();
   for (const auto& kv : kwargs)
-    if (kv.second->float_tensor) { specialise_all(); return PyRef(); }  // positional operands only
+    if (kv.second->float_tensor) return specialise_all();  // positional operands only
   PyRef dtype = PyRef::steal(PyObject_GetAttrString(hint_result, "dtype"));
   PyRef shape = PyRef::steal(PyObject_GetAttrString(hint_result, "shape"));
-  if (!dtype || !shape) { PyErr_Clear(); specialise_all(); return PyRef(); }
+  if (!dtype || !shape) { PyErr_Clear(); return specialise_all(); }
   auto same_result = [&](PyObject* operand, PyObject* want) {
     const Py_ssize_t n = PyTuple_GET_SIZE(fargs);
     PyRef trial = PyRef::steal(PyTuple_New(n));
@@ -206,10 +207,9 @@ PyRef Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, 
   // round the scalar to the operand's dtype first, as the cast below does) take the cast path.
   PyObject* f32 = module_attr("torch", "float32");
   const bool reduced = dtype.get() == module_attr("torch", "float16") || dtype.get() == module_attr("torch", "bfloat16");
-  const std::string op = method.empty() ? qualified_name(target) : method;
-  const bool mul_div = op == "mul" || op == "torch.mul" || op == "_operator.mul" || op == "operator.mul" ||
-                       ((op == "div" || op == "torch.div" || op == "_operator.truediv" || op == "operator.truediv") &&
-                        args.size() == 2 && !args[0]->float_tensor && args[1]->float_tensor && (!fkw || PyDict_GET_SIZE(fkw) == 0));
+  const bool mul = method.empty() ? target == op_fn("mul") || target == module_attr("torch", "mul") : method == "mul";
+  const bool div = method.empty() ? target == op_fn("truediv") || target == module_attr("torch", "div") : method == "div";
+  const bool mul_div = mul || (div && args.size() == 2 && !args[0]->float_tensor && args[1]->float_tensor && (!fkw || PyDict_GET_SIZE(fkw) == 0));
   PyObject* cast_to = dtype.get();
   PyRef result_cast;
   if (reduced && mul_div && f32) {
@@ -222,14 +222,12 @@ PyRef Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, 
   }
   if (!result_cast) {
     PyRef cast_meta = PyRef::steal(PyObject_CallMethod(float64_meta(), "to", "O", dtype.get()));
-    if (!cast_meta || !same_result(cast_meta.get(), dtype.get())) { PyErr_Clear(); specialise_all(); return PyRef(); }
+    if (!cast_meta || !same_result(cast_meta.get(), dtype.get())) { PyErr_Clear(); return specialise_all(); }
   }
   for (auto& a : args) {
     if (!a->float_tensor) continue;
     auto c = std::make_shared<Var>(*a);
-    c->node = cap_.graph->add_call(graph::Op::kCallMethod, "to", -1, {to_arg(a), graph::Arg::of_const(handle(cast_to), py_repr(cast_to))},
-                                   {}, "", where());
-    cap_.removable.push_back(true);
+    c->node = record_cast(to_arg(a), cast_to, "", true);
     if (is_float_argument(a)) {  // the cast stands for a derived value now
       c->source = nullptr;
       c->items = {a};

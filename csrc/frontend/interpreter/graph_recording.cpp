@@ -416,12 +416,7 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
     return wrap_symbolic(result.get(), -1);
   }
   int node = add_node(probe_is_tensor(result.get()) ? probe_describe_tensor(result.get()) : "", false);
-  if (result_cast) {
-    node = cap_.graph->add_call(graph::Op::kCallMethod, "to", -1,
-                                {graph::Arg::of_node(node), graph::Arg::of_const(handle(result_cast.get()), py_repr(result_cast.get()))}, {},
-                                probe_describe_tensor(result.get()), where());
-    cap_.removable.push_back(false);
-  }
+  if (result_cast) node = record_cast(graph::Arg::of_node(node), result_cast.get(), probe_describe_tensor(result.get()), false);
   VarPtr out = wrap_result(result.get(), node, device.get());
   if (inference_ || !inference_nodes_.empty()) {
     bool marked = false;
@@ -694,6 +689,12 @@ void Interpreter::mark_inference_result(const VarPtr& r, bool any_input_marked) 
   } else if (r->kind == VarKind::kTuple || r->kind == VarKind::kList) {
     for (const auto& it : r->items) mark_inference_result(it, any_input_marked);
   }
+}
+
+int Interpreter::record_cast(const graph::Arg& value, PyObject* dtype, const std::string& meta, bool removable) {
+  const int node = cap_.graph->add_call(graph::Op::kCallMethod, "to", -1, {value, graph::Arg::of_const(handle(dtype), py_repr(dtype))}, {}, meta, where());
+  cap_.removable.push_back(removable);
+  return node;
 }
 
 VarPtr Interpreter::record_grad_mode(bool enabled) {

@@ -281,6 +281,8 @@ class Interpreter {
                    const std::vector<std::pair<std::string, VarPtr>>& kwargs);
   VarPtr wrap_result(PyObject* fake, int node, PyObject* device);
   VarPtr record_grad_mode(bool enabled);
+  // `value.to(dtype)` in the graph; its node.
+  int record_cast(const graph::Arg& value, PyObject* dtype, const std::string& meta, bool removable);
   VarPtr device_dependent_query(const VarPtr& t, const std::string& method);
   VarPtr group_tensors_by_device_and_dtype(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
 
