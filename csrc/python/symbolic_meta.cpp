@@ -9,6 +9,10 @@
 // tensor, of the input's dtype. Only the plain form is answered here (a 2-d input of classes, a
 // 1-d integer target of the same rows, provably, an optional 1-d weight); anything else, and every
 // error, takes the Python path.
+//
+// probe_symbolic_meta is the capture's entry for every operator with symbolic sizes: these losses,
+// then view operators (symbolic_views.cpp), then the operators with static C++ shape functions
+// evaluated at probe sizes (symbolic_probe.cpp); what none answers runs PyTorch's Python meta path.
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
@@ -74,13 +78,15 @@ PyObject* loss_meta(PyObject* args, PyObject* kwargs, bool cross_entropy) {
 }  // namespace
 
 PyObject* probe_symbolic_meta(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs) {
-  if (!method.empty() || !PyTuple_Check(args) || (kwargs && !PyDict_Check(kwargs)) || c10::impl::TorchDispatchModeTLS::stack_len() > 0) return nullptr;
+  if (!PyTuple_Check(args) || (kwargs && !PyDict_Check(kwargs)) || c10::impl::TorchDispatchModeTLS::stack_len() > 0) return nullptr;
+  if (PyObject* r = probe_symbolic_view(target, method, args, kwargs)) return r;
+  if (!method.empty()) return probe_symbolic_fast_meta(target, method, args, kwargs);
   static PyObject* functional = PyImport_ImportModule("torch.nn.functional");
   if (!functional) { PyErr_Clear(); return nullptr; }
   static PyObject* cross_entropy = PyObject_GetAttrString(functional, "cross_entropy");
   static PyObject* nll_loss = PyObject_GetAttrString(functional, "nll_loss");
   if (!cross_entropy || !nll_loss) { PyErr_Clear(); return nullptr; }
-  if (target != cross_entropy && target != nll_loss) return nullptr;
+  if (target != cross_entropy && target != nll_loss) return probe_symbolic_fast_meta(target, method, args, kwargs);
   try {
     return loss_meta(args, kwargs, target == cross_entropy);
   } catch (const std::exception&) {

@@ -19,6 +19,7 @@
 #include "frontend/objects/tensor_probe.h"
 #include "symbolic/shape_env.h"
 #include "torch_bridge/autograd_node.h"
+#include "torch_bridge/sym_node.h"
 
 namespace kiln::frontend {
 static thread_local bool tls_meta_mode = false;
@@ -280,6 +281,17 @@ class KilnSymNode : public c10::SymNodeImpl {
   double f_;
   std::vector<Expr> deps_;  // kFloat: the sizes it was computed from
 };
+
+bool symint_expr(const c10::SymInt& s, sym::Expr* out) {
+  if (!s.is_heap_allocated()) {
+    *out = Expr::constant(s.as_int_unchecked());
+    return true;
+  }
+  auto* k = dynamic_cast<KilnSymNode*>(s.toSymNodeImplUnowned());
+  if (!k || k->type() != KilnSymNode::kInt) return false;
+  *out = k->expr();
+  return true;
+}
 
 }  // namespace kiln::bridge
 

@@ -107,7 +107,7 @@ PyObject* MetaExecutor::run(PyObject* target, const std::string& method, PyObjec
 PyObject* MetaExecutor::call(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs) {
   if (!symbolic_) {  // common elementwise operators without PyTorch's Python meta kernels
     if (PyObject* r = probe_fast_meta(target, method, args, kwargs)) return r;
-  } else if (PyObject* r = probe_symbolic_meta(target, method, args, kwargs)) {  // losses: no size made constant
+  } else if (PyObject* r = probe_symbolic_meta(target, method, args, kwargs)) {  // C++ shape functions with SymInts
     return r;
   }
   MetaModeScope meta_mode;  // floats that meta code computes from sizes are values, not sizes

@@ -71,9 +71,16 @@ PyObject* probe_make_meta(PyObject* t);
 // ATen's own meta functions, or nullptr, with no Python error set, where the call is not one it
 // handles (the caller then runs the Python call).
 PyObject* probe_fast_meta(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs);
-// Likewise with symbolic sizes, for the composite operators whose PyTorch meta path makes a size a
-// constant (csrc/python/symbolic_meta.cpp: F.cross_entropy, F.nll_loss).
+// Likewise with symbolic sizes (csrc/python/symbolic_meta.cpp): the composite operators whose
+// PyTorch meta path makes a size a constant (F.cross_entropy, F.nll_loss), then the two below.
 PyObject* probe_symbolic_meta(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs);
+// Likewise for view operators (view, reshape, transpose, permute, t, unsqueeze, split, contiguous,
+// flatten), computed with SymInts where the result is provable without a guard
+// (csrc/python/symbolic_views.cpp).
+PyObject* probe_symbolic_view(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs);
+// Likewise, for the operators probe_fast_meta answers: it runs at probe values of the symbols and
+// its result's sizes are read back as symbols (csrc/python/symbolic_probe.cpp).
+PyObject* probe_symbolic_fast_meta(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs);
 // New reference: t's torch.device.
 PyObject* probe_device(PyObject* t);
 // New reference: a 0-d float64 CPU tensor holding the Python float `f` (a dynamic float's graph
