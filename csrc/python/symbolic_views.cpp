@@ -1,5 +1,5 @@
-// View operators (and factories) on meta tensors with symbolic sizes, in C++ (see probe_symbolic_view in
-// frontend/objects/tensor_probe.h).
+// View operators (and factories) on meta tensors with symbolic sizes, in C++ (see
+// probe_symbolic_view in frontend/objects/tensor_probe.h).
 //
 // With symbolic sizes the capture runs operators under PyTorch's Python dispatcher, where view,
 // transpose, split and the rest are Python references (torch._refs) that check their arguments
@@ -9,8 +9,10 @@
 // SymInts and the view is made by as_strided (ATen's C++ meta kernel, a real view: same storage,
 // autograd view metadata). Only what is provable without a guard is answered: view of an operand
 // whose strides allow it, with a size product provably equal to its own (reshape: a copy where
-// they do not); split along a static dimension. Factories of symbolic sizes (torch.ones(t, t), a causal
-// mask) are answered here too, their result following from the arguments alone. Everything else, and every error, takes the Python path, which guards what
+// they do not); expand of dimensions of size 1; split along a static dimension. Factories of
+// symbolic sizes (torch.ones(t, t), a causal mask) are answered here too, their result following
+// from the arguments alone; and basic indexing, squeeze and dropout by PyTorch's own C++ code for
+// them (native_call). Everything else, and every error, takes the Python path, which guards what
 // it needs and raises the operator's own errors.
 #include <ATen/ATen.h>
 #include <c10/core/impl/PythonDispatcherTLS.h>
@@ -23,6 +25,7 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -37,7 +40,9 @@ namespace {
 
 using SymInts = std::vector<c10::SymInt>;
 
-enum class View { kView, kReshape, kTranspose, kPermute, kT, kUnsqueeze, kSplit, kContiguous, kFlatten, kFactory };
+// kIndex (operator.getitem) and kNative: PyTorch's own C++ code, run with the Python dispatcher
+// off (see native_call).
+enum class View { kView, kReshape, kTranspose, kPermute, kT, kUnsqueeze, kSplit, kContiguous, kFlatten, kExpand, kFactory, kIndex, kNative };
 
 bool provably_equal(const c10::SymInt& x, const c10::SymInt& y) {
   if (auto b = x.sym_eq(y).maybe_as_bool()) return *b;
@@ -258,6 +263,43 @@ PyObject* factory_call(PyObject* args, PyObject* kwargs) {
   return wrap(at::empty_symint(sizes, at::TensorOptions().dtype(dtype).device(at::kMeta)));
 }
 
+// An index of basic indexing only: ints, slices of ints / SymInts / None, None, Ellipsis, or a
+// tuple of those (no tensors, lists or bools: advanced indexing copies).
+bool basic_index(PyObject* o, bool top) {
+  if (PyTuple_Check(o) && top) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i)
+      if (!basic_index(PyTuple_GET_ITEM(o, i), false)) return false;
+    return true;
+  }
+  if (o == Py_None || o == Py_Ellipsis || PyLong_CheckExact(o)) return true;
+  if (PySlice_Check(o)) {
+    auto* sl = reinterpret_cast<PySliceObject*>(o);
+    for (PyObject* part : {sl->start, sl->stop, sl->step})
+      if (part != Py_None && !PyLong_CheckExact(part) && !torch::is_symint(part)) return false;
+    return true;
+  }
+  return false;
+}
+
+// Basic indexing (x[:, None, -1], x[..., :t]), squeeze and dropout (torch.dropout and
+// F.dropout: in eval mode it returns its input) by PyTorch's C++ code for them (select, slice,
+// unsqueeze: SymInt-aware, made by as_strided) with the Python dispatcher off. Each
+// question that code asks about a symbolic size is answered by kiln's SymNode, which guards on it
+// as the Python path would; an operator inside that needs concrete sizes raises, and the call
+// takes the Python path.
+PyObject* native_call(View op, PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs) {
+  if (op == View::kIndex) {  // operator.getitem(x, index)
+    if (PyTuple_GET_SIZE(args) != 2 || kwargs || !basic_index(PyTuple_GET_ITEM(args, 1), true)) return nullptr;
+    return PyObject_GetItem(PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1));
+  }
+  if (method.empty()) return PyObject_Call(target, args, kwargs);
+  PyRef fn = PyRef::steal(PyObject_GetAttrString(PyTuple_GET_ITEM(args, 0), method.c_str()));
+  if (!fn) return nullptr;
+  PyRef rest = PyRef::steal(PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args)));
+  if (!rest) return nullptr;
+  return PyObject_Call(fn.get(), rest.get(), kwargs);
+}
+
 PyObject* view_call(View op, const at::Tensor& t, PyObject* args, PyObject* kwargs) {
   const int64_t n = t.dim();
   const Py_ssize_t nargs = PyTuple_GET_SIZE(args);
@@ -360,7 +402,38 @@ PyObject* view_call(View op, const at::Tensor& t, PyObject* args, PyObject* kwar
       }
       return out.release();
     }
+    case View::kExpand: {
+      // New leading dimensions and dimensions of size 1 get the requested size and stride 0; -1,
+      // or a size provably the operand's, keeps the dimension.
+      SymInts requested;
+      if (!no_kwargs() || nargs < 2 || !as_sizes(args, 1, &requested) || static_cast<int64_t>(requested.size()) < n) return nullptr;
+      const size_t lead = requested.size() - static_cast<size_t>(n);
+      SymInts sizes, strides;
+      for (size_t i = 0; i < requested.size(); ++i) {
+        const c10::SymInt& want = requested[i];
+        const bool keep = !want.is_heap_allocated() && want.as_int_unchecked() == -1;
+        if (i < lead) {
+          if (keep || (!want.is_heap_allocated() && want.as_int_unchecked() < 0)) return nullptr;
+          sizes.push_back(want);
+          strides.push_back(c10::SymInt(0));
+          continue;
+        }
+        const int64_t d = static_cast<int64_t>(i - lead);
+        if (keep || provably_equal(t.sym_size(d), want)) {
+          sizes.push_back(t.sym_size(d));
+          strides.push_back(t.sym_stride(d));
+        } else if (provably_one(t.sym_size(d)) && (want.is_heap_allocated() || want.as_int_unchecked() >= 0)) {
+          sizes.push_back(want);
+          strides.push_back(c10::SymInt(0));
+        } else {
+          return nullptr;
+        }
+      }
+      return wrap(strided_view(t, sizes, strides, t.sym_storage_offset()));
+    }
     case View::kFactory:
+    case View::kIndex:
+    case View::kNative:
       return nullptr;
     case View::kContiguous: {
       if (!no_kwargs() || nargs != 1) return nullptr;
@@ -375,7 +448,7 @@ const std::unordered_map<std::string, View>& view_methods() {
   static const std::unordered_map<std::string, View> m = {
       {"view", View::kView}, {"reshape", View::kReshape}, {"transpose", View::kTranspose}, {"swapaxes", View::kTranspose},
       {"permute", View::kPermute}, {"t", View::kT}, {"unsqueeze", View::kUnsqueeze}, {"split", View::kSplit},
-      {"contiguous", View::kContiguous}, {"flatten", View::kFlatten}};
+      {"contiguous", View::kContiguous}, {"flatten", View::kFlatten}, {"expand", View::kExpand}, {"squeeze", View::kNative}};
   return m;
 }
 
@@ -387,8 +460,14 @@ const std::unordered_map<PyObject*, View>& view_functions() {
     for (const auto& [name, op] : {std::pair<const char*, View>{"reshape", View::kReshape}, {"transpose", View::kTranspose},
                                    {"swapaxes", View::kTranspose}, {"permute", View::kPermute}, {"t", View::kT},
                                    {"unsqueeze", View::kUnsqueeze}, {"flatten", View::kFlatten}, {"ones", View::kFactory},
-                                   {"zeros", View::kFactory}, {"empty", View::kFactory}}) {
+                                   {"zeros", View::kFactory}, {"empty", View::kFactory}, {"dropout", View::kNative}}) {
       if (PyObject* f = PyObject_GetAttrString(torch.get(), name)) out->emplace(f, op);  // kept alive for the process
+      else PyErr_Clear();
+    }
+    for (const auto& [module, name, op] : {std::tuple<const char*, const char*, View>{"operator", "getitem", View::kIndex},
+                                           {"torch.nn.functional", "dropout", View::kNative}}) {
+      PyRef mod = PyRef::steal(PyImport_ImportModule(module));
+      if (PyObject* f = mod ? PyObject_GetAttrString(mod.get(), name) : nullptr) out->emplace(f, op);
       else PyErr_Clear();
     }
     return out;
@@ -425,6 +504,11 @@ PyObject* probe_symbolic_view(PyObject* target, const std::string& method, PyObj
   if (!t.defined() || !t.is_meta() || t.layout() != at::kStrided) return nullptr;
   try {
     c10::impl::DisablePythonDispatcher no_python_dispatcher;  // as_strided's C++ meta kernel
+    if (op == View::kIndex || op == View::kNative) {
+      PyObject* r = native_call(op, target, method, args, kwargs);
+      if (!r) PyErr_Clear();
+      return r;
+    }
     return view_call(op, t, args, kwargs);
   } catch (py::error_already_set& e) {
     e.restore();

@@ -54,7 +54,7 @@ def test_attention_views_over_lengths():
 
 
 @pytest.mark.parametrize("case", ["reshape_copy", "reshape_view", "permute", "t", "unsqueeze", "flatten", "infer",
-                                  "factories", "cat", "broadcast", "norms", "embedding"])
+                                  "factories", "cat", "broadcast", "norms", "embedding", "indexing", "expand", "dropout"])
 def test_ops_over_lengths(case):
     emb = torch.nn.Embedding(50, 16)
     lin = torch.nn.Linear(16, 8)
@@ -71,6 +71,9 @@ def test_ops_over_lengths(case):
         "broadcast": lambda x: (x[:, None, :4] * x[None, :, :4]).sum(0) / (x[:, :4].sum(0, keepdim=True).abs() + 1),
         "norms": lambda x: F.layer_norm(x, (16,)) + F.gelu(lin(x)).mean(-1, keepdim=True),
         "embedding": lambda x: emb((x.abs() * 10).long().clamp(max=49)).sum(1),
+        "indexing": lambda x: x[:, None, 2:-1] * x[-1, 3:] + x[1:, None, : x.size(0) - 3].sum() + x[..., None, 5],
+        "expand": lambda x: x[:, :1].expand(-1, 16) + x.unsqueeze(0).expand(3, -1, -1).sum(0) + x[None].squeeze(0),
+        "dropout": lambda x: F.dropout(x, 0.5, training=False) * 2 + F.dropout(x, 0.0, training=True),
     }
     run_sizes(fns[case], lambda n: (torch.randn(n, 16),))
 
