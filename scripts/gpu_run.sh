@@ -14,6 +14,9 @@
 #   overhead  scripts/gpu_overhead.py (per-call overhead of a tiny CUDA graph, each mode)
 #   bw        scripts/gpu_bandwidth.py (achieved bandwidth of the memory-bound cases vs a copy)
 #   sizes     scripts/gpu_sizes.py (runtime sizes: how dyn_seq/decode_kv graphs serve their shapes, ms per shape)
+#   launches  scripts/gpu_launch_order.py GPU_LAUNCH_CASE (default resnet18): one call launch by launch, kiln
+#             beside inductor (GPU_LAUNCH_COMPILERS), per-kernel device us in order; tables and generated code
+#             in $OUT/launches.tgz
 #   stall     scripts/gpu_stall.py (GPU_STALL_CASE, default dyn_seq: the bench's call sequence, each call's
 #             host and synced time, the first timed round's host events per call; trace under $OUT)
 # Each stage has its own time limit (GPU_T_<stage> seconds); logs go under $OUT, a summary last.
@@ -88,6 +91,11 @@ for stage in ${GPU_STAGES//,/ }; do
     stall)
       OUT=$OUT timeout ${GPU_T_stall:-150} "$PY" scripts/gpu_stall.py --case ${GPU_STALL_CASE:-dyn_seq} > "$OUT/stall.log" 2>&1
       note "stall: exit $?"; grep -v Warn "$OUT/stall.log" | head -40 | cut -c1-300 | tee -a "$S" ;;
+    launches)
+      timeout ${GPU_T_launches:-200} "$PY" scripts/gpu_launch_order.py ${GPU_LAUNCH_CASE:-resnet18} --out /tmp/kiln_launches \
+        --compilers ${GPU_LAUNCH_COMPILERS:-kiln,inductor} > "$OUT/launches.log" 2>&1
+      note "launches: exit $?"; grep -E '^[a-z_]+: ' "$OUT/launches.log" | tee -a "$S"
+      tar czf "$OUT/launches.tgz" -C /tmp kiln_launches ;;
     ro)
       timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
       note "reduce-overhead: exit $?"; tail -7 "$OUT/ro.log" | tee -a "$S" ;;

@@ -402,7 +402,7 @@ bool Lowerer::lower_node(int node) {
       if (bad(v, cat)) return false;
   }
   if (n.nondeterministic) return false;
-  return lower_view(*this, n) || lower_cat(*this, n) || lower_indexing(*this, n) || lower_pointwise(*this, n) || lower_reduction(*this, n);
+  return lower_view(*this, n) || lower_cat(*this, n) || lower_indexing(*this, n) || lower_pooling(*this, n) || lower_pointwise(*this, n) || lower_reduction(*this, n);
 }
 
 Program Lowerer::run() {

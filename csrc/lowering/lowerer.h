@@ -89,6 +89,8 @@ class Lowerer {
   // from the integer expression `position` (bounds-checked at run time).
   ir::ExprPtr indirect_load(int value, std::vector<ir::Index> idx, int dim, ir::ExprPtr position, LoadCtx& ctx);
   int current_node() const { return node_; }
+  // Readers of a graph value (nodes and graph outputs).
+  int uses(int value) const { return uses_.at(value); }
   int new_buffer(ir::Buffer::Kind kind, const ir::TensorMeta& m, int index = -1);
   const ir::Program& program() const { return prog_; }
   bool cuda() const { return opts_.cuda; }
@@ -124,6 +126,7 @@ bool is_inference_batch_norm(const ir::AtenNode& n);
 bool lower_view(Lowerer& L, const ir::AtenNode& n);
 bool lower_cat(Lowerer& L, const ir::AtenNode& n);
 bool lower_indexing(Lowerer& L, const ir::AtenNode& n);
+bool lower_pooling(Lowerer& L, const ir::AtenNode& n);
 
 // Maps an index over `to` sizes onto `from` sizes with the same number of elements (row-major
 // flatten, then unflatten), simplified by the variables' ranges: the index algebra of reshape.

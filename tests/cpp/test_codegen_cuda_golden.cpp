@@ -105,6 +105,19 @@ return %5
 %7 = aten::cat([%1, %2], dim=2) : bf16[8, 16, 65, 128]{133120, 8320, 128, 1}@device
 return %4, %7
 )"},
+    // ResNet's stem after its convolution, channels-last: batch norm and ReLU fuse into the 3x3
+    // stride-2 max pooling (indices read by nothing), read as vectors of 4 channels at each
+    // window position; positions in the padding are moved into the input and masked to -inf.
+    {"bn_relu_max_pool_channels_last", R"(%0 = input 0 : f32[4, 64, 16, 16]{16384, 1, 1024, 64}@device
+%1 = input 1 : f32[64]{1}@device
+%2 = input 2 : f32[64]{1}@device
+%3 = input 3 : f32[64]{1}@device
+%4 = input 4 : f32[64]{1}@device
+%5, %6, %7, %8 = aten::cudnn_batch_norm(%0, weight=%1, bias=%2, running_mean=%3, running_var=%4, training=False, exponential_average_factor=0.1, epsilon=1e-05) : f32[4, 64, 16, 16]{16384, 1, 1024, 64}@device, f32[0]{1}@device, f32[0]{1}@device, u8[0]{1}@device
+%9 = aten::relu(%5) : f32[4, 64, 16, 16]{16384, 1, 1024, 64}@device
+%10, %11 = aten::max_pool2d_with_indices(%9, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceil_mode=False) : f32[4, 64, 8, 8]{4096, 1, 512, 64}@device, i64[4, 64, 8, 8]{4096, 1, 512, 64}@device
+return %10
+)"},
     {"full_sum_max_int", R"(%0 = input 0 : i32[37, 5]{5, 1}@device
 %1 = aten::sum(%0, dtype=None) : i64[]{}@device
 %2 = aten::amax(%0, dim=[1], keepdim=False) : i32[37]{1}@device

@@ -221,6 +221,40 @@ def _no_externs(g):
     assert g.num_externs == 0, g.program_text
 
 
+# (input shape, kernel, stride, padding, dilation, ceil_mode): windows in the padding on both
+# sides, rectangular windows, dilation, ceil_mode's last window past the end, a 3-D input.
+MAX_POOLS = [((2, 4, 9, 9), 3, 2, 1, 1, False), ((2, 4, 9, 9), 3, 2, 1, 1, True), ((1, 3, 10, 7), (3, 2), (2, 1), (1, 0), 1, False),
+             ((1, 3, 11, 11), 3, 2, 1, 2, False), ((1, 3, 11, 11), 3, 3, 1, 1, True), ((3, 8, 8), 2, None, 0, 1, False),
+             ((1, 2, 5, 5), 5, 1, 2, 1, False), ((1, 2, 6, 6), 4, 3, 2, 1, True), ((2, 3, 7, 7), 1, 2, 0, 1, False)]
+
+
+@pytest.mark.parametrize("case", MAX_POOLS, ids=str)
+def test_max_pool2d_is_generated(case):
+    """max_pool2d (indices unused) is a kernel, with the operators before it fused into it;
+    padding never wins, and a NaN in a window gives NaN as in eager."""
+    shape, k, s, p, d, ceil = case
+
+    def inputs():
+        x = torch.randn(shape)
+        x.view(-1)[::17] = float("nan")
+        x.view(-1)[5::23] = float("-inf")
+        return (x,)
+    _no_externs(check(lambda x: F.max_pool2d(torch.relu(x * 2) - 0.5, k, s, p, d, ceil_mode=ceil), inputs))
+    _no_externs(check(lambda x: F.max_pool2d(x, k, s, p, d, ceil_mode=ceil) * 3, inputs))
+
+
+def test_max_pool2d_channels_last_and_bfloat16():
+    x_cl = lambda: (torch.randn(2, 8, 10, 10).contiguous(memory_format=torch.channels_last),)  # noqa: E731
+    _no_externs(check(lambda x: F.max_pool2d(x + 1, 3, 2, 1), x_cl))
+    _no_externs(check(lambda x: F.max_pool2d(x, 2), lambda: (make((2, 3, 8, 6), torch.bfloat16),)))
+
+
+def test_max_pool2d_with_indices_read_stays_aten():
+    """return_indices=True: the indices are read, so the pooling is ATen's (one extern call)."""
+    g = check(lambda x: F.max_pool2d(x * 2, 3, 2, 1, return_indices=True), lambda: (torch.randn(2, 4, 9, 9),))
+    assert g.num_externs == 1, g.program_text
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
 @pytest.mark.parametrize("dim", [None, 0, 1, -1])
 @pytest.mark.parametrize("which", [torch.argmax, torch.argmin])

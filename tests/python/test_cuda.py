@@ -586,6 +586,46 @@ def test_convolutions_run_channels_last():
         assert strides[1] == 1, line
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+def test_max_pool2d_is_generated(layout, dtype):
+    """max_pool2d whose indices nothing reads is a generated kernel (lowering/pooling_rules.cpp)
+    with the batch norm-like affine and ReLU before it fused in; windows in the padding, NaN
+    and -inf elements, ceil_mode and a 3-D input give eager's values exactly."""
+    cases = [((4, 16, 20, 20), 3, 2, 1, False), ((2, 8, 9, 11), (3, 2), (2, 1), (1, 0), True), ((8, 12, 12), 2, 2, 0, False)]
+    for shape, k, s, p, ceil in cases:
+        w, b = make((shape[-3], 1, 1)), make((shape[-3], 1, 1))
+
+        def inputs():
+            x = make(shape)
+            x.view(-1)[::37] = float("nan")
+            x.view(-1)[5::41] = float("-inf")
+            if layout == "channels_last" and x.dim() == 4:
+                x = x.contiguous(memory_format=torch.channels_last)
+            return (x.to(dtype),)
+        g = check(lambda x: F.max_pool2d(F.relu(x * w.to(dtype) + b.to(dtype)), k, s, p, ceil_mode=ceil), inputs)
+        assert g.num_externs == 0, g.program_text
+
+
+def test_max_pool2d_training_gradients():
+    """In a training graph the backward reads the pooling's indices, so the forward keeps ATen's
+    max_pool2d_with_indices: loss and gradients as eager's."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(3, 2, 1)).to(DEV)
+    x = make((2, 3, 12, 12))
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        ref = m(x).square().sum()
+        ref.backward()
+        grads = [p.grad.clone() for p in m.parameters()]
+        m.zero_grad()
+        kiln.reset()
+        out = kiln.compile(m)(x).square().sum()
+        out.backward()
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    for p, g in zip(m.parameters(), grads):
+        torch.testing.assert_close(p.grad, g, rtol=1e-3, atol=1e-4)
+
+
 def test_cuda_graphs_serve_other_sizes_with_runtime_size_kernels():
     """After the recompile with symbolic sizes, one CUDA kernel set built for runtime sizes serves
     the later lengths (odd ones through the scalar twin), however small the option: a few sizes
