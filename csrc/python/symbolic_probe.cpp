@@ -17,6 +17,7 @@
 // rebuilt from the probe result's dimension order (dense results only). The call is evaluated at
 // two sets of probe values, and the result read back from the first must match the second.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/impl/PythonDispatcherTLS.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>

@@ -15,6 +15,7 @@
 // them (native_call). Everything else, and every error, takes the Python path, which guards what
 // it needs and raises the operator's own errors.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/impl/PythonDispatcherTLS.h>
 #include <torch/csrc/Device.h>
 #include <torch/csrc/Dtype.h>
