@@ -316,12 +316,8 @@ PyObject* probe_symbolic_fast_meta(PyObject* target, const std::string& method, 
     if (same >= 0) return p.same_operand(r2) == same ? THPVariable_Wrap(original) : nullptr;
     if (!p.agrees(lifted, r2)) return nullptr;
     return THPVariable_Wrap(std::move(lifted));
-  } catch (py::error_already_set& e) {
-    e.restore();
+  } catch (const std::exception&) {  // py::error_already_set too: it took the Python error
     PyErr_Clear();
-    return nullptr;
-  } catch (const std::exception&) {
-    if (PyErr_Occurred()) PyErr_Clear();
     return nullptr;  // the Python path answers, and raises the operator's own errors
   }
 }

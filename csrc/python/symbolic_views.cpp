@@ -490,33 +490,21 @@ PyObject* probe_symbolic_view(PyObject* target, const std::string& method, PyObj
     op = it->second;
   }
   if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) < 1 || (kwargs && !PyDict_Check(kwargs))) return nullptr;
-  if (op == View::kFactory) {
-    try {
-      c10::impl::DisablePythonDispatcher no_python_dispatcher;
-      return factory_call(args, kwargs);
-    } catch (const std::exception&) {
-      if (PyErr_Occurred()) PyErr_Clear();
-      return nullptr;
-    }
-  }
-  PyObject* self = PyTuple_GET_ITEM(args, 0);
-  if (!THPVariable_CheckExact(self)) return nullptr;
-  const at::Tensor& t = THPVariable_Unpack(self);
-  if (!t.defined() || !t.is_meta() || t.layout() != at::kStrided) return nullptr;
   try {
     c10::impl::DisablePythonDispatcher no_python_dispatcher;  // as_strided's C++ meta kernel
+    if (op == View::kFactory) return factory_call(args, kwargs);
+    PyObject* self = PyTuple_GET_ITEM(args, 0);
+    if (!THPVariable_CheckExact(self)) return nullptr;
+    const at::Tensor& t = THPVariable_Unpack(self);
+    if (!t.defined() || !t.is_meta() || t.layout() != at::kStrided) return nullptr;
     if (op == View::kIndex || op == View::kNative) {
       PyObject* r = native_call(op, target, method, args, kwargs);
       if (!r) PyErr_Clear();
       return r;
     }
     return view_call(op, t, args, kwargs);
-  } catch (py::error_already_set& e) {
-    e.restore();
+  } catch (const std::exception&) {  // py::error_already_set too: it took the Python error
     PyErr_Clear();
-    return nullptr;
-  } catch (const std::exception&) {
-    if (PyErr_Occurred()) PyErr_Clear();
     return nullptr;  // the Python path answers, and raises the operator's own errors
   }
 }
