@@ -52,17 +52,26 @@ bool provably_equal(const c10::SymInt& x, const c10::SymInt& y) {
 
 bool provably_one(const c10::SymInt& x) { return !x.is_heap_allocated() && x.as_int_unchecked() == 1; }
 
-// Row-major contiguity that holds for every value of the sizes (size-1 dimensions' strides are free).
-bool provably_contiguous(const at::Tensor& t) {
+bool provably_unequal(const c10::SymInt& x, const c10::SymInt& y) {
+  if (auto b = x.sym_ne(y).maybe_as_bool()) return *b;
+  return false;
+}
+
+// Row-major contiguity (size-1 dimensions' strides are free), where it holds or fails for every
+// value of the sizes; unknown where that would take a guard.
+enum class Contiguity { kYes, kNo, kUnknown };
+Contiguity contiguity(const at::Tensor& t) {
   c10::SymInt expected(1);
   for (int64_t d = t.dim() - 1; d >= 0; --d) {
     const c10::SymInt& size = t.sym_size(d);
     if (provably_one(size)) continue;
-    if (!provably_equal(t.sym_stride(d), expected)) return false;
+    if (provably_unequal(t.sym_stride(d), expected)) return Contiguity::kNo;
+    if (!provably_equal(t.sym_stride(d), expected)) return Contiguity::kUnknown;
     expected = expected * size;
   }
-  return true;
+  return Contiguity::kYes;
 }
+bool provably_contiguous(const at::Tensor& t) { return contiguity(t) == Contiguity::kYes; }
 
 SymInts contiguous_strides(const SymInts& sizes) {
   SymInts strides(sizes.size(), c10::SymInt(1));
@@ -152,11 +161,6 @@ bool view_sizes(const at::Tensor& t, const SymInts& requested, SymInts* out) {
   c10::SymInt product(1);
   for (const auto& s : *out) product = product * s;
   return provably_equal(product, numel);
-}
-
-bool provably_unequal(const c10::SymInt& x, const c10::SymInt& y) {
-  if (auto b = x.sym_ne(y).maybe_as_bool()) return *b;
-  return false;
 }
 
 // The strides of a view of `t` with `sizes` (the same element count), as ATen's view computes
@@ -438,8 +442,11 @@ PyObject* view_call(View op, const at::Tensor& t, PyObject* args, PyObject* kwar
       return nullptr;
     case View::kContiguous: {
       if (!no_kwargs() || nargs != 1) return nullptr;
-      if (provably_contiguous(t)) return Py_NewRef(PyTuple_GET_ITEM(args, 0));
-      return wrap_copy(t, t.sym_sizes().vec());
+      switch (contiguity(t)) {
+        case Contiguity::kYes: return Py_NewRef(PyTuple_GET_ITEM(args, 0));  // eager returns self
+        case Contiguity::kNo: return wrap_copy(t, t.sym_sizes().vec());
+        default: return nullptr;  // deciding would take a guard: the Python path
+      }
     }
   }
   return nullptr;
