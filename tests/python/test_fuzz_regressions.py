@@ -1,5 +1,7 @@
 """Bugs the fuzzer's float-argument programs found (tests/fuzz/floats.py), each reduced to the
 program that showed it, compiled vs eager."""
+import operator
+
 import pytest
 import torch
 
@@ -78,3 +80,42 @@ def test_a_dynamic_float_times_a_0d_half_tensor_is_not_rounded_first(backend):
         for a, b in zip(got, want):
             assert a.dtype == b.dtype and torch.equal(a, b), (i, t, a, b)
     assert kiln.stats()["graphs"] == 2
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args), None
+    except RuntimeError as e:
+        return None, str(e)
+
+
+INPLACE_CAST = {
+    # PyTorch's meta kernels of these in-place operators do not check that the result dtype can be
+    # cast to the written tensor's, and functionalization writes the cast result: kiln's
+    # generated code returned int(x * 0.5) where eager raises (fuzz seed 886).
+    "int_mul_float": lambda a: a.clone().mul_(0.5),
+    "int_argument_mul_float": lambda a: a.mul_(1.5),
+    "int_imul_float": lambda a: operator.imul(a + 1, 0.5),
+    "int_mul_float_tensor": lambda a: (a + 1).mul_(a * 0.5),
+    "int_addcmul": lambda a: (a + 1).addcmul_(a.float(), a.float()),
+    "int_addcdiv": lambda a: (a + 1).addcdiv_(a.float(), a.float()),
+    "int_ldexp": lambda a: (a + 1).ldexp_(a),
+    "bool_mul_int": lambda a: (a > 0).mul_(2),
+    "bool_cumsum": lambda a: (a > 0).cumsum_(0),
+    # allowed in place (the result's dtype casts): still compiled, same values
+    "int_mul_int": lambda a: (a + 1).mul_(3),
+    "float_mul_double_tensor": lambda a: a.float().mul_(torch.tensor([0.5], dtype=torch.float64)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", sorted(INPLACE_CAST))
+def test_an_in_place_result_that_cannot_be_cast_raises_as_eager(backend, case):
+    fn = INPLACE_CAST[case]
+    x = torch.tensor([2, -1, 3])
+    want, want_err = _outcome(fn, x.clone())
+    got, got_err = _outcome(kiln.compile(fn, backend=backend), x.clone())
+    assert got_err == want_err
+    if want_err is None:
+        assert_same(got, want)
+
