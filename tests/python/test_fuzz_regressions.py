@@ -119,3 +119,23 @@ def test_an_in_place_result_that_cannot_be_cast_raises_as_eager(backend, case):
     if want_err is None:
         assert_same(got, want)
 
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_dynamic_float_divides_a_0d_tensor_in_place_in_its_dtype(backend):
+    # `t.div_(p)` on a 0-d float32 t computes in float32 with a Python float (1e-300 is 0 there:
+    # 0 / 0 = nan), but in float64 with the dynamic float's float64 tensor (0 / 1e-300 = 0): the
+    # out-of-place form, not the written tensor, tells the dtype the operation computes in
+    # (fuzz seed 1581).
+    def f(x, p):
+        t = x.clone()
+        t.div_(p)
+        u = x * 1
+        u.mul_(p)
+        v = x.clone()
+        v.clamp_(p)
+        return t, u, v
+
+    c = kiln.compile(f, backend=backend)
+    for x in (torch.tensor(0.0), torch.tensor(1.5), torch.tensor([0.0, 2.0])):
+        for p in (-1.0, 3.0, 2.5, 1e-300, 0.1, 1e-46):
+            assert_same(c(x, p), f(x, p))
