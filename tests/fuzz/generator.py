@@ -5,12 +5,12 @@
 
 The generated module defines:
   * ``f(a0, a1, ...)``: 5-20 statements drawn from the op table ``OPS`` below.
-  * ``make_inputs(rng_seed, variant)``: the argument list; ``variant`` 0 to 4 give different
+  * ``make_inputs(rng_seed, variant)``: the argument list; ``variant`` 0 to 5 give different
     sizes for the symbolic dims (N0, N1, ...), ``rng_seed`` the values. Variants 0 and 1 are the
     first two shapes (1 and 0 among their sizes); 2, 3 and 4 (sizes >= 2, N0 unlike its earlier
     sizes) are the third, fourth and fifth shapes, which a graph compiled with symbolic sizes
     serves (kiln's runtime sizes are fitted once three sizes are seen: the fifth is served by
-    that fitted kernel set).
+    that fitted kernel set); 5 is variant 2 with N0 at 1.
   * ``_SINK``: an io.StringIO that the program may print to (the runner compares its content).
 
 Generation is "execute as you go": every candidate statement is run eagerly on the inputs of
@@ -52,7 +52,7 @@ def _rnd(g, shape, dtype):
 
 DTYPES = {"f32": "torch.float32", "f64": "torch.float64", "i64": "torch.int64", "b": "torch.bool"}
 SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 11, 13]
-NVARIANTS = 5  # make_inputs(rng_seed, variant) for variant in range(NVARIANTS): the worker's CALLS
+NVARIANTS = 6  # make_inputs(rng_seed, variant) for variant in range(NVARIANTS): the worker's CALLS
 
 
 @dataclass
@@ -119,8 +119,11 @@ class Gen:
         # (duck-sized alike in one variant, apart in the next)
         vr = random.Random(f"kiln-fuzz-variants-{self.seed}-{len(self.syms)}")
         vals = [v0, v1]
-        for _ in range(2, NVARIANTS):
+        for _ in range(2, NVARIANTS - 1):
             vals.append(vr.choice([s for s in SIZES if s >= 2 and s != vals[-1] and (self.syms or s not in vals)]))
+        # the last variant takes N0 to 1 (the other dims as in variant 2): a size the graphs
+        # compiled with symbolic sizes (which assume >= 2) must not serve
+        vals.append(vals[2] if self.syms else 1)
         name = f"N{len(self.syms)}"
         self.syms.append((name, tuple(vals)))
         return name
