@@ -116,15 +116,26 @@ PrunedBackward prune_absent_tangents(const AtenGraph& g, int first_tangent, cons
     if (g.values[v].kind == AtenValue::kInput && g.values[v].index >= first_tangent) grad[v] = true, given[v] = !zero[v];
   std::vector<bool> node_grad(g.nodes.size(), false);
   std::unordered_map<int, bool> fn_given;  // per autograd node: whether any of its operators reads a defined gradient
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const AtenNode& n = g.nodes[i];
-    bool any_grad = false, any_given = false;
-    for (const AtenArg& a : n.args)
-      for (int v : reads(a)) any_grad |= grad[v], any_given |= given[v];
-    node_grad[i] = any_grad;
-    for (int o : n.outputs)
-      if (o >= 0) grad[o] = any_grad, given[o] = any_given;
-    if (n.grad_fn >= 0) fn_given[n.grad_fn] = fn_given[n.grad_fn] || any_given;
+  // A node that runs defines every gradient it returns, also one its formula makes from nothing
+  // (copysign's `zeros_like(other)`): a later node that reads it runs in eager, and its input gets
+  // a zero gradient, not None. Such a result may come before the operator that reads the defined
+  // gradient, so this repeats until nothing changes (given only ever turns true).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const AtenNode& n = g.nodes[i];
+      bool any_grad = false, any_given = false;
+      for (const AtenArg& a : n.args)
+        for (int v : reads(a)) any_grad |= grad[v], any_given |= given[v];
+      node_grad[i] = any_grad;
+      if (n.grad_fn >= 0 && any_given && !fn_given[n.grad_fn]) fn_given[n.grad_fn] = changed = true;
+      const bool defined = any_given || (n.grad_fn >= 0 && fn_given[n.grad_fn]);
+      for (int o : n.outputs)
+        if (o >= 0) {
+          grad[o] = any_grad;
+          if (defined && !given[o]) given[o] = changed = true;
+        }
+    }
   }
   // Which nodes are zero, in order (a node's arguments come before it).
   std::vector<bool> node_zero(g.nodes.size(), false);

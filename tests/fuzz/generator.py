@@ -5,12 +5,16 @@
 
 The generated module defines:
   * ``f(a0, a1, ...)``: 5-20 statements drawn from the op table ``OPS`` below.
-  * ``make_inputs(rng_seed, variant)``: the argument list; ``variant`` 0 and 1 give different
-    sizes for the symbolic dims (N0, N1, ...), ``rng_seed`` the values.
+  * ``make_inputs(rng_seed, variant)``: the argument list; ``variant`` 0 to 5 give different
+    sizes for the symbolic dims (N0, N1, ...), ``rng_seed`` the values. Variants 0 and 1 are the
+    first two shapes (1 and 0 among their sizes); 2, 3 and 4 (sizes >= 2, N0 unlike its earlier
+    sizes) are the third, fourth and fifth shapes, which a graph compiled with symbolic sizes
+    serves (kiln's runtime sizes are fitted once three sizes are seen: the fifth is served by
+    that fitted kernel set); 5 is variant 2 with N0 at 1.
   * ``_SINK``: an io.StringIO that the program may print to (the runner compares its content).
 
 Generation is "execute as you go": every candidate statement is run eagerly on the inputs of
-both variants; a statement that raises is rejected, except that now and then one is kept as the
+all variants; a statement that raises is rejected, except that now and then one is kept as the
 last statement on purpose (the compiled program must then raise the same exception). The op
 generators therefore only need to be plausible; the executor tells which ones are valid, and
 they read the live values (dtypes, shapes) of the variables to pick their operands.
@@ -48,6 +52,7 @@ def _rnd(g, shape, dtype):
 
 DTYPES = {"f32": "torch.float32", "f64": "torch.float64", "i64": "torch.int64", "b": "torch.bool"}
 SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 11, 13]
+NVARIANTS = 6  # make_inputs(rng_seed, variant) for variant in range(NVARIANTS): the worker's CALLS
 
 
 @dataclass
@@ -84,11 +89,12 @@ class Gen:
         self.seed = seed
         self.r = random.Random(seed)
         self.args: list[tuple[str, str]] = []  # (name, creation expression inside make_inputs)
-        self.syms: list[tuple[str, int, int]] = []
+        self.syms: list[tuple[str, tuple[int, ...]]] = []  # (name, its size in each variant)
         self.stmts: list[str] = []
         self.vars: list[str] = []  # locals of f, in creation order (args included)
         self.pending: list[str] = []
-        self.env1_alive = True
+        self.alive = [True] * NVARIANTS  # variants that have not raised (variant 0 always runs)
+        self.envs: list = [None] * NVARIANTS
         self.expects_error = False
         self.features: list[str] = []
         self.list_arg = None
@@ -100,14 +106,26 @@ class Gen:
         r = self.r
         if self.syms and r.random() < 0.6:
             return r.choice(self.syms)[0]
-        used = {(a, b) for _, a, b in self.syms}
+        used = {v[:2] for _, v in self.syms}
         while True:
             v0 = r.choice(SIZES)
             v1 = 0 if r.random() < 0.08 else r.choice(SIZES)
             if v1 != v0 and (v0, v1) not in used:
                 break
+        # the third to fifth sizes from their own stream (the programs' random choices stay those
+        # of the two-variant generator): >= 2, so that 0/1 specialisation is not what they test; N0
+        # takes distinct sizes (every variant is a new shape), the other symbols may come back to
+        # an earlier size (some dims change, others stay) and may coincide with each other
+        # (duck-sized alike in one variant, apart in the next)
+        vr = random.Random(f"kiln-fuzz-variants-{self.seed}-{len(self.syms)}")
+        vals = [v0, v1]
+        for _ in range(2, NVARIANTS - 1):
+            vals.append(vr.choice([s for s in SIZES if s >= 2 and s != vals[-1] and (self.syms or s not in vals)]))
+        # the last variant takes N0 to 1 (the other dims as in variant 2): a size the graphs
+        # compiled with symbolic sizes (which assume >= 2) must not serve
+        vals.append(vals[2] if self.syms else 1)
         name = f"N{len(self.syms)}"
-        self.syms.append((name, v0, v1))
+        self.syms.append((name, tuple(vals)))
         return name
 
     def rand_dims(self, rank):
@@ -212,8 +230,8 @@ class Gen:
 
     def make_inputs_src(self):
         lines = ["def make_inputs(rng_seed, variant):", "    g = torch.Generator().manual_seed(rng_seed)"]
-        for name, v0, v1 in self.syms:
-            lines.append(f"    {name} = ({v0}, {v1})[variant]")
+        for name, vals in self.syms:
+            lines.append(f"    {name} = ({', '.join(map(str, vals))})[variant]")
         for name, expr in self.args:
             lines.append(f"    {name} = {expr}")
         lines.append(f"    return [{', '.join(n for n, _ in self.args)}]")
@@ -232,18 +250,26 @@ class Gen:
         self.env0 = self.fresh_env(0)
         for s in self.stmts:
             exec(s, self.env0)
-        self.env1 = None
-        if self.env1_alive:
-            try:
-                self.env1 = self.fresh_env(1)
-                for s in self.stmts:
-                    exec(s, self.env1)
-            except Exception:
-                self.env1 = None
-                self.env1_alive = False
+        self.envs = [self.env0] + [None] * (NVARIANTS - 1)
+        for k in range(1, NVARIANTS):
+            if self.alive[k]:
+                try:
+                    env = self.fresh_env(k)
+                    for s in self.stmts:
+                        exec(s, env)
+                    self.envs[k] = env
+                except Exception:
+                    self.alive[k] = False
+
+    @property
+    def env1(self):
+        """Variant 1's locals, None once it raised."""
+        return self.envs[1]
 
     def try_stmt(self, stmt):
-        """Run `stmt` on both variants; returns True if accepted (and f ends if it raises)."""
+        """Run `stmt` on all variants; returns True if accepted (and f ends if it raises). A
+        statement that raises on variant 0 ends f on purpose now and then; one that raises only on
+        a later variant is rejected, or (1 in 4) kept: that variant's call must then raise alike."""
         try:
             exec(stmt, self.env0)
         except Exception:
@@ -254,15 +280,17 @@ class Gen:
                 self.features.append("raises")
                 return True
             return False
-        if self.env1 is not None:
+        for k in range(1, NVARIANTS):
+            if self.envs[k] is None:
+                continue
             try:
-                exec(stmt, self.env1)
+                exec(stmt, self.envs[k])
             except Exception:
                 if self.r.random() < 0.75:
                     self.rebuild()
                     return False
-                self.env1 = None
-                self.env1_alive = False
+                self.envs[k] = None
+                self.alive[k] = False
         self.stmts.append(stmt)
         self.vars.extend(n for n in self.pending if n not in self.vars)
         return True
@@ -311,17 +339,17 @@ class Gen:
     def dim_expr(self, name, i):
         """Expression (symbol / constant) for dim i of variable `name` usable in make_inputs."""
         t0 = self.val(name)
-        v0 = t0.shape[i]
-        if self.env1 is None:
-            return None
-        t1 = self.env1.get(name)
-        if not isinstance(t1, torch.Tensor) or t1.dim() != t0.dim():
-            return None
-        v1 = t1.shape[i]
-        for s, a, b in self.syms:
-            if (a, b) == (v0, v1):
+        vals = []
+        for env in self.envs:
+            t = None if env is None else env.get(name)
+            if not isinstance(t, torch.Tensor) or t.dim() != t0.dim():
+                return None
+            vals.append(t.shape[i])
+        vals = tuple(vals)
+        for s, v in self.syms:
+            if v == vals:
                 return s
-        return str(v0) if v0 == v1 else None
+        return str(vals[0]) if len(set(vals)) == 1 else None
 
     def arg_like(self, name, dt=None, drop_to_one=0.0, extra_last=None):
         """New argument whose shape matches `name`'s (for broadcasting / matmul operands)."""

@@ -18,7 +18,13 @@ import sys
 import traceback
 import warnings
 
-CALLS = [("first", 0, 0), ("repeat", 0, 0), ("fresh", 1, 0), ("variant", 2, 1)]  # (label, rng offset, variant)
+# (label, rng offset, variant): two shapes (kiln recompiles with symbolic sizes at the second), a
+# third, fourth and fifth (served by that symbolic graph; a CPU inference graph fits its
+# runtime-sizes kernel set once it has seen three sizes, and serves the fifth with it), then back
+# to the first and second shapes (graphs and kernels already made take them again, new values),
+# and last the third shape with N0 at 1 (the graphs with symbolic sizes assume sizes >= 2)
+CALLS = [("first", 0, 0), ("repeat", 0, 0), ("fresh", 1, 0), ("variant", 2, 1), ("third", 9, 2), ("fourth", 10, 3),
+         ("fifth", 13, 4), ("back", 11, 0), ("back-variant", 12, 1), ("ones", 14, 5)]
 TOL = {"torch.float16": (1e-2, 1e-2), "torch.bfloat16": (2e-2, 2e-2), "torch.float32": (1e-4, 1e-4),
        "torch.float64": (1e-7, 1e-7)}
 # Training-step programs (tests/fuzz/training.py) compare gradients and parameters after 2-3

@@ -1,5 +1,5 @@
 """Differential program fuzzing (tests/fuzz): a fixed range of generated programs, each run eagerly
-and through kiln.compile (first call, repeat, fresh values, new shapes) in crash-isolated worker
+and through kiln.compile (first call, repeat, fresh values, five shapes, back to the first two, a dim at 1) in crash-isolated worker
 processes. Any crash, wrong value, exception mismatch or timeout fails the test; the message holds
 the failing programs' sources (replay one with `python -m tests.fuzz.minimize FILE`).
 

@@ -1,5 +1,7 @@
 """Bugs the fuzzer's float-argument programs found (tests/fuzz/floats.py), each reduced to the
 program that showed it, compiled vs eager."""
+import operator
+
 import pytest
 import torch
 
@@ -78,3 +80,79 @@ def test_a_dynamic_float_times_a_0d_half_tensor_is_not_rounded_first(backend):
         for a, b in zip(got, want):
             assert a.dtype == b.dtype and torch.equal(a, b), (i, t, a, b)
     assert kiln.stats()["graphs"] == 2
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args), None
+    except RuntimeError as e:
+        return None, str(e)
+
+
+INPLACE_CAST = {
+    # PyTorch's meta kernels of these in-place operators do not check that the result dtype can be
+    # cast to the written tensor's, and functionalization writes the cast result: kiln's
+    # generated code returned int(x * 0.5) where eager raises (fuzz seed 886).
+    "int_mul_float": lambda a: a.clone().mul_(0.5),
+    "int_argument_mul_float": lambda a: a.mul_(1.5),
+    "int_imul_float": lambda a: operator.imul(a + 1, 0.5),
+    "int_mul_float_tensor": lambda a: (a + 1).mul_(a * 0.5),
+    "int_addcmul": lambda a: (a + 1).addcmul_(a.float(), a.float()),
+    "int_addcdiv": lambda a: (a + 1).addcdiv_(a.float(), a.float()),
+    "int_ldexp": lambda a: (a + 1).ldexp_(a),
+    "bool_mul_int": lambda a: (a > 0).mul_(2),
+    "bool_cumsum": lambda a: (a > 0).cumsum_(0),
+    # allowed in place (the result's dtype casts): still compiled, same values
+    "int_mul_int": lambda a: (a + 1).mul_(3),
+    "float_mul_double_tensor": lambda a: a.float().mul_(torch.tensor([0.5], dtype=torch.float64)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", sorted(INPLACE_CAST))
+def test_an_in_place_result_that_cannot_be_cast_raises_as_eager(backend, case):
+    fn = INPLACE_CAST[case]
+    x = torch.tensor([2, -1, 3])
+    want, want_err = _outcome(fn, x.clone())
+    got, got_err = _outcome(kiln.compile(fn, backend=backend), x.clone())
+    assert got_err == want_err
+    if want_err is None:
+        assert_same(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_dynamic_float_divides_a_0d_tensor_in_place_in_its_dtype(backend):
+    # `t.div_(p)` on a 0-d float32 t computes in float32 with a Python float (1e-300 is 0 there:
+    # 0 / 0 = nan), but in float64 with the dynamic float's float64 tensor (0 / 1e-300 = 0): the
+    # out-of-place form, not the written tensor, tells the dtype the operation computes in
+    # (fuzz seed 1581).
+    def f(x, p):
+        t = x.clone()
+        t.div_(p)
+        u = x * 1
+        u.mul_(p)
+        v = x.clone()
+        v.clamp_(p)
+        return t, u, v
+
+    c = kiln.compile(f, backend=backend)
+    for x in (torch.tensor(0.0), torch.tensor(1.5), torch.tensor([0.0, 2.0])):
+        for p in (-1.0, 3.0, 2.5, 1e-300, 0.1, 1e-46):
+            assert_same(c(x, p), f(x, p))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+@pytest.mark.parametrize("src", [torch.float32, torch.float64])
+def test_a_float_out_of_integer_range_converts_as_eager_also_when_fused(dtype, src):
+    # NaN, inf and values out of the integer type's range: C++'s float -> integer conversion is
+    # undefined there, and GCC folded the fused float -> integer -> float into trunc(): log(x).int()
+    # + 0.5 kept NaN where eager has -2147483648 (fuzz seed 2249).
+    def f(x):
+        return x.to(dtype), x.to(dtype) + 0.5, torch.log(x).to(dtype) + 0.5
+
+    vals = [float("nan"), float("inf"), -float("inf"), 1e20, -1e20, 300.7, -300.7, 40000.5, 3e9, -3e9, 2.5, -0.5, 1e10, 0.0]
+    c = kiln.compile(f)
+    for n in (1, 33):
+        x = torch.tensor(vals, dtype=src).repeat(n)
+        for _ in range(2):
+            assert_same(c(x), f(x))

@@ -567,3 +567,34 @@ def test_an_output_returned_beside_its_detached_alias_keeps_its_gradient(backend
         f(pe, w)[0].backward()
         cf(pc, w)[0].backward()
         torch.testing.assert_close(pc.grad, pe.grad)
+
+
+@pytest.mark.parametrize("backend", ["kiln", "aot_eager"])
+def test_a_zero_gradient_a_formula_makes_is_a_gradient_not_none(backend):
+    # copysign's backward gives its sign operand zeros_like(other): a defined gradient, so eager
+    # runs the nodes above it and x.grad is a tensor of zeros. With the graph's other output
+    # (x * 2) unused by the loss, the absent-tangent pass saw x's gradient read only the absent
+    # tangent and a value no defined gradient reached, and left x.grad None (fuzz seed 3120).
+    def f(x, y):
+        t = x * 2
+        return torch.copysign(y, t).sum(), t
+
+    def g(x, lin, y):
+        t = lin(x)
+        return torch.copysign(y, torch.maximum(t, x.bool().long())).sum(), t
+
+    lin_e, lin_c = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
+    lin_c.load_state_dict(lin_e.state_dict())
+    cf, cg = kiln.compile(f, backend=backend), kiln.compile(g, backend=backend)
+    for step in range(3):  # the first call traces; later calls run the compiled pair
+        xe, ye, xc, yc = _leaf(0, 2, 5, 3), _leaf(1, 2, 1, 3), _leaf(0, 2, 5, 3), _leaf(1, 2, 1, 3)
+        f(xe, ye)[0].backward()
+        cf(xc, yc)[0].backward()
+        assert xc.grad is not None and torch.equal(xc.grad, xe.grad), step
+        assert torch.equal(yc.grad, ye.grad)
+        lin_e.zero_grad(), lin_c.zero_grad()
+        xe, ye, xc, yc = _leaf(0, 2, 5, 3), _leaf(1, 2, 1, 3), _leaf(0, 2, 5, 3), _leaf(1, 2, 1, 3)
+        g(xe, lin_e, ye)[0].backward()
+        cg(xc, lin_c, yc)[0].backward()
+        assert xc.grad is not None and torch.equal(xc.grad, xe.grad), step
+        assert lin_c.weight.grad is not None and torch.equal(lin_c.weight.grad, lin_e.weight.grad), step

@@ -126,6 +126,7 @@ class ExprEmitter {
         std::string a = emit(e->args[0]);
         if (t == DType::kBool) return "(" + a + " != 0)";
         if (is_floating(t) && !is_floating(e->args[0]->dtype)) return std::string("kiln::int_to_float<") + temp_type(t) + ">(" + a + ")";
+        if (!is_floating(t) && is_floating(e->args[0]->dtype)) return std::string("kiln::float_to_int<") + temp_type(t) + ">(" + a + ")";
         return std::string("static_cast<") + temp_type(t) + ">(" + a + ")";
       }
       case Expr::kWhere: {

@@ -236,6 +236,23 @@ template <class T> static inline T gelu_tanh_grad(T x) {
 // An integer converts to +0.0, never -0.0; written as a select because GCC, with
 // -fno-trapping-math, folds float -> integer -> float into trunc(), which keeps -0.5's sign.
 template <class F, class I> static inline F int_to_float(I v) { F f = static_cast<F>(v); return f == F(0) ? F(0) : f; }
+// A float converts to an integer as eager's x86 code converts it: NaN and values outside int64's
+// (for the narrower types int32's) range give the "integer indefinite" INT64_MIN (INT32_MIN), and
+// int16 / int8 / uint8 take int32's low bits. The C++ conversion is undefined there, and GCC, with
+// -fno-trapping-math, folded float -> integer -> float into trunc(), which kept NaN, inf and 1e20
+// where eager has -2147483648 (`x.int() + 0.5`). (Elsewhere, ARM's conversions saturate, in eager too.)
+template <class I, class F> static inline I float_to_int(F x) {
+#if defined(__x86_64__) || defined(__i386__)
+  if constexpr (sizeof(I) == 8) {
+    return x >= F(-9223372036854775808.0) && x < F(9223372036854775808.0) ? static_cast<I>(x) : static_cast<I>(INT64_MIN);
+  } else {
+    const int32_t v = x >= F(-2147483648.0) && x < F(2147483648.0) ? static_cast<int32_t>(x) : INT32_MIN;
+    return static_cast<I>(v);
+  }
+#else
+  return static_cast<I>(x);
+#endif
+}
 // NaN-propagating max/min: `a > b ? a : b` already yields b when b is NaN (one vmaxps), so only a
 // NaN in a needs a test (one compare and a masked move, where testing both cost four and a blend).
 template <class T> static inline T maxnan(T a, T b) { return a != a ? a : (a > b ? a : b); }

@@ -184,6 +184,23 @@ PyRef Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, 
   if (!pointwise || !probe_is_tensor(hint_result)) return specialise_all();
   for (const auto& kv : kwargs)
     if (kv.second->float_tensor) return specialise_all();  // positional operands only
+  // An in-place operation returns the tensor it wrote, of that tensor's dtype whatever its
+  // operands: its out-of-place form tells the dtype it computes in (`t.div_(p)` on a 0-d float32
+  // `t` computes in float32 with a Python float, in float64 with the float64 tensor, and a tiny p
+  // is zero in float32 only). Without an out-of-place form (fill_) the written dtype is all there is.
+  PyRef oop_hint;
+  const std::string inplace_of = method.size() > 1 && method.back() == '_' && method[method.size() - 2] != '_'
+                                     ? method.substr(0, method.size() - 1) : "";
+  if (!inplace_of.empty()) {
+    PyRef form = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(PyTuple_GET_ITEM(fargs, 0)), inplace_of.c_str()));
+    PyErr_Clear();
+    if (form) {
+      oop_hint = PyRef::steal(meta_.run(target, inplace_of, fargs, fkw, false));
+      if (!oop_hint || !probe_is_tensor(oop_hint.get())) { PyErr_Clear(); return specialise_all(); }
+      hint_result = oop_hint.get();
+    }
+  }
+  const std::string& form_method = oop_hint ? inplace_of : method;
   PyRef dtype = PyRef::steal(PyObject_GetAttrString(hint_result, "dtype"));
   PyRef shape = PyRef::steal(PyObject_GetAttrString(hint_result, "shape"));
   if (!dtype || !shape) { PyErr_Clear(); return specialise_all(); }
@@ -192,7 +209,7 @@ PyRef Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, 
     PyRef trial = PyRef::steal(PyTuple_New(n));
     for (Py_ssize_t i = 0; i < n; ++i)
       PyTuple_SET_ITEM(trial.get(), i, Py_NewRef(static_cast<size_t>(i) < args.size() && args[i]->float_tensor ? operand : PyTuple_GET_ITEM(fargs, i)));
-    PyRef r = PyRef::steal(meta_.run(target, method, trial.get(), fkw, false));
+    PyRef r = PyRef::steal(meta_.run(target, form_method, trial.get(), fkw, false));
     if (!r || !probe_is_tensor(r.get())) { PyErr_Clear(); return false; }
     PyRef d = PyRef::steal(PyObject_GetAttrString(r.get(), "dtype"));
     PyRef s = PyRef::steal(PyObject_GetAttrString(r.get(), "shape"));
@@ -207,8 +224,8 @@ PyRef Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, 
   // round the scalar to the operand's dtype first, as the cast below does) take the cast path.
   PyObject* f32 = module_attr("torch", "float32");
   const bool reduced = dtype.get() == module_attr("torch", "float16") || dtype.get() == module_attr("torch", "bfloat16");
-  const bool mul = method.empty() ? target == op_fn("mul") || target == module_attr("torch", "mul") : method == "mul";
-  const bool div = method.empty() ? target == op_fn("truediv") || target == module_attr("torch", "div") : method == "div";
+  const bool mul = method.empty() ? target == op_fn("mul") || target == module_attr("torch", "mul") : form_method == "mul";
+  const bool div = method.empty() ? target == op_fn("truediv") || target == module_attr("torch", "div") : form_method == "div";
   const bool mul_div = mul || (div && args.size() == 2 && !args[0]->float_tensor && args[1]->float_tensor && (!fkw || PyDict_GET_SIZE(fkw) == 0));
   PyObject* cast_to = dtype.get();
   PyRef result_cast;

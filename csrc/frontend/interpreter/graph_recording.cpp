@@ -114,6 +114,42 @@ static bool is_inplace_method(const std::string& m) {
   return m.size() > 1 && m.back() == '_' && !(m.size() > 2 && m[m.size() - 2] == '_');
 }
 
+// The out-of-place form of an in-place method or operator: `mul_` -> `mul`, operator.imul ->
+// `__mul__` (a Tensor method either way); "" when there is none to ask.
+static std::string out_of_place_method(const std::string& method, const std::string& qualname) {
+  if (!method.empty()) return is_inplace_method(method) ? method.substr(0, method.size() - 1) : "";
+  if (qualname.rfind("operator.i", 0) == 0) return "__" + qualname.substr(10) + "__";
+  return "";
+}
+
+// PyTorch's meta kernels of some in-place operators skip eager's check that the result's dtype
+// can be cast to the tensor written (`int_tensor.mul_(0.5)`, `int_tensor *= 0.5`,
+// `bool_tensor.cumsum_(0)`, `int_tensor.addcmul_(f, f)`), and functionalization then writes the
+// result cast: a value where eager raises. The out-of-place form's result dtype tells; when it
+// cannot be cast to the written tensor's, the operation runs eagerly (which raises as eager does).
+void Interpreter::check_inplace_cast(const std::string& name, const std::string& method, const VarPtr& self, PyObject* fargs,
+                                     PyObject* fkw) {
+  const std::string oop = out_of_place_method(method, name);
+  if (oop.empty()) return;
+  PyRef args = PyRef::steal(PySequence_List(fargs));
+  if (!args) return PyErr_Clear();
+  PyRef orig = to_fake(self);  // the tensor before the write (fargs holds the copy written)
+  PyList_SetItem(args.get(), 0, orig.release());
+  PyRef tup = PyRef::steal(PyList_AsTuple(args.get()));
+  PyRef out = tup ? PyRef::steal(meta_.run(nullptr, oop, tup.get(), fkw, opts_.memoize_meta)) : PyRef();
+  if (!out || !probe_is_tensor(out.get())) return PyErr_Clear();  // no such form, or not alike: nothing to compare
+  PyRef from = PyRef::steal(PyObject_GetAttrString(out.get(), "dtype"));
+  PyRef to = PyRef::steal(PyObject_GetAttrString(PyTuple_GET_ITEM(tup.get(), 0), "dtype"));
+  if (!from || !to) return PyErr_Clear();
+  PyRef ok = PyRef::steal(PyObject_CallFunctionObjArgs(module_attr("torch", "can_cast"), from.get(), to.get(), nullptr));
+  if (!ok) return PyErr_Clear();
+  if (ok.get() == Py_False) {
+    PyRef f = PyRef::steal(PyObject_Str(from.get())), t = PyRef::steal(PyObject_Str(to.get()));
+    unsupported(name + " computes " + (f ? PyUnicode_AsUTF8(f.get()) : "?") + ", which cannot be written into a tensor of " +
+                (t ? PyUnicode_AsUTF8(t.get()) : "?") + " (eager raises)");
+  }
+}
+
 // `operator.getitem(node, i)`: item i of a graph value that is a sequence (removable when unused).
 int Interpreter::getitem_node(int node, Py_ssize_t i, const std::string& meta) {
   PyRef idx = PyRef::steal(PyLong_FromSsize_t(i));
@@ -365,6 +401,7 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
     }
   }
   if (!result) unsupported("shape propagation failed for " + name + ": " + take_python_error());
+  if (inplace && !is_setitem) check_inplace_cast(name, op == graph::Op::kCallMethod ? method : "", args[0], fargs.get(), fkw.get());
   if (probe_is_tensor(result.get())) {
     // Results that are real tensors (a callable that ignored `device`) become meta too.
     PyRef dev = PyRef::steal(probe_device(result.get()));

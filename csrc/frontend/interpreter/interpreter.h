@@ -238,6 +238,8 @@ class Interpreter {
   // concretised (guarded); anything else goes to make_const.
   VarPtr wrap_symbolic(PyObject* value, int node);
   int getitem_node(int node, Py_ssize_t i, const std::string& meta);
+  // An in-place call whose result eager cannot cast to the written tensor's dtype: unsupported.
+  void check_inplace_cast(const std::string& name, const std::string& method, const VarPtr& self, PyObject* fargs, PyObject* fkw);
   bool holds_symint(PyObject* value);
   // The concrete Python value of a symbolic int (guarding the shape env on it).
   PyRef concretize(const VarPtr& v);
