@@ -217,14 +217,14 @@ struct Probe {
     }
     if (PyTuple_Check(o) || PyList_Check(o)) {
       const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
-      PyObject* out = PyList_Check(o) ? PyList_New(n) : PyTuple_New(n);
+      PyRef out = PyRef::steal(PyList_Check(o) ? PyList_New(n) : PyTuple_New(n));  // freed if an item throws
       if (!out) throw py::error_already_set();
       for (Py_ssize_t i = 0; i < n; ++i) {
         PyObject* item = substitute(PySequence_Fast_GET_ITEM(o, i));
-        if (PyList_Check(out)) PyList_SET_ITEM(out, i, item);
-        else PyTuple_SET_ITEM(out, i, item);
+        if (PyList_Check(out.get())) PyList_SET_ITEM(out.get(), i, item);
+        else PyTuple_SET_ITEM(out.get(), i, item);
       }
-      return out;
+      return out.release();
     }
     return Py_NewRef(o);
   }
