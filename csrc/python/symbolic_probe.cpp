@@ -39,6 +39,11 @@ namespace kiln::frontend {
 namespace {
 
 constexpr int kMaxDepth = 2;  // arguments, and the items of a list or tuple argument
+// Probe values go far above every static size and int of the call; a call with a larger one
+// (slicing's INT64_MAX end) takes the Python path.
+constexpr int64_t kMaxStatic = int64_t{1} << 40;
+
+int64_t magnitude(int64_t v) { return v == INT64_MIN ? INT64_MAX : (v < 0 ? -v : v); }
 
 // What one call's arguments hold, and their stand-ins at the probe sizes.
 struct Probe {
@@ -56,7 +61,7 @@ struct Probe {
     sym::Expr e;
     if (!bridge::symint_expr(s, &e)) return false;
     if (e.is_constant()) {
-      max_static = std::max(max_static, std::abs(e.constant_value()));
+      max_static = std::max(max_static, magnitude(e.constant_value()));
       return true;
     }
     symbolic = true;
@@ -85,7 +90,7 @@ struct Probe {
       int overflow = 0;
       const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
       if (overflow || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return false; }
-      max_static = std::max<int64_t>(max_static, v < 0 ? -v : v);
+      max_static = std::max<int64_t>(max_static, magnitude(v));
       return true;
     }
     if (PyTuple_Check(o) || PyList_Check(o)) {
@@ -298,7 +303,7 @@ PyObject* probe_symbolic_fast_meta(PyObject* target, const std::string& method, 
     // the capture's Python dispatcher would route some of it to.
     c10::impl::DisablePythonDispatcher no_python_dispatcher;
     if (!p.symbolic) return probe_fast_meta(target, method, args, kwargs);
-    if (p.symbols.size() > 6) return nullptr;
+    if (p.symbols.size() > 6 || p.max_static > kMaxStatic) return nullptr;
     p.assign(0);
     PyRef first = PyRef::steal(p.evaluate(target, method, args, kwargs));
     if (!first) return nullptr;
