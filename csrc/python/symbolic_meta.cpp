@@ -24,6 +24,7 @@
 #include "frontend/objects/tensor_probe.h"
 #include "python/call_binding.h"
 #include "python/capture_autograd.h"
+#include "torch_bridge/sym_node.h"
 
 namespace kiln::frontend {
 
@@ -37,11 +38,7 @@ bool meta_tensor(PyObject* o, at::Tensor* t) {
   return true;
 }
 
-// x == y for sizes, known without a guard (the same expression, or equal constants).
-bool provably_equal(const c10::SymInt& x, const c10::SymInt& y) {
-  if (auto b = x.sym_eq(y).maybe_as_bool()) return *b;
-  return false;
-}
+using bridge::provably_equal;
 
 PyObject* loss_meta(PyObject* args, PyObject* kwargs, bool cross_entropy) {
   static const std::vector<const char*> nll = {"input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction"};

@@ -34,6 +34,7 @@
 #include "frontend/objects/tensor_probe.h"
 #include "python/call_binding.h"
 #include "python/capture_autograd.h"
+#include "torch_bridge/sym_node.h"
 
 namespace kiln::frontend {
 
@@ -45,17 +46,10 @@ using SymInts = std::vector<c10::SymInt>;
 // off (see native_call).
 enum class View { kView, kReshape, kTranspose, kPermute, kT, kUnsqueeze, kSplit, kContiguous, kFlatten, kExpand, kFactory, kIndex, kNative };
 
-bool provably_equal(const c10::SymInt& x, const c10::SymInt& y) {
-  if (auto b = x.sym_eq(y).maybe_as_bool()) return *b;
-  return false;
-}
+using bridge::provably_equal;
+using bridge::provably_unequal;
 
 bool provably_one(const c10::SymInt& x) { return !x.is_heap_allocated() && x.as_int_unchecked() == 1; }
-
-bool provably_unequal(const c10::SymInt& x, const c10::SymInt& y) {
-  if (auto b = x.sym_ne(y).maybe_as_bool()) return *b;
-  return false;
-}
 
 // Row-major contiguity (size-1 dimensions' strides are free), where it holds or fails for every
 // value of the sizes; unknown where that would take a guard.

@@ -11,4 +11,15 @@ namespace kiln::bridge {
 // kind (not made by kiln, or a float).
 bool symint_expr(const c10::SymInt& s, sym::Expr* out);
 
+// x == y (x != y) for sizes, known without a guard: from the expressions' forms, or constants.
+// False where deciding it would take a guard.
+inline bool provably_equal(const c10::SymInt& x, const c10::SymInt& y) {
+  if (auto b = x.sym_eq(y).maybe_as_bool()) return *b;
+  return false;
+}
+inline bool provably_unequal(const c10::SymInt& x, const c10::SymInt& y) {
+  if (auto b = x.sym_ne(y).maybe_as_bool()) return *b;
+  return false;
+}
+
 }  // namespace kiln::bridge
