@@ -259,12 +259,19 @@ at::Tensor sdpa(const Bound& b) {
   bool causal = false, gqa = false;
   if (PyObject* o = b.get("dropout_p"); o && (!as_double(o, &p) || p < 0 || p >= 1)) return {};
   if (PyObject* o = b.get("is_causal"); o && !as_bool(o, &causal)) return {};
-  if (PyObject* o = b.get("enable_gqa"); o && (!as_bool(o, &gqa) || gqa)) return {};
+  if (PyObject* o = b.get("enable_gqa"); o && !as_bool(o, &gqa)) return {};
   if (PyObject* o = b.get("scale"); !absent(o) && !as_double(o, &p)) return {};
   if (!same_float({&q, &k, &v}) || q.dim() < 3 || k.dim() != q.dim() || v.dim() != q.dim()) return {};
   const int64_t n = q.dim();
-  for (int64_t i = 0; i < n - 2; ++i)
-    if (k.size(i) != q.size(i) || v.size(i) != q.size(i)) return {};
+  // enable_gqa: the heads (dimension -3) of key and value may be fewer, a divisor of the query's
+  // (grouped-query attention: transformers' Llama passes it when there is no mask).
+  for (int64_t i = 0; i < n - 2; ++i) {
+    if (gqa && i == n - 3) {
+      if (k.size(i) != v.size(i) || k.size(i) == 0 || q.size(i) % k.size(i) != 0) return {};
+    } else if (k.size(i) != q.size(i) || v.size(i) != q.size(i)) {
+      return {};
+    }
+  }
   if (k.size(-1) != q.size(-1) || v.size(-2) != k.size(-2)) return {};
   if (mask.defined()) {
     if (causal || (mask.scalar_type() != at::kBool && mask.scalar_type() != q.scalar_type()) || mask.dim() > n) return {};

@@ -11,9 +11,10 @@
 // whose strides allow it, with a size product provably equal to its own (reshape: a copy where
 // they do not); expand of dimensions of size 1; split along a static dimension. Factories of
 // symbolic sizes (torch.ones(t, t), a causal mask) are answered here too, their result following
-// from the arguments alone; and basic indexing, squeeze and dropout by PyTorch's own C++ code for
-// them (native_call). Everything else, and every error, takes the Python path, which guards what
-// it needs and raises the operator's own errors.
+// from the arguments alone; basic indexing (x[..., :half], x[:, -1]) too, guarding what PyTorch's
+// indexing would; squeeze and dropout by PyTorch's own C++ code for them (native_call). Everything
+// else, and every error, takes the Python path, which guards what it needs and raises the
+// operator's own errors.
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/PythonDispatcherTLS.h>
@@ -25,6 +26,7 @@
 #include <torch/csrc/utils/python_symnode.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -262,34 +264,136 @@ PyObject* factory_call(PyObject* args, PyObject* kwargs) {
   return wrap(at::empty_symint(sizes, at::TensorOptions().dtype(dtype).device(at::kMeta)));
 }
 
-// An index of basic indexing only: ints, slices of ints / SymInts / None, None, Ellipsis, or a
-// tuple of those (no tensors, lists or bools: advanced indexing copies).
-bool basic_index(PyObject* o, bool top) {
-  if (PyTuple_Check(o) && top) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i)
-      if (!basic_index(PyTuple_GET_ITEM(o, i), false)) return false;
-    return true;
-  }
-  if (o == Py_None || o == Py_Ellipsis || PyLong_CheckExact(o)) return true;
-  if (PySlice_Check(o)) {
+// One item of basic indexing: an int, a slice of ints / SymInts / None, None or Ellipsis (no
+// tensors, lists or bools: advanced indexing copies).
+struct IndexItem {
+  enum Kind { kInt, kSlice, kNone, kEllipsis } kind;
+  c10::SymInt value;                       // kInt
+  std::optional<c10::SymInt> start, stop;  // kSlice
+  int64_t step = 1;
+};
+
+// Ints far beyond any size (slicing's open end written as sys.maxsize) take the Python path:
+// expressions over them could overflow.
+bool index_int(PyObject* o, c10::SymInt* out) {
+  if (!as_symint(o, out)) return false;
+  if (out->is_heap_allocated()) return true;
+  const int64_t v = out->as_int_unchecked();
+  return v > -(int64_t{1} << 40) && v < (int64_t{1} << 40);
+}
+
+bool index_item(PyObject* o, std::vector<IndexItem>* out) {
+  IndexItem item{IndexItem::kNone};
+  if (o == Py_Ellipsis) {
+    item.kind = IndexItem::kEllipsis;
+  } else if (PyLong_CheckExact(o) || torch::is_symint(o)) {
+    item.kind = IndexItem::kInt;
+    if (!index_int(o, &item.value)) return false;
+  } else if (PySlice_Check(o)) {
     auto* sl = reinterpret_cast<PySliceObject*>(o);
-    for (PyObject* part : {sl->start, sl->stop, sl->step})
-      if (part != Py_None && !PyLong_CheckExact(part) && !torch::is_symint(part)) return false;
-    return true;
+    item.kind = IndexItem::kSlice;
+    c10::SymInt v;
+    if (sl->start != Py_None) {
+      if (!index_int(sl->start, &v)) return false;
+      item.start = v;
+    }
+    if (sl->stop != Py_None) {
+      if (!index_int(sl->stop, &v)) return false;
+      item.stop = v;
+    }
+    if (sl->step != Py_None) {  // a static positive step; anything else takes the Python path
+      if (!PyLong_CheckExact(sl->step)) return false;
+      item.step = PyLong_AsLongLong(sl->step);
+      if (item.step <= 0) { PyErr_Clear(); return false; }
+    }
+  } else if (o != Py_None) {
+    return false;
   }
-  return false;
+  out->push_back(std::move(item));
+  return true;
+}
+
+// A question about sizes, answered as PyTorch's own indexing code asks it: kiln's SymNode
+// guards on it where it is symbolic.
+bool holds(const c10::SymBool& b) { return b.guard_bool(__FILE__, __LINE__); }
+
+// x[index] for basic indexing, as ATen's indexing computes it (select, slice, unsqueeze, in the
+// order of the items; Ellipsis skips the dimensions the other items leave), made by one
+// as_strided: a view of x. ATen's own slice kernel reads concrete sizes, so with symbolic sizes
+// Tensor.__getitem__ cannot run in C++ (PyTorch raises an internal assertion, and its Python path
+// imported sympy for every x[..., :32] of rotary embeddings). False where an index is out of
+// range or malformed: the Python path raises the error eager raises.
+bool basic_index_view(const at::Tensor& t, PyObject* index, at::Tensor* out) {
+  std::vector<IndexItem> items;
+  if (PyTuple_Check(index)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(index); ++i)
+      if (!index_item(PyTuple_GET_ITEM(index, i), &items)) return false;
+  } else if (!index_item(index, &items)) {
+    return false;
+  }
+  int64_t specified = 0, ellipses = 0;
+  for (const auto& item : items) {
+    specified += item.kind == IndexItem::kInt || item.kind == IndexItem::kSlice;
+    ellipses += item.kind == IndexItem::kEllipsis;
+  }
+  if (specified > t.dim() || ellipses > 1) return false;
+  SymInts sizes(t.sym_sizes().begin(), t.sym_sizes().end()), strides(t.sym_strides().begin(), t.sym_strides().end());
+  c10::SymInt offset = t.sym_storage_offset();
+  size_t d = 0;  // the result's dimension the next item applies to
+  for (const auto& item : items) {
+    switch (item.kind) {
+      case IndexItem::kEllipsis:
+        d += static_cast<size_t>(t.dim() - specified);
+        break;
+      case IndexItem::kNone: {
+        const c10::SymInt stride = d < sizes.size() ? sizes[d] * strides[d] : c10::SymInt(1);
+        sizes.insert(sizes.begin() + static_cast<std::ptrdiff_t>(d), c10::SymInt(1));
+        strides.insert(strides.begin() + static_cast<std::ptrdiff_t>(d), stride);
+        ++d;
+        break;
+      }
+      case IndexItem::kInt: {
+        const c10::SymInt& length = sizes[d];
+        if (holds(item.value.sym_ge(length)) || holds(item.value.sym_lt(-length))) return false;  // IndexError
+        const c10::SymInt i = holds(item.value.sym_lt(0)) ? item.value + length : item.value;
+        offset = offset + i * strides[d];
+        sizes.erase(sizes.begin() + static_cast<std::ptrdiff_t>(d));
+        strides.erase(strides.begin() + static_cast<std::ptrdiff_t>(d));
+        break;
+      }
+      case IndexItem::kSlice: {
+        const c10::SymInt length = sizes[d];
+        c10::SymInt start = item.start.value_or(c10::SymInt(0)), stop = item.stop.value_or(length);
+        if (holds(start.sym_lt(0))) start = start + length;
+        if (holds(stop.sym_lt(0))) stop = stop + length;
+        if (holds(start.sym_lt(0))) start = c10::SymInt(0);
+        else if (holds(start.sym_ge(length))) start = length;
+        if (holds(stop.sym_lt(start))) stop = start;
+        else if (holds(stop.sym_ge(length))) stop = length;
+        offset = offset + start * strides[d];
+        sizes[d] = item.step == 1 ? stop - start : (stop - start + (item.step - 1)) / c10::SymInt(item.step);
+        strides[d] = strides[d] * item.step;
+        ++d;
+        break;
+      }
+    }
+  }
+  *out = strided_view(t, sizes, strides, offset);
+  return true;
 }
 
 // Basic indexing (x[:, None, -1], x[..., :t]), squeeze and dropout (torch.dropout and
-// F.dropout: in eval mode it returns its input) by PyTorch's C++ code for them (select, slice,
-// unsqueeze: SymInt-aware, made by as_strided) with the Python dispatcher off. Each
-// question that code asks about a symbolic size is answered by kiln's SymNode, which guards on it
-// as the Python path would; an operator inside that needs concrete sizes raises, and the call
-// takes the Python path.
+// F.dropout: in eval mode it returns its input): indexing by basic_index_view, the others by
+// PyTorch's C++ code for them (SymInt-aware, made by as_strided) with the Python dispatcher off.
+// Each question that code asks about a symbolic size is answered by kiln's SymNode, which guards
+// on it as the Python path would; an operator inside that needs concrete sizes raises, and the
+// call takes the Python path.
 PyObject* native_call(View op, PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs) {
   if (op == View::kIndex) {  // operator.getitem(x, index)
-    if (PyTuple_GET_SIZE(args) != 2 || kwargs || !basic_index(PyTuple_GET_ITEM(args, 1), true)) return nullptr;
-    return PyObject_GetItem(PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1));
+    at::Tensor view;
+    if (PyTuple_GET_SIZE(args) != 2 || kwargs || !basic_index_view(THPVariable_Unpack(PyTuple_GET_ITEM(args, 0)), PyTuple_GET_ITEM(args, 1), &view))
+      return nullptr;
+    return wrap(std::move(view));
   }
   if (method.empty()) return PyObject_Call(target, args, kwargs);
   PyRef fn = PyRef::steal(PyObject_GetAttrString(PyTuple_GET_ITEM(args, 0), method.c_str()));

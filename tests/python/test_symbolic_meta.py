@@ -54,7 +54,8 @@ def test_attention_views_over_lengths():
 
 
 @pytest.mark.parametrize("case", ["reshape_copy", "reshape_view", "permute", "t", "unsqueeze", "flatten", "infer",
-                                  "factories", "cat", "broadcast", "norms", "embedding", "indexing", "expand", "dropout"])
+                                  "factories", "cat", "broadcast", "norms", "embedding", "indexing", "slicing",
+                                  "rotate_half", "expand", "dropout", "sdpa_gqa"])
 def test_ops_over_lengths(case):
     emb = torch.nn.Embedding(50, 16)
     lin = torch.nn.Linear(16, 8)
@@ -72,6 +73,12 @@ def test_ops_over_lengths(case):
         "norms": lambda x: F.layer_norm(x, (16,)) + F.gelu(lin(x)).mean(-1, keepdim=True),
         "embedding": lambda x: emb((x.abs() * 10).long().clamp(max=49)).sum(1),
         "indexing": lambda x: x[:, None, 2:-1] * x[-1, 3:] + x[1:, None, : x.size(0) - 3].sum() + x[..., None, 5],
+        "slicing": lambda x: (x[1::2, -3:] * x[:-1:3, 3:6].sum() + x[-1, ::5].sum() + x[..., 100:].numel(),
+                              x[x.size(0) // 2:, :2][:, None].sum((0, 1)) + x[:, -100:4:2].mean(1, keepdim=True)),
+        "rotate_half": lambda x: torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), dim=-1) * x,
+        "sdpa_gqa": lambda x: F.scaled_dot_product_attention(x.view(1, 4, -1, 4), x[:, :8].reshape(1, 2, -1, 4),
+                                                             x[:, 8:].reshape(1, 2, -1, 4), is_causal=True,
+                                                             enable_gqa=True).sum(1),
         "expand": lambda x: x[:, :1].expand(-1, 16) + x.unsqueeze(0).expand(3, -1, -1).sum(0) + x[None].squeeze(0),
         "dropout": lambda x: F.dropout(x, 0.5, training=False) * 2 + F.dropout(x, 0.0, training=True),
     }
@@ -121,6 +128,22 @@ def test_training_views_over_lengths():
     assert kiln.stats()["recompiles"] == 1
 
 
+def test_index_errors_still_raise():
+    def f(x, i):
+        return x[i, 1:] * 2
+
+    kiln.reset()
+    cf = kiln.compile(f)
+    for n in (6, 9, 13):
+        torch.testing.assert_close(cf(torch.ones(n, 4), -n), f(torch.ones(n, 4), -n))
+    with pytest.raises(IndexError, match="out of bounds"):
+        cf(torch.ones(7, 4), 7)
+    with pytest.raises(IndexError, match="out of bounds"):
+        cf(torch.ones(8, 4), -9)
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        kiln.compile(lambda x: x[::-1] + 1)(torch.ones(5))
+
+
 def test_errors_still_raise():
     def f(x):
         return x.view(3, -1)  # 16 * n elements: not divisible by 3 for most n
@@ -137,7 +160,9 @@ def test_errors_still_raise():
 
 def test_new_lengths_do_not_import_sympy():
     """A transformer block over new lengths compiles its symbolic graph without sympy (it cost
-    0.5 s here and 2.5 s on a fresh GPU image at the first new length)."""
+    0.5 s here and 2.5 s on a fresh GPU image at the first new length); with rotary embeddings'
+    slices (x[..., :half], which took the Python path until slicing was computed in C++) and
+    grouped-query attention through SDPA's enable_gqa, as transformers' Llama calls it."""
     code = textwrap.dedent("""
         import sys, math, torch, torch.nn as nn, torch.nn.functional as F
         import kiln
@@ -152,10 +177,13 @@ def test_new_lengths_do_not_import_sympy():
                 b, t, d = x.shape
                 q, k, v = self.qkv(self.ln(x)).split(d, dim=2)
                 q, k, v = (z.view(b, t, self.h, d // self.h).transpose(1, 2) for z in (q, k, v))
+                half = q.shape[-1] // 2
+                q = q + torch.cat((-q[..., half:], q[..., :half]), dim=-1) * 0.5  # rotate_half
                 att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
                 mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
                 att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-                x = x + self.proj((att @ v).transpose(1, 2).contiguous().view(b, t, d))
+                y = F.scaled_dot_product_attention(q, k[:, :2], v[:, :2], is_causal=True, enable_gqa=True)
+                x = x + self.proj((att @ v + y).transpose(1, 2).contiguous().view(b, t, d))
                 return x + self.out(F.gelu(self.fc(x)))
         m = Block().eval()
         cm = kiln.compile(m)
