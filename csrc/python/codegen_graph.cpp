@@ -271,9 +271,10 @@ void CodegenGraph::finish(runtime::BuildResult r) {
   double total = trace_s_;
   for (const auto& [stage, secs] : r.timings) {
     timings_[py::str(stage)] = secs;
-    if (stage != "cuda_units") total += secs;  // a count, not seconds
+    total += secs;
   }
   timings_["total"] = total;
+  for (const auto& [what, n] : r.counts) timings_[py::str(what)] = n;  // beside the seconds, not in the total
   timings_["cache_hit"] = r.cache_hit;
   source_ = std::move(r.source);
   source_of_training_ = false;

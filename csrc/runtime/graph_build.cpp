@@ -145,8 +145,8 @@ std::shared_ptr<CompiledGraph> build_cuda(bridge::TraceResult trace, ir::Program
     cubins.push_back(std::move(cr.cubin));
   }
   r.timings.push_back({r.cache_hit ? "load_cached" : "compile", since(t2)});
-  r.timings.push_back({"cuda_units", static_cast<double>(sources.size())});
-  r.timings.push_back({"cuda_kernels_compiled", static_cast<double>(distinct)});
+  r.counts.push_back({"cuda_units", static_cast<int64_t>(sources.size())});
+  r.counts.push_back({"cuda_kernels_compiled", static_cast<int64_t>(distinct)});
   auto t3 = std::chrono::steady_clock::now();
   std::string err;
   auto kernels = CudaKernels::load(cubins, unit_of, std::move(m.kernels), device, &err, same);

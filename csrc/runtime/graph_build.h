@@ -35,6 +35,7 @@ struct BuildResult {
   std::string error;                     // why it failed
   std::string source;                    // generated code of all units, prefix header left out
   std::vector<std::pair<std::string, double>> timings;  // seconds per stage
+  std::vector<std::pair<std::string, int64_t>> counts;  // CUDA units and kernels compiled
   bool cache_hit = false;
 };
 
