@@ -4,7 +4,7 @@
 #include <functional>
 #include <unordered_set>
 
-#include "frontend/interpreter/autocast_dtypes.h"
+#include "frontend/interpreter/autocast/autocast_dtypes.h"
 #include "frontend/interpreter/interpreter.h"
 #include "frontend/interpreter/interpreter_frame.h"
 #include "frontend/objects/fake_id.h"

@@ -190,7 +190,14 @@ class Interpreter {
   // --- execution
   VarPtr run_frame(Frame& f);
   VarPtr capture_break_state(Frame& f);
+  // What one instruction does (opcodes/): step runs those that move values (stack, locals, names,
+  // attributes, containers) and hands the others on to step_expressions (operators, subscripts),
+  // which hands its others on to step_control_flow (branches, loops, calls, with, generators,
+  // imports, exceptions).
   void step(Frame& f, int op, const Instruction& in);
+  void step_expressions(Frame& f, int op, const Instruction& in);
+  void step_control_flow(Frame& f, int op, const Instruction& in);
+  std::vector<VarPtr> pop_n(std::vector<VarPtr>& stack, int n);  // the top n items, bottom first
   [[noreturn]] void unsupported(const std::string& reason);
   Unsupported make_unsupported(const std::string& reason) const;
   // Raises `type(*args)` (args: a tuple, or one object) / an exception instance in the

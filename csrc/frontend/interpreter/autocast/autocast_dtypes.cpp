@@ -8,7 +8,7 @@
 // of zeros, one element per dimension (or, where an operator needs the real sizes, a view/reshape,
 // the full sizes through an expanded zero), under the same autocast state and with the random
 // generators' states put back; its results' dtypes replace the meta results'. Capture time only.
-#include "frontend/interpreter/autocast_dtypes.h"
+#include "frontend/interpreter/autocast/autocast_dtypes.h"
 
 #include <cstring>
 #include <functional>
