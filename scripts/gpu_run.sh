@@ -17,6 +17,7 @@
 #   launches  scripts/gpu_launch_order.py GPU_LAUNCH_CASE (default resnet18): one call launch by launch, kiln
 #             beside inductor (GPU_LAUNCH_COMPILERS), per-kernel device us in order; tables and generated code
 #             in $OUT/launches.tgz
+#   sdpa      scripts/gpu_sdpa_probe.py (hf_llama's attention: eager's SDPA arguments, kiln's, SDPA alone in variants)
 #   stall     scripts/gpu_stall.py (GPU_STALL_CASE, default dyn_seq: the bench's call sequence, each call's
 #             host and synced time, the first timed round's host events per call; trace under $OUT)
 # Each stage has its own time limit (GPU_T_<stage> seconds); logs go under $OUT, a summary last.
@@ -88,6 +89,9 @@ for stage in ${GPU_STAGES//,/ }; do
     sizes)
       timeout ${GPU_T_sizes:-150} "$PY" scripts/gpu_sizes.py ${GPU_SIZES_CASES:-} > "$OUT/sizes.log" 2>&1
       note "sizes: exit $?"; grep -v Warn "$OUT/sizes.log" | tail -30 | cut -c1-300 | tee -a "$S" ;;
+    sdpa)
+      timeout ${GPU_T_sdpa:-150} "$PY" scripts/gpu_sdpa_probe.py > "$OUT/sdpa.log" 2>&1
+      note "sdpa: exit $?"; grep -v Warn "$OUT/sdpa.log" | tail -30 | cut -c1-400 | tee -a "$S" ;;
     stall)
       OUT=$OUT timeout ${GPU_T_stall:-150} "$PY" scripts/gpu_stall.py --case ${GPU_STALL_CASE:-dyn_seq} > "$OUT/stall.log" 2>&1
       note "stall: exit $?"; grep -v Warn "$OUT/stall.log" | head -40 | cut -c1-300 | tee -a "$S" ;;
