@@ -175,3 +175,36 @@ def test_the_sign_of_a_nan_from_a_function_outside_its_domain(dtype):
     for _ in range(3):
         for got, want in zip(c(x, a), f(x, a)):
             assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", [lambda a, m, s: a.masked_fill(m, s), lambda a, m, s: a.clone().fill_(s),
+                                lambda a, m, s: torch.where(m, a, s), lambda a, m, s: torch.clamp(a.float(), s),
+                                lambda a, m, s: a.half() ** s, lambda a, m, s: a.masked_fill(m, s * 2)],
+                         ids=["masked_fill", "fill_", "where", "clamp", "half_pow", "derived"])
+@pytest.mark.filterwarnings("ignore:.*recompile limit")  # `s * 2` cannot be guarded: specialised per value
+def test_a_dynamic_float_that_does_not_convert_to_the_filled_dtype_raises_as_eager(backend, op):
+    # masked_fill / fill_ / where / clamp convert a Python float to the result's dtype with an
+    # overflow check (inf or nan into an int tensor, 1e300 into a float32 one: "value cannot be
+    # converted to type int without overflow"); the float64 tensor of a dynamic float converted
+    # unchecked, and the graph filled INT_MIN (fuzz seed 10866).
+    def f(a, m, s):
+        return a * 1, op(a, m, s)
+
+    m = torch.tensor([True, False, True, False])
+    for dtype in (torch.int32, torch.int8):
+        kiln.reset()
+        c = kiln.compile(f, backend=backend)
+        for s in (2.5, 1.5, 3.0, float("inf"), -7.0, float("nan"), 1e20, 4.0, 1e300, -1e39, 300.0, 0.5):
+            a = torch.arange(4, dtype=dtype)
+            try:
+                want, want_err = f(a, m, s), None
+            except RuntimeError as e:
+                want, want_err = None, str(e)
+            try:
+                got, got_err = c(a, m, s), None
+            except RuntimeError as e:
+                got, got_err = None, str(e)
+            assert got_err == want_err, (s, dtype)
+            if want_err is None:
+                assert_same(got, want)
