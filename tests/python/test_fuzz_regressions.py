@@ -208,3 +208,21 @@ def test_a_dynamic_float_that_does_not_convert_to_the_filled_dtype_raises_as_eag
             assert got_err == want_err, (s, dtype)
             if want_err is None:
                 assert_same(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64, torch.int64])
+def test_a_dynamic_float_on_the_left_of_a_tensor_runs_the_tensors_reflected_operator(backend, dtype):
+    # `s * t` is t.__rmul__(s) = mul(t, s), and `s / t` is t.reciprocal() * s; with s a dynamic
+    # float the graph ran mul(float64 tensor, t), which rounds s to float16 first (eager keeps it
+    # in float32), and s / t rounded once where eager rounds twice: 1 ulp off (fuzz seed 14198).
+    def f(t, s):
+        return s * t, s / t, s + t, s - t
+
+    c = kiln.compile(f, backend=backend)
+    g = torch.Generator().manual_seed(0)
+    for s in (0.3, 2.3284137316117572, 1.7, 0.77, -2.9, 5.123, 1.1):
+        t = (torch.randn(4, 50, generator=g) * 3).to(dtype) if dtype.is_floating_point else torch.randint(1, 9, (4, 50), generator=g)
+        for got, want in zip(c(t, s), f(t, s)):
+            assert got.dtype == want.dtype
+            assert torch.equal(got, want)
