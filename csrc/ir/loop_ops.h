@@ -48,18 +48,18 @@ enum OpFlags : uint8_t {
   X(kGeluTanhGrad, "gelu_tanh_grad", kOpNone, "kiln::gelu_tanh_grad($0)", "kiln::gelu_tanh_grad($0)")                           \
   X(kRelu, "relu", kOpNone, "kiln::relu($0)", "kiln::relu($0)")                                                                 \
   X(kSign, "sign", kOpNone, "kiln::sign($0)", "kiln::sign($0)")                                                                 \
-  X(kLog, "log", kOpNone, "kiln::m::log($0)", "kiln::m::log($0)")                                                               \
-  X(kLog2, "log2", kOpNone, "kiln::m::log2($0)", "kiln::m::log2($0)")                                                           \
-  X(kLog10, "log10", kOpNone, "kiln::m::log10($0)", "kiln::m::log10($0)")                                                       \
-  X(kLog1p, "log1p", kOpNone, "kiln::m::log1p($0)", "kiln::m::log1p($0)")                                                       \
+  X(kLog, "log", kOpNone, "kiln::log($0)", "kiln::m::log($0)")                                                                  \
+  X(kLog2, "log2", kOpNone, "kiln::log2($0)", "kiln::m::log2($0)")                                                              \
+  X(kLog10, "log10", kOpNone, "kiln::log10($0)", "kiln::m::log10($0)")                                                          \
+  X(kLog1p, "log1p", kOpNone, "kiln::log1p($0)", "kiln::m::log1p($0)")                                                          \
   X(kExpm1, "expm1", kOpNone, "kiln::m::expm1($0)", "kiln::m::expm1($0)")                                                       \
   X(kExp2, "exp2", kOpNone, "kiln::m::exp2($0)", "kiln::m::exp2($0)")                                                           \
-  X(kSqrt, "sqrt", kOpNone, "kiln::m::sqrt($0)", "kiln::m::sqrt($0)")                                                           \
+  X(kSqrt, "sqrt", kOpNone, "kiln::sqrt($0)", "kiln::m::sqrt($0)")                                                              \
   X(kSin, "sin", kOpNone, "kiln::m::sin($0)", "kiln::m::sin($0)")                                                               \
   X(kCos, "cos", kOpNone, "kiln::m::cos($0)", "kiln::m::cos($0)")                                                               \
   X(kTan, "tan", kOpNone, "kiln::m::tan($0)", "kiln::m::tan($0)")                                                               \
-  X(kAsin, "asin", kOpNone, "kiln::m::asin($0)", "kiln::m::asin($0)")                                                           \
-  X(kAcos, "acos", kOpNone, "kiln::m::acos($0)", "kiln::m::acos($0)")                                                           \
+  X(kAsin, "asin", kOpNone, "kiln::asin($0)", "kiln::m::asin($0)")                                                              \
+  X(kAcos, "acos", kOpNone, "kiln::acos($0)", "kiln::m::acos($0)")                                                              \
   X(kAtan, "atan", kOpNone, "kiln::m::atan($0)", "kiln::m::atan($0)")                                                           \
   X(kSinh, "sinh", kOpNone, "kiln::m::sinh($0)", "kiln::m::sinh($0)")                                                           \
   X(kCosh, "cosh", kOpNone, "kiln::m::cosh($0)", "kiln::m::cosh($0)")                                                           \

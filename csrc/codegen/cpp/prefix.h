@@ -167,7 +167,10 @@ static inline float tanh(float x) {
   p = madd(p, x2, 0.33333333333333333f);
   // The sign of x: the fma gives +0 for x = -0 (+0 + -0), where tanh(-0) is -0.
   float small = __builtin_copysignf(madd(-(x * x2), p, x), x);
-  float big = 1.0f - 2.0f / (kiln::exp(2.0f * x) + 1.0f);
+  // Odd by construction, from |x|: 1 - 2 / (exp(2x) + 1) for x < 0 rounds exp(2x) + 1 near 1 and
+  // loses exp(2x)'s bits, up to 3 ulp off (tanh(-8.32) came out -1, eager's -0.99999988; `.int()`
+  // of it then -1 vs 0: fuzz seed 14475); from |x|, 1.5 ulp at most, as for x > 0.
+  float big = __builtin_copysignf(1.0f - 2.0f / (kiln::exp(2.0f * __builtin_fabsf(x)) + 1.0f), x);
   return (x < 0.55f && x > -0.55f) ? small : big;
 }
 static inline double tanh(double x) { return m::tanh(x); }
@@ -185,6 +188,43 @@ static inline float exp_nonpositive(float z) {
   __builtin_memcpy(&p, &pb, 4);
   return z < -87.0f ? 0.0f : p;
 }
+// Functions outside their domain give a NaN whose sign bit is eager's (torch.copysign and
+// torch.signbit read it; fuzz seed 6252: copysign(a, softmax(log(t / s)) * 0) with s < 0). libm's
+// NaN there is x86's default NaN, sign bit set, where ATen's x86 kernels (MKL / Sleef, vector and
+// tail alike) give +NaN for log, log2, log10 and sqrt of x < 0 (-inf included), and the default NaN
+// for acos / asin of |x| > 1 and float log1p of x < -1, +NaN for double log1p (of a NaN too).
+// Otherwise a NaN input stays itself, sign included, in both. rsqrt keeps libm's sqrt: ATen's
+// 1 / sqrt gives the default NaN. (Functions whose NaN sign eager gives differently in its vector
+// loop and in its scalar tail, fmod, pow(x < 0, 1.5), are left as libm gives them; and GCC does
+// not keep NaN signs through every rewrite: 1 + -x becomes 1 - x.)
+static inline float nan_pos(float) { return __builtin_nanf(""); }
+static inline double nan_pos(double) { return __builtin_nan(""); }
+#define KILN_NAN_BELOW_ZERO(name)                                                                  \
+  template <class T> static inline auto name(T x) -> decltype(m::name(x)) {                         \
+    using R = decltype(m::name(x));                                                                  \
+    return x < T(0) ? nan_pos(R(0)) : m::name(x);                                                    \
+  }
+KILN_NAN_BELOW_ZERO(log) KILN_NAN_BELOW_ZERO(log2) KILN_NAN_BELOW_ZERO(log10) KILN_NAN_BELOW_ZERO(sqrt)
+#undef KILN_NAN_BELOW_ZERO
+#if defined(__x86_64__) || defined(__i386__)
+template <class T> static inline auto acos(T x) -> decltype(m::acos(x)) {
+  using R = decltype(m::acos(x));
+  return x > T(1) || x < T(-1) ? -nan_pos(R(0)) : m::acos(x);
+}
+template <class T> static inline auto asin(T x) -> decltype(m::asin(x)) {
+  using R = decltype(m::asin(x));
+  return x > T(1) || x < T(-1) ? -nan_pos(R(0)) : m::asin(x);
+}
+template <class T> static inline auto log1p(T x) -> decltype(m::log1p(x)) {
+  using R = decltype(m::log1p(x));
+  if constexpr (std::is_same<R, float>::value) return x < T(-1) ? -nan_pos(R(0)) : m::log1p(x);
+  else return !(x >= T(-1)) ? nan_pos(R(0)) : m::log1p(x);  // a NaN input too
+}
+#else
+template <class T> static inline auto acos(T x) -> decltype(m::acos(x)) { return m::acos(x); }
+template <class T> static inline auto asin(T x) -> decltype(m::asin(x)) { return m::asin(x); }
+template <class T> static inline auto log1p(T x) -> decltype(m::log1p(x)) { return m::log1p(x); }
+#endif
 template <class T> static inline T sigmoid(T x) { return T(1) / (T(1) + kiln::exp_vec(-x)); }
 template <class T> static inline T gelu(T x) { return T(0.5) * x * (T(1) + m::erf(x * T(0.70710678118654752440))); }
 // Phi(x), the standard normal CDF, given g = exp(-x^2 / 2) (which gelu's gradient shares with the
@@ -319,7 +359,7 @@ template <class T> static inline T powv(T a, T b) {
     return r;
   } else {
     if (b == T(2)) return a * a;
-    if (b == T(0.5)) return m::sqrt(a);
+    if (b == T(0.5)) return kiln::sqrt(a);
     return m::pow(a, b);
   }
 }

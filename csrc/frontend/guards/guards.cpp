@@ -2,6 +2,7 @@
 #include "frontend/guards/guards.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <cstring>
 
@@ -108,7 +109,7 @@ bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
       if (!PyFloat_CheckExact(v)) return false;
       const double x = PyFloat_AS_DOUBLE(v);
       return !((length & kFloatNonZero) && x == 0.0) && !((length & kFloatNonNegative) && !(x >= 0.0)) &&
-             !((length & kFloatPositive) && !(x > 0.0));
+             !((length & kFloatPositive) && !(x > 0.0)) && float_fits(x, length);
     }
     case kNdarray: return ndarray_matches(v, *this, binding, nullptr);
     case kFloatCompare: return PyFloat_CheckExact(v) && float_compare(PyFloat_AS_DOUBLE(v), PyFloat_AS_DOUBLE(obj.get()), length / 2) == (length & 1);
@@ -168,6 +169,38 @@ bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
   return false;
 }
 
+// The dtypes of the kFloatFits* bits: the bit, the name, the range [lo, hi] (as doubles), whether
+// infinities convert (a NaN converts where they do).
+struct FloatFits {
+  Py_ssize_t bit;
+  const char* name;
+  double lo, hi;
+  bool inf;
+};
+static const FloatFits kFloatFits[] = {
+    {GuardLeaf::kFloatFitsInt64, "int64", -9223372036854775808.0, 9223372036854775808.0, false},
+    {GuardLeaf::kFloatFitsInt32, "int32", -2147483648.0, 2147483647.0, false},
+    {GuardLeaf::kFloatFitsInt16, "int16", -32768.0, 32767.0, false},
+    {GuardLeaf::kFloatFitsInt8, "int8", -128.0, 127.0, false},
+    {GuardLeaf::kFloatFitsUInt8, "uint8", 0.0, 255.0, false},
+    {GuardLeaf::kFloatFitsFloat32, "float32", -3.4028234663852886e38, 3.4028234663852886e38, true},
+    {GuardLeaf::kFloatFitsFloat16, "float16", -65504.0, 65504.0, true},
+    {GuardLeaf::kFloatFitsBFloat16, "bfloat16", -3.3895313892515355e38, 3.3895313892515355e38, true},
+};
+
+bool float_fits(double x, Py_ssize_t bits) {
+  for (const FloatFits& f : kFloatFits) {
+    if (!(bits & f.bit)) continue;
+    if (x != x) {  // a float type takes NaN, an integer type does not
+      if (!f.inf) return false;
+      continue;
+    }
+    if (f.inf && std::isinf(x)) continue;
+    if (x < f.lo || x > f.hi) return false;
+  }
+  return true;
+}
+
 static const char* const kCompareOps[] = {" < ", " <= ", " == ", " != ", " > ", " >= "};  // by Py_LT..Py_GE
 
 // " and x != 0.0 and ..." for a kFloat guard's conditions.
@@ -176,6 +209,8 @@ static std::string float_conditions(const std::string& e, Py_ssize_t bits) {
   if (bits & GuardLeaf::kFloatNonZero) s += " and " + e + " != 0.0";
   if (bits & GuardLeaf::kFloatNonNegative) s += " and " + e + " >= 0.0";
   if (bits & GuardLeaf::kFloatPositive) s += " and " + e + " > 0.0";
+  for (const FloatFits& f : kFloatFits)
+    if (bits & f.bit) s += " and " + e + " converts to " + f.name;
   return s;
 }
 

@@ -46,6 +46,12 @@ struct GuardLeaf {
   // kFloat conditions: a dynamic float used as a divisor, under a square root or a logarithm,
   // where Python raises for values the graph would compute on (0.0, a negative).
   static constexpr Py_ssize_t kFloatNonZero = 1, kFloatNonNegative = 2, kFloatPositive = 4;
+  // A dynamic float that eager converts to a tensor's dtype with an overflow check (masked_fill's
+  // and fill_'s value, where's scalar, clamp's bounds, a float16 power's exponent): it must convert
+  // to that dtype (c10::checked_convert: no NaN or infinity for an integer type, a float type's
+  // finite range). One bit per dtype; float_fits tells.
+  static constexpr Py_ssize_t kFloatFitsInt64 = 8, kFloatFitsInt32 = 16, kFloatFitsInt16 = 32, kFloatFitsInt8 = 64,
+                              kFloatFitsUInt8 = 128, kFloatFitsFloat32 = 256, kFloatFitsFloat16 = 512, kFloatFitsBFloat16 = 1024;
   bool weak = false;    // kId: obj is a weak reference to the object (the guard does not keep it
                         // alive; once it dies the guard fails)
   bool check(PyObject* v, SymbolBinding* binding = nullptr) const;
@@ -56,6 +62,9 @@ struct GuardLeaf {
 };
 
 bool float_compare(double x, double c, int op);  // x op c, op one of Py_LT..Py_GE
+// Whether x converts without overflow to every dtype of the kFloatFits* bits in `bits` (as
+// c10::checked_convert<To, double> decides).
+bool float_fits(double x, Py_ssize_t bits);
 
 class GuardTree {
  public:

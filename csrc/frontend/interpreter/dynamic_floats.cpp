@@ -163,6 +163,29 @@ VarPtr Interpreter::float_math(PyObject* fn, const std::vector<VarPtr>& args) {
   return float_result(module_attr("torch", sqrt ? "sqrt" : "log"), args, hint.get());
 }
 
+// The kFloatFits* bit of the dtype eager converts a Python float operand of `target` / `method`
+// to with an overflow check, when its result has `dtype`; 0 where it converts unchecked (a
+// wrapped scalar: add, mul, comparisons, ...). A power checks its exponent only, in float16 and
+// bfloat16 only: then kPowerExponent is set too.
+Py_ssize_t Interpreter::checked_conversion(PyObject* target, const std::string& method, PyObject* dtype) {
+  auto fn = [&](const char* n) { return method.empty() && target == module_attr("torch", n); };
+  const bool power = method.empty() ? target == op_fn("pow") || fn("pow") : method == "pow" || method == "__pow__";
+  const bool checked = power || fn("masked_fill") || fn("where") || fn("clamp") || fn("clip") || fn("full_like") ||
+                       method == "masked_fill" || method == "masked_fill_" || method == "fill_" || method == "clamp" ||
+                       method == "clamp_" || method == "clip";
+  if (!checked) return 0;
+  static const std::pair<const char*, Py_ssize_t> kDtypes[] = {
+      {"int64", GuardLeaf::kFloatFitsInt64}, {"int32", GuardLeaf::kFloatFitsInt32}, {"int16", GuardLeaf::kFloatFitsInt16},
+      {"int8", GuardLeaf::kFloatFitsInt8}, {"uint8", GuardLeaf::kFloatFitsUInt8}, {"float32", GuardLeaf::kFloatFitsFloat32},
+      {"float16", GuardLeaf::kFloatFitsFloat16}, {"bfloat16", GuardLeaf::kFloatFitsBFloat16}};
+  for (const auto& [name, bit] : kDtypes)
+    if (dtype == module_attr("torch", name)) {
+      if (!power) return bit;
+      return bit == GuardLeaf::kFloatFitsFloat16 || bit == GuardLeaf::kFloatFitsBFloat16 ? bit | kPowerExponent : 0;
+    }
+  return 0;  // float64 (no overflow), bool (any value converts), other dtypes
+}
+
 // A tensor operation with a dynamic float among its operands: `hint_result` is its meta result
 // with the captured float there. Only pointwise operations (Interpreter::scalar_operands) take
 // the float's tensor, as a positional operand; any other use specialises it. With the float64 tensor there instead, the
@@ -204,6 +227,26 @@ PyRef Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, 
   PyRef dtype = PyRef::steal(PyObject_GetAttrString(hint_result, "dtype"));
   PyRef shape = PyRef::steal(PyObject_GetAttrString(hint_result, "shape"));
   if (!dtype || !shape) { PyErr_Clear(); return specialise_all(); }
+  // Some operators convert a Python float operand to the result's dtype with an overflow check
+  // (c10::checked_convert): masked_fill's and fill_'s value, where's scalar, clamp's bounds, a
+  // float16 / bfloat16 tensor's exponent. inf or nan into an integer tensor, 1e300 into a float32
+  // one, raise "value cannot be converted to type int without overflow" there, where the float64
+  // tensor standing for the float converts unchecked (fuzz seed 10866: masked_fill of an int
+  // tensor with inf, after the float had become a graph input). A float argument is guarded to
+  // convert (a value that does not fails the guard, and the capture for it specialises the float,
+  // whose meta call raises as eager does); a float computed from one cannot be guarded and is
+  // specialised.
+  if (const Py_ssize_t fits = checked_conversion(target, form_method, dtype.get())) {
+    const bool power = fits & kPowerExponent;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const VarPtr& a = args[i];
+      if (!a->float_tensor || (power && i != 1)) continue;  // a float base of a power converts unchecked
+      const double x = PyFloat_AsDouble(a->fake.get());
+      if (PyErr_Occurred()) { PyErr_Clear(); return specialise_all(); }
+      if (!is_float_argument(a) || !float_fits(x, fits & ~kPowerExponent)) return specialise_all();
+      guard(a->source, GuardLeaf::kFloat, nullptr, fits & ~kPowerExponent);
+    }
+  }
   auto same_result = [&](PyObject* operand, PyObject* want) {
     const Py_ssize_t n = PyTuple_GET_SIZE(fargs);
     PyRef trial = PyRef::steal(PyTuple_New(n));

@@ -236,6 +236,10 @@ class Interpreter {
   PyRef specialize_float_input(const VarPtr& v);
   VarPtr compare_float_input(int op, const VarPtr& a, const VarPtr& b);
   bool excludes_by_guard(const VarPtr& v, Py_ssize_t condition);
+  // checked_conversion: the kFloatFits* bit eager's overflow check of a float operand asks for
+  // (dynamic_floats.cpp), with kPowerExponent for a power (only its exponent is checked).
+  Py_ssize_t checked_conversion(PyObject* target, const std::string& method, PyObject* dtype);
+  static constexpr Py_ssize_t kPowerExponent = Py_ssize_t{1} << 20;
   VarPtr float_result(PyObject* fn, const std::vector<VarPtr>& args, PyObject* hint);
   PyObject* float64_meta();
   void make_dynamic(TensorFacts& f, uint64_t mask, const std::string& source, int input,

@@ -40,6 +40,21 @@ VarPtr Interpreter::binary(const char* nb_name, const VarPtr& a, const VarPtr& b
   }
   if (a->is_tensor() || b->is_tensor()) {
     if (inplace && !a->is_tensor()) fn = op_fn(opn + 1);  // `n += t` rebinds n to a new tensor
+    if (a->float_tensor && !a->is_tensor() && b->is_tensor()) {
+      // A dynamic float (a float64 tensor in the graph) on the left of a tensor: Python runs the
+      // tensor's reflected operator, which the graph must run too, not float64_tensor.__mul__.
+      // Tensor.__rmul__ / __radd__ are mul(t, s) / add(t, s): ATen's kernels take a scalar as
+      // their second operand in float32 for a float16 / bfloat16 t, and round it to t's dtype
+      // as the first (fuzz floats seed 14198: `s * t.half()` 1 ulp off). Tensor.__rtruediv__ is
+      // t.reciprocal() * s, rounded twice (`s / t` 1 ulp off in every dtype). __rsub__,
+      // __rfloordiv__, __rmod__ and __rpow__ keep the float first, as recorded.
+      const std::string base_op = inplace ? opn + 1 : opn;
+      if (base_op == "mul" || base_op == "add") return record_op(graph::Op::kCallFunction, fn, "", {b, a}, {});
+      if (base_op == "truediv") {
+        VarPtr r = record_op(graph::Op::kCallMethod, nullptr, "reciprocal", {b}, {});
+        return record_op(graph::Op::kCallFunction, op_fn("mul"), "", {r, a}, {});
+      }
+    }
     return record_op(graph::Op::kCallFunction, fn, "", {a, b}, {});
   }
   if (is_deque(a) || is_deque(b)) unsupported(std::string("operator ") + opn + " on a deque");
