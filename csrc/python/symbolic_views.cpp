@@ -362,14 +362,22 @@ bool basic_index_view(const at::Tensor& t, PyObject* index, at::Tensor* out) {
         break;
       }
       case IndexItem::kSlice: {
+        // ATen's clamping, asked only about the bounds given (x[:, :k] asks nothing about k's
+        // start, x[k:] nothing about its stop: an open end is the length, after any start).
         const c10::SymInt length = sizes[d];
-        c10::SymInt start = item.start.value_or(c10::SymInt(0)), stop = item.stop.value_or(length);
-        if (holds(start.sym_lt(0))) start = start + length;
-        if (holds(stop.sym_lt(0))) stop = stop + length;
-        if (holds(start.sym_lt(0))) start = c10::SymInt(0);
-        else if (holds(start.sym_ge(length))) start = length;
-        if (holds(stop.sym_lt(start))) stop = start;
-        else if (holds(stop.sym_ge(length))) stop = length;
+        c10::SymInt start(0), stop = length;
+        if (item.start) {
+          start = *item.start;
+          if (holds(start.sym_lt(0))) start = start + length;
+          if (holds(start.sym_lt(0))) start = c10::SymInt(0);
+          else if (holds(start.sym_ge(length))) start = length;
+        }
+        if (item.stop) {
+          stop = *item.stop;
+          if (holds(stop.sym_lt(0))) stop = stop + length;
+          if (holds(stop.sym_lt(start))) stop = start;
+          else if (holds(stop.sym_ge(length))) stop = length;
+        }
         offset = offset + start * strides[d];
         sizes[d] = item.step == 1 ? stop - start : (stop - start + (item.step - 1)) / c10::SymInt(item.step);
         strides[d] = strides[d] * item.step;
