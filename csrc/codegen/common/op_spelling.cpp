@@ -19,4 +19,18 @@ std::string spell(const char* pattern, const std::string& a, const std::string& 
   return out;
 }
 
+std::string integer_limit(ir::DType t, bool largest, const std::string& type) {
+  using ir::DType;
+  const char* v;
+  switch (t) {
+    case DType::kBool: v = largest ? "1" : "0"; break;
+    case DType::kUInt8: v = largest ? "255" : "0"; break;
+    case DType::kInt8: v = largest ? "127" : "-128"; break;
+    case DType::kInt16: v = largest ? "32767" : "-32768"; break;
+    case DType::kInt32: v = largest ? "2147483647" : "(-2147483647 - 1)"; break;
+    default: v = largest ? "9223372036854775807LL" : "(-9223372036854775807LL - 1)"; break;
+  }
+  return "static_cast<" + type + ">(" + v + ")";
+}
+
 }  // namespace kiln::codegen

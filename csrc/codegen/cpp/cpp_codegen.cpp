@@ -164,25 +164,11 @@ std::string store(const Program& p, int buf, const std::string& index, const std
   return "b" + std::to_string(buf) + "[" + index + "] = " + v + ";";
 }
 
-// The largest (or smallest) value of an integer type, for max/min identities.
-std::string integer_limit(DType t, bool largest) {
-  const char* v;
-  switch (t) {
-    case DType::kBool: v = largest ? "1" : "0"; break;
-    case DType::kUInt8: v = largest ? "255" : "0"; break;
-    case DType::kInt8: v = largest ? "127" : "-128"; break;
-    case DType::kInt16: v = largest ? "32767" : "-32768"; break;
-    case DType::kInt32: v = largest ? "2147483647" : "(-2147483647 - 1)"; break;
-    default: v = largest ? "9223372036854775807LL" : "(-9223372036854775807LL - 1)"; break;
-  }
-  return std::string("static_cast<") + temp_type(t) + ">(" + v + ")";
-}
-
 std::string init_value(ReduceOp red, DType t) {
   switch (info(red).identity) {
     case ReduceIdentity::kOne: return literal(1, t);
-    case ReduceIdentity::kLowest: return is_floating(t) ? literal(-INFINITY, t) : integer_limit(t, false);
-    case ReduceIdentity::kHighest: return is_floating(t) ? literal(INFINITY, t) : integer_limit(t, true);
+    case ReduceIdentity::kLowest: return is_floating(t) ? literal(-INFINITY, t) : integer_limit(t, false, temp_type(t));
+    case ReduceIdentity::kHighest: return is_floating(t) ? literal(INFINITY, t) : integer_limit(t, true, temp_type(t));
     default: return literal(0, t);
   }
 }

@@ -123,7 +123,6 @@ class KernelWriter {
   void emit_reduction_stores(StrBuilder& b, const Stage& s);
   void emit_reduction(StrBuilder& b, const Stage& s);
   std::string identity(ReduceOp op, DType t);
-  static std::string integer_limit(DType t, bool largest);
 
   const Program& p_;
   const Kernel& k_;
