@@ -91,12 +91,7 @@ bool Interpreter::enter_handler(Frame& f, const PyRaised& raised) {
 
 void Interpreter::exception_step(Frame& f, int, const Instruction& in) {
   auto& st = f.stack;
-  auto pop = [&]() {
-    if (st.empty()) unsupported("stack underflow");
-    VarPtr v = st.back();
-    st.pop_back();
-    return v;
-  };
+  auto pop = [&]() { return pop_one(st); };
   if (is(in, "PUSH_EXC_INFO")) {  // the exception handled before this one goes under it
     VarPtr exc = pop();
     st.push_back(f.handled_exc ? f.handled_exc : make_const(Py_None));

@@ -197,6 +197,7 @@ class Interpreter {
   void step(Frame& f, int op, const Instruction& in);
   void step_expressions(Frame& f, int op, const Instruction& in);
   void step_control_flow(Frame& f, int op, const Instruction& in);
+  VarPtr pop_one(std::vector<VarPtr>& stack);                    // the top item
   std::vector<VarPtr> pop_n(std::vector<VarPtr>& stack, int n);  // the top n items, bottom first
   [[noreturn]] void unsupported(const std::string& reason);
   Unsupported make_unsupported(const std::string& reason) const;

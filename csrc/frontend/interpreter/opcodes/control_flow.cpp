@@ -33,7 +33,7 @@ bool Interpreter::tensor_assertion(Frame& f, const Instruction& in, const VarPtr
 
 void Interpreter::step_control_flow(Frame& f, int op, const Instruction& in) {
   auto& st = f.stack;
-  auto pop = [&]() { if (st.empty()) unsupported("stack underflow"); VarPtr v = st.back(); st.pop_back(); return v; };
+  auto pop = [&]() { return pop_one(st); };
   auto push = [&](VarPtr v) { st.push_back(std::move(v)); };
   auto popn = [&](int n) { return pop_n(st, n); };
   auto jump = [&](int target) { f.pc = target; };

@@ -11,7 +11,7 @@ namespace kiln::frontend {
 
 void Interpreter::step_expressions(Frame& f, int op, const Instruction& in) {
   auto& st = f.stack;
-  auto pop = [&]() { if (st.empty()) unsupported("stack underflow"); VarPtr v = st.back(); st.pop_back(); return v; };
+  auto pop = [&]() { return pop_one(st); };
   auto push = [&](VarPtr v) { st.push_back(std::move(v)); };
   switch (op) {
     case OP_BINARY_OP: { VarPtr b = pop(), a = pop(); push(binary(f.dc->bc->binary_op_name(in.arg), a, b)); return; }

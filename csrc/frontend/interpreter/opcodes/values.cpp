@@ -20,6 +20,14 @@ PyObject* Interpreter::module_of_globals(PyObject* globals) {
   return mod && PyModule_Check(mod) && PyModule_GetDict(mod) == globals ? mod : nullptr;
 }
 
+// The top item of a frame's stack, popped (the step functions' pop).
+VarPtr Interpreter::pop_one(std::vector<VarPtr>& st) {
+  if (st.empty()) unsupported("stack underflow");
+  VarPtr v = std::move(st.back());
+  st.pop_back();
+  return v;
+}
+
 // The top n items of a frame's stack, bottom first, popped (the step functions' popn).
 std::vector<VarPtr> Interpreter::pop_n(std::vector<VarPtr>& st, int n) {
   if (static_cast<int>(st.size()) < n) unsupported("stack underflow");
@@ -30,7 +38,7 @@ std::vector<VarPtr> Interpreter::pop_n(std::vector<VarPtr>& st, int n) {
 
 void Interpreter::step(Frame& f, int op, const Instruction& in) {
   auto& st = f.stack;
-  auto pop = [&]() { if (st.empty()) unsupported("stack underflow"); VarPtr v = st.back(); st.pop_back(); return v; };
+  auto pop = [&]() { return pop_one(st); };
   auto push = [&](VarPtr v) { st.push_back(std::move(v)); };
   auto popn = [&](int n) { return pop_n(st, n); };
   switch (op) {
