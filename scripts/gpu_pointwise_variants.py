@@ -1,13 +1,12 @@
 """Where a large bf16 pointwise kernel loses to Triton's (an H200 profile of the bench's hf_llama:
 kiln's silu(gate) * up over 4 x 512 x 5632 bf16, 20.7 us per call, Triton's 15.7 us): the same
 computation hand-written in variants (math as kiln's prefix writes it, or with fast intrinsics;
-8 or 16 elements per thread; block sizes), compiled by NVRTC through CuPy, checked against
-PyTorch and timed with CUDA events (median of 5 rounds of 50 launches).
+8 to 32 elements per thread; block sizes), compiled by NVRTC through CuPy, checked against
+PyTorch and timed with CUDA events (gpu_common.cuda_ms_per_call).
 
     python3 scripts/gpu_pointwise_variants.py"""
-import statistics
-
 import cupy as cp
+import gpu_common  # timing by CUDA events
 import torch
 import torch.nn.functional as F
 
@@ -78,26 +77,11 @@ def main():
                 torch.cuda.synchronize()
                 err = (out.float() - ref.float()).abs().max().item()
                 exact = (out.view(torch.int16) == ref.view(torch.int16)).float().mean().item()
-                times = []
-                for _ in range(5):
-                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    s.record()
-                    for _ in range(50):
-                        launch()
-                    e.record()
-                    torch.cuda.synchronize()
-                    times.append(s.elapsed_time(e) / 50 * 1e3)
-                us = statistics.median(times)
+                us = gpu_common.cuda_ms_per_call(launch, ()) * 1e3
                 print(f"{label:26} per-thread {per * 8:2} elems block {block:3}: {us:6.1f} us  {mb / us:5.2f} TB/s  "
                       f"max err {err:.3g}, bit-equal to eager {exact * 100:.3f}%")
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(50):
-        torch.mul(F.silu(gate), up)
-    e.record()
-    torch.cuda.synchronize()
-    print(f"eager silu + mul (two kernels): {s.elapsed_time(e) / 50 * 1e3:.1f} us")
-
+    eager_us = gpu_common.cuda_ms_per_call(lambda: torch.mul(F.silu(gate), up), ()) * 1e3
+    print(f"eager silu + mul (two kernels): {eager_us:.1f} us")
 
 if __name__ == "__main__":
     main()

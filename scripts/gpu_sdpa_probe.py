@@ -14,7 +14,6 @@ import tempfile
 import gpu_common  # noqa: F401  (kiln and the bench suite on sys.path)
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
 
 from suite import CASES  # noqa: E402
 
@@ -25,17 +24,9 @@ def describe(t):
     return f"{tuple(t.shape)} {t.stride()} {t.dtype}" if isinstance(t, torch.Tensor) else repr(t)
 
 
-def kernels(fn, iters=5):
-    if DEV != "cuda":
-        return []
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(iters):
-            fn()
-        torch.cuda.synchronize()
-    rows = [(e.key, e.device_time_total / iters, e.count // iters) for e in prof.key_averages() if e.device_time_total > 0]
-    return sorted(rows, key=lambda r: -r[1])
+def kernels(fn):
+    """gpu_common.kernel_rows of fn() (nothing on a dry run without a GPU)."""
+    return gpu_common.kernel_rows(fn, (), iters=5) if DEV == "cuda" else []
 
 
 def main():
