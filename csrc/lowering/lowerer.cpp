@@ -217,6 +217,7 @@ void Lowerer::set_buffer_loader(int value, int buf) {
     return load(buf, bb.dtype, bb.element_index(idx));
   };
   w.cost = 1;
+  w.transcendental = false;  // its readers load it
 }
 
 void Lowerer::reduction(ReduceOp op, Loader input, const std::vector<int64_t>& in_sizes,

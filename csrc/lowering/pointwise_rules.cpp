@@ -274,6 +274,8 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
       if (round_f16) return unary(UnaryOp::kRoundF16, e, DType::kFloat16);
       return round_bf16 ? unary(UnaryOp::kRoundBf16, e, DType::kBFloat16) : e;
     }, L.value(A(0).value).cost + 1);
+    // RoPE's cos and sin reach the heads' multiplications through a cast to the model's dtype.
+    L.value(n.outputs[0]).transcendental = L.value(A(0).value).transcendental;
     return true;
   }
   if (n.op == "aten::copy" && tensor_arg(0) && tensor_arg(1)) {
@@ -323,6 +325,7 @@ bool lower_pointwise(Lowerer& L, const AtenNode& n) {
       ExprPtr keep = binary(lower ? BinaryOp::kLe : BinaryOp::kGe, d, constant(static_cast<double>(diag), DType::kInt64), DType::kBool);
       return where(keep, l(idx, ctx), constant(0, out), out);
     }, L.value(A(0).value).cost + 3);
+    L.value(n.outputs[0]).transcendental = L.value(A(0).value).transcendental;
     return true;
   }
   return false;

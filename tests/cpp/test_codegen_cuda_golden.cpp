@@ -118,6 +118,21 @@ return %4, %7
 %10, %11 = aten::max_pool2d_with_indices(%9, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceil_mode=False) : f32[4, 64, 8, 8]{4096, 1, 512, 64}@device, i64[4, 64, 8, 8]{4096, 1, 512, 64}@device
 return %10
 )"},
+    // Llama's rotate_half on q in its [b, s, h, d] memory (a transposed view): x * cos +
+    // cat(-x[..., 64:], x[..., :64]) * sin. The halves are read at `d % 64 + 64` and `d % 64`:
+    // a group of 8 lanes never crosses a multiple of 64, so both are vector loads too.
+    {"rope_rotate_half_bf16", R"(%0 = input 0 : bf16[2, 8, 4, 128]{4096, 128, 1024, 1}@device
+%1 = input 1 : bf16[1, 1, 8, 128]{1024, 1024, 128, 1}@device
+%2 = input 2 : bf16[1, 1, 8, 128]{1024, 1024, 128, 1}@device
+%3 = aten::mul.Tensor(%0, other=%1) : bf16[2, 8, 4, 128]{4096, 128, 1024, 1}@device
+%4 = aten::slice.Tensor(%0, dim=3, start=0, end=64, step=1) : bf16[2, 8, 4, 64]{4096, 128, 1024, 1}@device
+%5 = aten::slice.Tensor(%0, dim=3, start=64, end=9223372036854775807, step=1) : bf16[2, 8, 4, 64]{4096, 128, 1024, 1}+64@device
+%6 = aten::neg(%5) : bf16[2, 8, 4, 64]{2048, 64, 512, 1}@device
+%7 = aten::cat([%6, %4], dim=-1) : bf16[2, 8, 4, 128]{4096, 512, 128, 1}@device
+%8 = aten::mul.Tensor(%7, other=%2) : bf16[2, 8, 4, 128]{4096, 512, 128, 1}@device
+%9 = aten::add.Tensor(%3, other=%8, alpha=1) : bf16[2, 8, 4, 128]{4096, 128, 1024, 1}@device
+return %9
+)"},
     {"full_sum_max_int", R"(%0 = input 0 : i32[37, 5]{5, 1}@device
 %1 = aten::sum(%0, dtype=None) : i64[]{}@device
 %2 = aten::amax(%0, dim=[1], keepdim=False) : i32[37]{1}@device

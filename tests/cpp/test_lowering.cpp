@@ -308,3 +308,34 @@ return %4
   EXPECT_NE(p.to_string().find("buf2[x0] = remainder(buf0[x0], buf0[x0])"), std::string::npos) << p.to_string();
   EXPECT_EQ(p.to_string().find("sign("), std::string::npos) << p.to_string();
 }
+
+// RoPE as Llama writes it: cos and sin of [positions, head_dim] computed in float, cast to the
+// model's dtype, then broadcast over batch and heads by the q and k rotations. Through the cast
+// they are still transcendental values read broadcast: realized once, in a kernel of their own,
+// not recomputed per head in each rotation (hf_llama on an H200: every q and k kernel evaluated
+// cosf and sinf per element). What reads the realized values is plain loads: the rotations
+// themselves are not realized again for it (k's rotation stays inlined into its repeat).
+TEST(Fusion, RopeCosSinThroughACastAreRealizedOnceAndReadByTheRotations) {
+  const char* text = R"(%0 = input 0 : f32[2, 4, 8, 16]{512, 128, 16, 1}
+%1 = input 1 : f32[8, 16]{16, 1}
+%2 = input 2 : bf16[2, 2, 8, 16]{256, 128, 16, 1}
+%3 = aten::cos(%1) : f32[8, 16]{16, 1}
+%4 = aten::sin(%1) : f32[8, 16]{16, 1}
+%5 = aten::_to_copy(%3, dtype=bf16, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None) : bf16[8, 16]{16, 1}
+%6 = aten::_to_copy(%4, dtype=bf16, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None) : bf16[8, 16]{16, 1}
+%7 = aten::_to_copy(%0, dtype=bf16, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None) : bf16[2, 4, 8, 16]{512, 128, 16, 1}
+%8 = aten::mul.Tensor(%7, other=%5) : bf16[2, 4, 8, 16]{512, 128, 16, 1}
+%9 = aten::mul.Tensor(%7, other=%6) : bf16[2, 4, 8, 16]{512, 128, 16, 1}
+%10 = aten::add.Tensor(%8, other=%9, alpha=1) : bf16[2, 4, 8, 16]{512, 128, 16, 1}
+%11 = aten::mul.Tensor(%2, other=%5) : bf16[2, 2, 8, 16]{256, 128, 16, 1}
+%12 = aten::unsqueeze(%11, dim=2) : bf16[2, 2, 1, 8, 16]{256, 128, 128, 16, 1}
+%13 = aten::expand(%12, size=[2, 2, 2, 8, 16], implicit=False) : bf16[2, 2, 2, 8, 16]{256, 128, 0, 16, 1}
+%14 = aten::clone(%13, memory_format=0) : bf16[2, 2, 2, 8, 16]{512, 256, 128, 16, 1}
+return %10, %14
+)";
+  const std::string prog = lower(text).to_string();
+  EXPECT_EQ(count(prog, "cos("), 1) << prog;
+  EXPECT_EQ(count(prog, "sin("), 1) << prog;
+  // Two realized rotation inputs (cos, sin) and the two outputs: k's rotation is not a buffer.
+  EXPECT_EQ(count(prog, "] = "), 4) << prog;
+}

@@ -194,20 +194,30 @@ bool stage_checks(const Stage& s) {
 }
 
 // Whether an access at `idx` covers V consecutive, V-aligned elements as variable `v` runs
-// over a group [base, base + V) with base a multiple of V.
+// over a group [base, base + V) with base a multiple of V. Besides `v` itself, the step may come
+// from `a % m` where `a` is such an access and m a multiple of V (a group never crosses a
+// multiple of m, so the remainder runs on with it: RoPE's rotate_half reads x[..., d % 64 + 64]);
+// `a / m` is then constant over the group, as every other term must be.
 bool vector_access(const Index& idx, int v, int V) {
   if (idx.constant % V != 0) return false;
-  bool unit = false;
+  int unit = 0;
   for (const auto& [c, a] : idx.terms) {
     if (a->kind == Atom::kVar && a->var == v) {
       if (c != 1) return false;
-      unit = true;
+      ++unit;
       continue;
     }
-    if (a->kind != Atom::kVar && a->arg.uses_var(v)) return false;
+    if (a->kind != Atom::kVar && a->arg.uses_var(v)) {
+      if (a->divisor % V != 0 || !vector_access(a->arg, v, V)) return false;
+      if (a->kind == Atom::kMod) {
+        if (c != 1) return false;
+        ++unit;
+        continue;
+      }
+    }
     if (c % V != 0) return false;
   }
-  return unit;
+  return unit == 1;
 }
 
 // Whether an expression's value changes with variable v.
