@@ -535,6 +535,25 @@ def test_sdpa_on_the_cudnn_backend_is_traced():
     assert "cudnn_attention" in g.graph_text, g.graph_text
 
 
+@pytest.mark.parametrize("backend", ["CUDNN_ATTENTION", "EFFICIENT_ATTENTION"])
+def test_causal_mask_becomes_is_causal_on_cuda(backend):
+    """A causal mask built from arange (transformers' under a compiler) on the backends that take
+    a bias: the call runs with is_causal=True and no bias, and the mask's kernel is gone."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def f(q, k, v):
+        L, S = q.shape[-2], k.shape[-2]
+        i, j = torch.arange(L, device=q.device)[:, None], torch.arange(S, device=q.device)[None, :]
+        mask = torch.where(j <= i, 0.0, torch.finfo(q.dtype).min).to(q.dtype)[None, None].expand(q.shape[0], 1, L, S)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask) * 2
+    make_qkv = lambda: tuple(make((2, 4, 64, 64), torch.bfloat16) for _ in range(3))  # noqa: E731
+    with sdpa_kernel([getattr(SDPBackend, backend)]):
+        g = check(f, make_qkv, min_kernels=0)
+    line = [s for s in g.graph_text.splitlines() if "scaled_dot_product" in s]
+    assert len(line) == 1 and "is_causal=True" in line[0] and "attn_bias=None" in line[0], g.graph_text
+    assert "where" not in g.program_text, g.program_text
+
+
 def test_inference_batch_norm_is_generated_not_cudnn():
     """BatchNorm in eval mode runs cuDNN's batch norm on CUDA float tensors: kiln lowers it into
     its kernel with the ReLU after it; only the convolution stays an extern call."""
