@@ -67,6 +67,23 @@ def main():
                     m = re.match(r"%(\d+)", prev)
                     if m and m.group(1) in ids:
                         print("   operand:", prev[:300])
+                # Everything the bias is computed from (why a causal mask was or was not recognised).
+                bias = re.search(r"attn_(?:bias|mask)=%(\d+)", line)
+                defs = {}
+                for prev in lines[:i]:
+                    for out in re.findall(r"%(\d+)", prev.split(" = ", 1)[0]):
+                        defs[out] = prev
+                todo, ancestry = [bias.group(1)] if bias else [], set()
+                while todo:
+                    vid = todo.pop()
+                    if vid in ancestry or vid not in defs:
+                        continue
+                    ancestry.add(vid)
+                    todo += re.findall(r"%(\d+)", defs[vid].split(" = ", 1)[1].split(" : ")[0])
+                for prev in lines[:i]:
+                    found = re.match(r"%(\d+)", prev)
+                    if found and found.group(1) in ancestry:
+                        print("   bias from:", prev[:300])
                 break
     with torch.no_grad():
         print("kiln call kernels:")

@@ -3,10 +3,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
-
-#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -80,24 +76,20 @@ class SizeOnlyValues {
   int evaluated_ = 0;
 };
 
-double lowest_of(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return std::numeric_limits<float>::lowest();
-    case at::kDouble: return std::numeric_limits<double>::lowest();
-    case at::kHalf: return static_cast<float>(std::numeric_limits<c10::Half>::lowest());
-    case at::kBFloat16: return static_cast<float>(std::numeric_limits<c10::BFloat16>::lowest());
-    default: return 0;
-  }
-}
+// A masked entry: at most float16's lowest value, -65504, which is what PyTorch's cuDNN path
+// turns a boolean mask into (bfloat16 and float32 masks hold their own lowest value, or -inf).
+// Its softmax weight, exp(score + bias - row max), is zero in float32 unless the row's scores
+// differ by more than 65,000 (float16 scores cannot).
+constexpr double kMasked = -65504.0;
 
 // Whether `bias` (broadcast over batch and heads) is SDPA's causal mask for L queries and S keys:
-// zero on and below the diagonal of the top-left L x S block, -inf or the dtype's lowest value above.
+// zero on and below the diagonal of the top-left L x S block, masked above it.
 bool is_causal_bias(const at::Tensor& bias, int64_t L, int64_t S) {
   const at::ScalarType t = bias.scalar_type();
   if (t != at::kFloat && t != at::kDouble && t != at::kHalf && t != at::kBFloat16) return false;
   if (bias.dim() < 2 || bias.size(-2) != L || bias.size(-1) != S || L == 0 || S == 0) return false;
   const at::Tensor allowed = at::ones({L, S}, bias.options().dtype(at::kBool)).tril();
-  return at::where(allowed, bias.eq(0), bias.le(lowest_of(t))).all().item<bool>();
+  return at::where(allowed, bias.eq(0), bias.le(kMasked)).all().item<bool>();
 }
 
 }  // namespace

@@ -32,6 +32,12 @@ def bool_mask(q, k):
     return (torch.arange(S)[None, :] <= torch.arange(L)[:, None])[None, None].expand(q.shape[0], -1, -1, -1)
 
 
+def fp16_lowest_mask(q, k):
+    """What PyTorch's cuDNN path (2.11) makes of a boolean mask: -65504 where masked, in any dtype."""
+    L, S = q.shape[-2], k.shape[-2]
+    return torch.where(torch.arange(S)[None, :] <= torch.arange(L)[:, None], 0.0, -65504.0).to(q.dtype)
+
+
 def inf_mask(q, k):
     L, S = q.shape[-2], k.shape[-2]
     return torch.zeros(L, S, dtype=q.dtype).masked_fill(torch.ones(L, S, dtype=torch.bool).triu(1), float("-inf"))
@@ -75,7 +81,7 @@ def causal_calls(text):
     return [line for line in text.splitlines() if "scaled_dot_product" in line and "is_causal=True" in line]
 
 
-@pytest.mark.parametrize("mask_fn", [old_transformers_mask, bool_mask, inf_mask], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("mask_fn", [old_transformers_mask, bool_mask, inf_mask, fp16_lowest_mask], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_causal_masks_become_is_causal(mask_fn, dtype):
     for text in run_lengths(sdpa_with(mask_fn), [16, 24, 40], dtype=dtype):
