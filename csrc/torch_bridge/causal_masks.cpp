@@ -125,8 +125,11 @@ int use_causal_attention(TraceResult& trace) {
     if (known == causal_bias.end()) {
       const auto& q = g.values.at(static_cast<size_t>(n.args[0].value)).meta.sizes;
       const auto& k = g.values.at(static_cast<size_t>(n.args[1].value)).meta.sizes;
+      // The check holds a few byte masks of the bias's size beside it: a mask over more than 2^28
+      // elements (16k x 16k positions) is left alone rather than risk the memory at compile time.
+      const bool small = g.values.at(static_cast<size_t>(bias)).meta.numel() <= (int64_t{1} << 28);
       bool causal = false;
-      if (q.size() >= 2 && k.size() >= 2) {
+      if (small && q.size() >= 2 && k.size() >= 2) {
         try {
           std::optional<at::Tensor> t = values.value(bias);
           causal = t && is_causal_bias(*t, q[q.size() - 2], k[k.size() - 2]);
