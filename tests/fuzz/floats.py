@@ -66,8 +66,8 @@ def _flt(rng_seed, i, positive=False):
 # with KILN_FUZZ_FLOAT_INTS=0.
 _INTS = "" if os.environ.get("KILN_FUZZ_FLOAT_INTS") == "0" else "\n_SPECIAL += [2, 0, -3]"
 # KILN_FUZZ_FLOAT_KNOWN=1 adds what triggers the failures fuzz session 18 reported and that are not
-# fixed: +-1e200 (Python's OverflowError for `t ** 2` and eager's "value cannot be converted to
-# type float without overflow" for a Scalar operand, where kiln's float64 graph values give inf) and
+# fixed: +-1e200 (eager's "value cannot be converted to type float without overflow" for a Scalar
+# operand, where kiln's float64 graph values give inf; Python's OverflowError for `t ** 2` is fixed) and
 # bfloat16 operands of pointwise ops with a Python scalar (generated CPU code and a dynamic float's
 # cast do not round the scalar as eager does: 1 ulp). Fixed since, and on: -0.0 (guards compared
 # with ==), a negative float base of `t ** tensor` (fx printed `-2.0 ** x`), ints (SystemError).

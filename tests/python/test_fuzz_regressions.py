@@ -239,3 +239,39 @@ def test_tanh_of_a_negative_number_is_as_accurate_as_of_a_positive_one():
     assert torch.equal(neg, -pos)
     assert torch.equal(ints, torch.tanh(-x).to(torch.int64))
     assert (neg != torch.tanh(-x)).float().mean() < 0.1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.filterwarnings("ignore:.*recompile limit")  # `(-7 // s) ** 3` cannot be guarded: specialised per value
+def test_a_power_of_a_dynamic_float_that_overflows_raises_as_python_does(backend):
+    # Python's float ** int raises OverflowError where a finite base gives an infinite power; the
+    # graph computed the power on its float64 tensor and gave inf (fuzz seed 16308: `-7 // s`
+    # with s = 1e-300, cubed). A float argument's power is guarded to stay finite; a derived
+    # float's is specialised.
+    def f(x, s):
+        return x + s ** 2, x * (-7 // s) ** 3
+
+    c = kiln.compile(f, backend=backend)
+    for s in (0.5, 1.5, 2.5, 1e-300, 2e200, -1e160, 3.0, float("inf"), float("nan"), 1e-300):
+        x = torch.ones(3, dtype=torch.float64)
+        try:
+            want, want_err = f(x, s), None
+        except OverflowError as e:
+            want, want_err = None, str(e)
+        try:
+            got, got_err = c(x, s), None
+        except OverflowError as e:
+            got, got_err = None, str(e)
+        assert got_err == want_err, s
+        if want_err is None:
+            assert_same(got, want)
+
+
+def test_a_dynamic_floats_square_stays_a_graph_input():
+    # The guard against an overflowing power keeps `s ** 2` of a float argument dynamic.
+    c = kiln.compile(lambda x, s: x * s ** 2 + s ** 3)
+    for s in (0.5, 1.5, 2.5, -3.25, 1e100, 7.0):
+        assert_same(c(torch.ones(3), s), torch.ones(3) * s ** 2 + s ** 3)
+    assert kiln.stats()["graphs"] == 2
+    with pytest.raises(OverflowError):
+        c(torch.ones(3), 1e200)

@@ -109,7 +109,8 @@ bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
       if (!PyFloat_CheckExact(v)) return false;
       const double x = PyFloat_AS_DOUBLE(v);
       return !((length & kFloatNonZero) && x == 0.0) && !((length & kFloatNonNegative) && !(x >= 0.0)) &&
-             !((length & kFloatPositive) && !(x > 0.0)) && float_fits(x, length);
+             !((length & kFloatPositive) && !(x > 0.0)) && float_fits(x, length) &&
+             !((length & kFloatPowerFinite) && !float_power_finite(x, obj.get()));
     }
     case kNdarray: return ndarray_matches(v, *this, binding, nullptr);
     case kFloatCompare: return PyFloat_CheckExact(v) && float_compare(PyFloat_AS_DOUBLE(v), PyFloat_AS_DOUBLE(obj.get()), length / 2) == (length & 1);
@@ -201,16 +202,24 @@ bool float_fits(double x, Py_ssize_t bits) {
   return true;
 }
 
+bool float_power_finite(double x, PyObject* exponent) {
+  const long e = PyLong_AsLong(exponent);
+  if (PyErr_Occurred()) { PyErr_Clear(); return false; }
+  // Python's float ** int computes libm's pow and raises where a finite base gives +-HUGE_VAL.
+  return !std::isfinite(x) || std::isfinite(std::pow(x, static_cast<double>(e)));
+}
+
 static const char* const kCompareOps[] = {" < ", " <= ", " == ", " != ", " > ", " >= "};  // by Py_LT..Py_GE
 
 // " and x != 0.0 and ..." for a kFloat guard's conditions.
-static std::string float_conditions(const std::string& e, Py_ssize_t bits) {
+static std::string float_conditions(const std::string& e, Py_ssize_t bits, PyObject* exponent) {
   std::string s;
   if (bits & GuardLeaf::kFloatNonZero) s += " and " + e + " != 0.0";
   if (bits & GuardLeaf::kFloatNonNegative) s += " and " + e + " >= 0.0";
   if (bits & GuardLeaf::kFloatPositive) s += " and " + e + " > 0.0";
   for (const FloatFits& f : kFloatFits)
     if (bits & f.bit) s += " and " + e + " converts to " + f.name;
+  if ((bits & GuardLeaf::kFloatPowerFinite) && exponent) s += " and " + e + " ** " + py_repr(exponent) + " does not overflow";
   return s;
 }
 
@@ -229,7 +238,7 @@ std::string GuardLeaf::describe(const std::string& e) const {
     case kLacksKey: return py_repr(obj.get()) + " not in " + e;
     case kHasKey: return py_repr(obj.get()) + " in " + e;
     case kSymInt: return "s" + std::to_string(length) + " = " + e + "  # an int >= 2";
-    case kFloat: return "type(" + e + ") is float" + float_conditions(e, length) + "  # a dynamic float";
+    case kFloat: return "type(" + e + ") is float" + float_conditions(e, length, obj.get()) + "  # a dynamic float";
     case kFloatCompare: return std::string(length & 1 ? "" : "not ") + "(" + e + kCompareOps[length / 2] + py_repr(obj.get()) + ")  # a dynamic float";
     case kNdarray: return "check_ndarray(" + e + ", '" + array.format + "', " + probe_describe(tensor) + ")  # taken as torch.from_numpy(" + e + ")";
   }
@@ -257,7 +266,7 @@ std::string GuardLeaf::why_failed(PyObject* v) const {
       ndarray_matches(v, *this, nullptr, &why);
       return why;
     }
-    case kFloat: return PyFloat_CheckExact(v) ? "expected a float" + float_conditions("it", length) + ", actual " + py_repr(v)
+    case kFloat: return PyFloat_CheckExact(v) ? "expected a float" + float_conditions("it", length, obj.get()) + ", actual " + py_repr(v)
                                               : std::string("expected a float, actual ") + Py_TYPE(v)->tp_name;
     case kFloatCompare: return PyFloat_CheckExact(v) ? std::string("expected it") + kCompareOps[length / 2] + py_repr(obj.get()) + " to be " +
                                                            (length & 1 ? "true" : "false") + ", actual " + py_repr(v)

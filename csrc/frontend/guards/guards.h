@@ -52,6 +52,10 @@ struct GuardLeaf {
   // finite range). One bit per dtype; float_fits tells.
   static constexpr Py_ssize_t kFloatFitsInt64 = 8, kFloatFitsInt32 = 16, kFloatFitsInt16 = 32, kFloatFitsInt8 = 64,
                               kFloatFitsUInt8 = 128, kFloatFitsFloat32 = 256, kFloatFitsFloat16 = 512, kFloatFitsBFloat16 = 1024;
+  // A dynamic float raised to a whole power `x ** e` (e in `obj`, a Python int): Python raises
+  // OverflowError where a finite x gives an infinite power, the graph's float64 tensor gives inf;
+  // the value must be one whose power is finite (or x itself inf or nan, which Python takes).
+  static constexpr Py_ssize_t kFloatPowerFinite = 2048;
   bool weak = false;    // kId: obj is a weak reference to the object (the guard does not keep it
                         // alive; once it dies the guard fails)
   bool check(PyObject* v, SymbolBinding* binding = nullptr) const;
@@ -65,6 +69,8 @@ bool float_compare(double x, double c, int op);  // x op c, op one of Py_LT..Py_
 // Whether x converts without overflow to every dtype of the kFloatFits* bits in `bits` (as
 // c10::checked_convert<To, double> decides).
 bool float_fits(double x, Py_ssize_t bits);
+// Whether Python's `x ** exponent` (a Python int) does not overflow: kFloatPowerFinite.
+bool float_power_finite(double x, PyObject* exponent);
 
 class GuardTree {
  public:

@@ -139,10 +139,18 @@ VarPtr Interpreter::float_tensor_op(PyObject* fn, const std::vector<VarPtr>& arg
   }
   if (is("pow") && args.size() == 2 && args[1]->is_const() && PyLong_CheckExact(args[1]->obj.get())) {
     // A whole non-negative exponent: no negative base to a fraction (complex in Python), no 0.0
-    // to a negative power (ZeroDivisionError).
+    // to a negative power (ZeroDivisionError). From the square on, a finite base can overflow,
+    // where Python raises OverflowError and the float64 tensor gives inf (fuzz seed 16308:
+    // `(-7 // s) ** 3` with s = 1e-300): a float argument is guarded to a value whose power is
+    // finite; a float computed from one cannot be, and is specialised.
     const long e = PyLong_AsLong(args[1]->obj.get());
     if (PyErr_Occurred()) { PyErr_Clear(); return nullptr; }
-    if (e >= 0 && e <= 64) return float_result(fn, args, hint);
+    if (e < 0 || e > 64) return nullptr;
+    if (e >= 2) {
+      if (!is_float_argument(args[0])) return nullptr;
+      guard(args[0]->source, GuardLeaf::kFloat, args[1]->obj.get(), GuardLeaf::kFloatPowerFinite);
+    }
+    return float_result(fn, args, hint);
   }
   return nullptr;
 }
