@@ -16,6 +16,7 @@
 #include "lowering/lowerer.h"
 #include "runtime/cpp_compiler.h"
 #include "schedule/memory_plan.h"
+#include "torch_bridge/attention_fusion.h"
 #include "torch_bridge/causal_masks.h"
 #ifdef KILN_WITH_CUDA
 #include "runtime/cuda_compiler.h"
@@ -221,7 +222,10 @@ ir::Program lower_graph(bridge::TraceResult& trace, const BuildOptions& opts) {
 #ifndef KILN_WITH_CUDA
   if (device >= 0) throw std::runtime_error("kiln was built without CUDA support (its PyTorch has no CUDA, or CUDA's headers were not found)");
 #endif
-  if (!opts.extern_only) bridge::use_causal_attention(trace);
+  if (!opts.extern_only) {
+    bridge::fuse_attention(trace, device);
+    bridge::use_causal_attention(trace);
+  }
   if (device >= 0) {
     move_scalar_constants(trace, device);
     if (!opts.extern_only)

@@ -1,16 +1,14 @@
 // Causal attention masks replaced by `is_causal`; see causal_masks.h.
 #include "torch_bridge/causal_masks.h"
 
-#include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <map>
-#include <optional>
 #include <string>
+
+#include "torch_bridge/value_evaluation.h"
 
 namespace kiln::bridge {
 using ir::AtenArg;
 using ir::AtenNode;
-using ir::AtenValue;
 
 namespace {
 
@@ -25,71 +23,6 @@ const char* bias_argument(const std::string& op) {
 int position(const AtenNode& n, const char* name) {
   const AtenArg* a = n.arg(name);
   return a ? static_cast<int>(a - n.args.data()) : -1;
-}
-
-// Values computed from sizes alone, evaluated with ATen (each node once; a mask is a handful of
-// them, so a long chain is not one).
-class SizeOnlyValues {
- public:
-  explicit SizeOnlyValues(const TraceResult& tr) : tr_(tr) {}
-
-  std::optional<at::Tensor> value(int v) {
-    auto known = values_.find(v);
-    if (known != values_.end()) return known->second;
-    const AtenValue& val = tr_.graph.values.at(static_cast<size_t>(v));
-    if (val.kind == AtenValue::kInput) return std::nullopt;
-    if (val.kind == AtenValue::kConstant) {
-      // A Python number the graph turned into a tensor; anything else it closes over (a buffer,
-      // a parameter) may change between calls.
-      const at::Tensor& t = tr_.constants.at(static_cast<size_t>(val.index));
-      if (t.dim() != 0 || !t.unsafeGetTensorImpl()->is_wrapped_number()) return std::nullopt;
-      return values_[v] = t;
-    }
-    const AtenNode& n = tr_.graph.nodes.at(static_cast<size_t>(val.index));
-    if (n.nondeterministic || n.list_output || ++evaluated_ > kMaxNodes) return std::nullopt;
-    const auto dot = n.op.find('.');
-    auto op = c10::Dispatcher::singleton().findSchema({n.op.substr(0, dot), dot == std::string::npos ? "" : n.op.substr(dot + 1)});
-    if (!op) return std::nullopt;
-    std::vector<c10::IValue> stack = tr_.node_args.at(static_cast<size_t>(val.index));
-    for (size_t a = 0; a < n.args.size() && a < stack.size(); ++a) {
-      if (n.args[a].kind == AtenArg::kTensorList) return std::nullopt;
-      if (n.args[a].kind != AtenArg::kTensor) continue;
-      std::optional<at::Tensor> t = value(n.args[a].value);
-      if (!t) return std::nullopt;
-      stack[a] = *t;
-    }
-    try {
-      op->callBoxed(&stack);
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-    for (size_t o = 0; o < n.outputs.size() && o < stack.size(); ++o)
-      if (n.outputs[o] >= 0 && stack[o].isTensor()) values_[n.outputs[o]] = stack[o].toTensor();
-    known = values_.find(v);
-    return known != values_.end() ? std::optional<at::Tensor>(known->second) : std::nullopt;
-  }
-
- private:
-  static constexpr int kMaxNodes = 64;
-  const TraceResult& tr_;
-  std::map<int, at::Tensor> values_;
-  int evaluated_ = 0;
-};
-
-// A masked entry: at most float16's lowest value, -65504, which is what PyTorch's cuDNN path
-// turns a boolean mask into (bfloat16 and float32 masks hold their own lowest value, or -inf).
-// Its softmax weight, exp(score + bias - row max), is zero in float32 unless the row's scores
-// differ by more than 65,000 (float16 scores cannot).
-constexpr double kMasked = -65504.0;
-
-// Whether `bias` (broadcast over batch and heads) is SDPA's causal mask for L queries and S keys:
-// zero on and below the diagonal of the top-left L x S block, masked above it.
-bool is_causal_bias(const at::Tensor& bias, int64_t L, int64_t S) {
-  const at::ScalarType t = bias.scalar_type();
-  if (t != at::kFloat && t != at::kDouble && t != at::kHalf && t != at::kBFloat16) return false;
-  if (bias.dim() < 2 || bias.size(-2) != L || bias.size(-1) != S || L == 0 || S == 0) return false;
-  const at::Tensor allowed = at::ones({L, S}, bias.options().dtype(at::kBool)).tril();
-  return at::where(allowed, bias.eq(0), bias.le(kMasked)).all().item<bool>();
 }
 
 }  // namespace
@@ -113,7 +46,7 @@ int use_causal_attention(TraceResult& trace) {
   }
   if (candidates.empty()) return 0;
   const std::vector<int> uses = g.use_counts();
-  SizeOnlyValues values(trace);
+  ValueEvaluator values(trace);
   std::map<int, bool> causal_bias;  // per bias value read only by candidates: whether it is causal
   int changed = 0;
   for (int i : candidates) {

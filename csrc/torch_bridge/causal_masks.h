@@ -8,14 +8,10 @@
 // H200, Llama-1B's attention took 37 us per layer with its mask and 19.5 us with `is_causal`.
 //
 // A bias is replaced only where it is provably that mask at the traced sizes: it is computed
-// from sizes alone (factory operators and operators over them: no graph input, no tensor the
-// graph closes over other than a wrapped Python number, no random operator), so it is evaluated
-// here and compared with the causal mask (entry [i, j] zero for j <= i, at most -65504 otherwise:
-// -inf, a dtype's lowest value, or float16's, which PyTorch's cuDNN path fills a boolean mask
-// with; softmax gives those zero weight unless a row's scores differ by more than 65,000, and
-// every row has its diagonal unmasked). The trace is made per size, so another size is checked
-// again. Each reader of the bias must be a forward SDPA call without dropout; a bias also read
-// elsewhere (saved for a backward) stays.
+// from sizes alone, so it is evaluated here (value_evaluation.h) and compared with the causal
+// mask (is_causal_bias; every row has its diagonal unmasked). The trace is made per size, so
+// another size is checked again. Each reader of the bias must be a forward SDPA call without
+// dropout; a bias also read elsewhere (saved for a backward) stays.
 #pragma once
 
 #include "torch_bridge/tracer.h"
