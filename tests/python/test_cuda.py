@@ -4,6 +4,8 @@ Each op-level case runs through kiln._C.CodegenGraph (traced on the first call, 
 CUDA kernels compiled by NVRTC) and is compared with eager PyTorch on fresh random inputs; the
 graph must have been compiled (not fallen back to eager) and have run at least one generated
 kernel. Model cases go through kiln.compile. Everything here skips without a CUDA device."""
+import math
+
 import pytest
 import torch
 import torch.nn as nn
@@ -552,6 +554,19 @@ def test_causal_mask_becomes_is_causal_on_cuda(backend):
     line = [s for s in g.graph_text.splitlines() if "scaled_dot_product" in s]
     assert len(line) == 1 and "is_causal=True" in line[0] and "attn_bias=None" in line[0], g.graph_text
     assert "where" not in g.program_text, g.program_text
+
+
+def test_attention_by_hand_becomes_one_sdpa_call_on_cuda():
+    """NanoGPT's attention written out (matmul, scale, causal masked_fill, softmax, matmul) in
+    bf16: one attention call, no bmm or softmax left, values as eager's within bf16 tolerance."""
+    def f(q, k, v):
+        t = q.shape[-2]
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(~torch.ones(t, t, dtype=torch.bool, device=q.device).tril(), float("-inf")).softmax(dim=-1)
+        return (att @ v).transpose(1, 2).contiguous().flatten(2)
+    make_qkv = lambda: tuple(make((2, 4, 128, 64), torch.bfloat16) for _ in range(3))  # noqa: E731
+    g = check(f, make_qkv, min_kernels=0)
+    assert "scaled_dot_product" in g.graph_text and "aten::bmm" not in g.graph_text, g.graph_text
 
 
 def test_inference_batch_norm_is_generated_not_cudnn():
