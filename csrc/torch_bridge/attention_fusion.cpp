@@ -28,6 +28,7 @@ struct Match {
   std::vector<int> replaced;    // the pattern's nodes from the scores to the result
   double scale = 1;
   int mask = -1;                // masked_fill's mask (true: masked out), if any
+  int bias = -1;                // or the additive bias, if any
 };
 
 class Matcher {
@@ -44,22 +45,29 @@ class Matcher {
     m.out = g_.nodes[static_cast<size_t>(reader)].outputs.at(0);
     m.replaced = {bmm_node};
     // The probabilities: views and same-size expands of _softmax(scores, -1).
-    const int probs = strip(o.args[0].value, /*copies=*/false, &m.replaced);
+    int probs = strip(o.args[0].value, /*copies=*/false, &m.replaced);
     if (probs < 0) return std::nullopt;
+    probs = through_cast(probs, &m.replaced);  // softmax(x, dtype=float32).to(x.dtype), as transformers writes it
     const AtenNode* sm = node_of(probs);
     if (!sm || sm->op != "aten::_softmax" || !owned(probs) || rank(probs) != 4) return std::nullopt;
     const AtenArg* dim = sm->arg("dim");
     const AtenArg* half = sm->arg("half_to_float");
     if (!dim || (dim->i != -1 && dim->i != 3) || (half && half->i != 0)) return std::nullopt;
     m.replaced.push_back(producer(probs));
-    int scores = sm->args[0].value;
-    // An optional causal mask.
+    int scores = through_cast(sm->args[0].value, &m.replaced);
+    // An optional causal mask, filled in or added.
     if (const AtenNode* mf = node_of(scores); mf && mf->op == "aten::masked_fill.Scalar" && owned(scores)) {
       const AtenArg* value = mf->arg("value");
       const std::optional<double> fill = value ? python_number(*value) : std::nullopt;
       if (!fill || !(*fill <= -65504.0)) return std::nullopt;
       if (mf->args.size() < 2 || mf->args[1].kind != AtenArg::kTensor) return std::nullopt;
       m.mask = mf->args[1].value;
+      m.replaced.push_back(producer(scores));
+      scores = mf->args[0].value;
+    } else if (mf && mf->op == "aten::add.Tensor" && owned(scores) && tensors(*mf, 2)) {
+      const std::optional<double> alpha = mf->arg("alpha") ? python_number(*mf->arg("alpha")) : 1.0;
+      if (alpha != 1.0) return std::nullopt;
+      m.bias = mf->args[1].value;
       m.replaced.push_back(producer(scores));
       scores = mf->args[0].value;
     }
@@ -139,6 +147,16 @@ class Matcher {
       }
       v = in;
     }
+  }
+  // `v`'s input where `v` is a dtype cast (_to_copy on the same device) read only by the
+  // pattern (its node recorded), else `v`.
+  int through_cast(int v, std::vector<int>* owned_nodes) const {
+    const AtenNode* n = node_of(v);
+    if (!n || n->op != "aten::_to_copy" || !owned(v) || n->args.empty() || n->args[0].kind != AtenArg::kTensor) return v;
+    const int in = n->args[0].value;
+    if (sizes(in) != sizes(v) || meta(in).cpu != meta(v).cpu) return v;
+    owned_nodes->push_back(producer(v));
+    return in;
   }
   bool last_two_swapped(const AtenNode& n) const {
     if (n.op == "aten::transpose.int") {
@@ -310,6 +328,11 @@ bool fuse_at(TraceResult& trace, int i, int cuda_device) {
     if (m->mask >= 0) {
       std::optional<at::Tensor> mask = ev.value(m->mask);
       if (!mask || !is_causal_exclusion(*mask, L, S)) return false;
+      causal = true;
+    }
+    if (m->bias >= 0) {
+      std::optional<at::Tensor> bias = ev.value(m->bias);
+      if (!bias || !is_causal_bias(*bias, L, S)) return false;
       causal = true;
     }
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(20261128);

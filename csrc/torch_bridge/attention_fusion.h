@@ -8,8 +8,10 @@
 // transposed in its last two dimensions, each through views, copies and same-size expands of a
 // [B, H, ., D] tensor; a multiplication or division by a Python number (the scale); optionally
 // masked_fill(mask, -inf or at most -65504) with a mask computed from sizes alone that masks
-// exactly the entries above the diagonal (value_evaluation.h); _softmax over the last dimension;
-// the bmm of the probabilities with v; the view back to [B, H, L, Dv]. Every intermediate from
+// exactly the entries above the diagonal, or the addition of a bias computed from sizes alone
+// that is the causal mask (transformers' eager attention; value_evaluation.h); _softmax over the
+// last dimension, in float32 between two casts or not; the bmm of the probabilities with v; the
+// view back to [B, H, L, Dv]. Every intermediate from
 // the scores to the result must have no other reader (a training graph's softmax, saved for the
 // backward, is not rewritten; a dropout on the probabilities is not matched).
 //

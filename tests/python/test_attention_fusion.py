@@ -126,3 +126,43 @@ def test_nanogpt_model_and_its_training_graph():
         torch.testing.assert_close(x.grad, xr.grad, rtol=1e-4, atol=1e-5)
         for p in m.parameters():
             p.grad = None
+
+
+def added_causal_bias_in_float32(q, k, v):  # transformers' eager attention: bias added, softmax in float32
+    t = q.shape[-2]
+    bias = torch.where(torch.arange(t)[None, :] <= torch.arange(t)[:, None], 0.0, torch.finfo(q.dtype).min).to(q.dtype)
+    att = torch.matmul(q, k.transpose(2, 3)) * 0.25 + bias
+    return F.softmax(att, dim=-1, dtype=torch.float32).to(q.dtype) @ v
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_added_causal_bias_and_float32_softmax(dtype):
+    for text in lengths(added_causal_bias_in_float32, dtype):
+        assert fused(text) and "is_causal=True" in text, text
+
+
+def test_transformers_eager_attention():
+    """Llama with attn_implementation="eager": each layer's attention, whose causal bias comes from
+    sizes alone, is one causal attention call; with a padded attention_mask the bias is data and
+    the attention stays as written. Values match eager either way."""
+    pytest.importorskip("transformers")
+    from transformers import LlamaConfig, LlamaModel
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=256)
+    cfg._attn_implementation = "eager"
+    m = LlamaModel(cfg).eval()
+    c = kiln.compile(m)
+    with torch.no_grad():
+        for _ in range(2):
+            ids = torch.randint(0, 256, (2, 32))
+            assert_same(c(ids).last_hidden_state, m(ids).last_hidden_state, rtol=1e-4, atol=1e-5)
+        (text,) = [g.graph_text for g in _codegen.GRAPHS]
+        assert text.count("is_causal=True") == 2 and "aten::bmm" not in text, text
+        am = torch.ones(2, 32, dtype=torch.long)
+        am[0, :5] = 0
+        for _ in range(2):
+            ids = torch.randint(0, 256, (2, 32))
+            assert_same(c(ids, attention_mask=am).last_hidden_state, m(ids, attention_mask=am).last_hidden_state,
+                        rtol=1e-4, atol=1e-5)
+        padded = [g.graph_text for g in _codegen.GRAPHS][1:]
+        assert padded and all("aten::bmm" in t and "scaled_dot_product" not in t for t in padded), padded
