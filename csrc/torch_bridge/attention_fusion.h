@@ -17,8 +17,10 @@
 //
 // Before the graph changes, both forms run once on random stand-ins for q, k and v with their
 // layouts: SDPA's call is traced (torch_bridge/tracer.h) into the nodes that replace the pattern,
-// and its result must equal the pattern's within the dtype's tolerance. (That check computes the
-// scores once more, so attention over more than 2^27 scores is left as written.) The view that
+// and its result must equal the pattern's within the dtype's tolerance. A model's layers repeat
+// one attention: the check runs once per signature (operators, arguments, layouts, scale, mask
+// verdict) and later layers reuse its call. (It computes the scores once more, so attention over
+// more than 2^27 scores is left as written.) The view that
 // made the pattern's result becomes a contiguous copy of SDPA's, which keeps every later value's
 // layout; lowered, it is a load inside its reader's kernel.
 #pragma once
