@@ -63,3 +63,31 @@ def check(fn, make_args, *, graphs=1, breaks=0, calls=2, **compile_kwargs):
     if graphs is not None:
         assert s["graphs"] == graphs, (s["graphs"], s["breaks"])
     return compiled
+
+
+def tiny_llama(attn_implementation=None):
+    """A two-layer transformers Llama small enough for unit tests, in eval mode."""
+    from transformers import LlamaConfig, LlamaModel
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=256)
+    if attn_implementation:
+        cfg._attn_implementation = attn_implementation
+    return LlamaModel(cfg).eval()
+
+
+def llama_graph_texts(compiled, model, length=32):
+    """Runs `compiled` against eager `model` twice on fresh ids, then twice with a padded
+    attention_mask; returns the ATen graphs kiln compiled for each: (unpadded, padded)."""
+    from kiln import _codegen
+    with torch.no_grad():
+        for _ in range(2):
+            ids = torch.randint(0, 256, (2, length))
+            assert_same(compiled(ids).last_hidden_state, model(ids).last_hidden_state, rtol=1e-4, atol=1e-5)
+        unpadded = [g.graph_text for g in _codegen.GRAPHS]
+        mask = torch.ones(2, length, dtype=torch.long)
+        mask[0, :5] = 0
+        for _ in range(2):
+            ids = torch.randint(0, 256, (2, length))
+            assert_same(compiled(ids, attention_mask=mask).last_hidden_state, model(ids, attention_mask=mask).last_hidden_state,
+                        rtol=1e-4, atol=1e-5)
+    return unpadded, [g.graph_text for g in _codegen.GRAPHS][len(unpadded):]

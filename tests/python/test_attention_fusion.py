@@ -15,7 +15,7 @@ from torch import nn
 import kiln
 from kiln import _codegen
 
-from conftest import assert_same
+from conftest import assert_same, llama_graph_texts, tiny_llama
 
 
 def causal_fill(att, t):
@@ -146,23 +146,7 @@ def test_transformers_eager_attention():
     sizes alone, is one causal attention call; with a padded attention_mask the bias is data and
     the attention stays as written. Values match eager either way."""
     pytest.importorskip("transformers")
-    from transformers import LlamaConfig, LlamaModel
-    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=256)
-    cfg._attn_implementation = "eager"
-    m = LlamaModel(cfg).eval()
-    c = kiln.compile(m)
-    with torch.no_grad():
-        for _ in range(2):
-            ids = torch.randint(0, 256, (2, 32))
-            assert_same(c(ids).last_hidden_state, m(ids).last_hidden_state, rtol=1e-4, atol=1e-5)
-        (text,) = [g.graph_text for g in _codegen.GRAPHS]
-        assert text.count("is_causal=True") == 2 and "aten::bmm" not in text, text
-        am = torch.ones(2, 32, dtype=torch.long)
-        am[0, :5] = 0
-        for _ in range(2):
-            ids = torch.randint(0, 256, (2, 32))
-            assert_same(c(ids, attention_mask=am).last_hidden_state, m(ids, attention_mask=am).last_hidden_state,
-                        rtol=1e-4, atol=1e-5)
-        padded = [g.graph_text for g in _codegen.GRAPHS][1:]
-        assert padded and all("aten::bmm" in t and "scaled_dot_product" not in t for t in padded), padded
+    m = tiny_llama("eager")
+    unpadded, padded = llama_graph_texts(kiln.compile(m), m)
+    assert len(unpadded) == 1 and unpadded[0].count("is_causal=True") == 2 and "aten::bmm" not in unpadded[0], unpadded
+    assert padded and all("aten::bmm" in t and "scaled_dot_product" not in t for t in padded), padded

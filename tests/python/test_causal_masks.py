@@ -12,7 +12,7 @@ from torch import nn
 import kiln
 from kiln import _codegen
 
-from conftest import assert_same
+from conftest import assert_same, llama_graph_texts, tiny_llama
 
 
 def old_transformers_mask(q, k):
@@ -158,29 +158,14 @@ def test_llama_with_a_materialised_mask():
     """transformers' Llama as it runs under a compiler on transformers before 5.x, where the causal
     mask is always materialised (emulated by turning off 5.x's skip): the mask is recognised in
     each layer's attention, and values match eager; with a padded attention_mask it stays."""
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     import transformers.masking_utils as mu
-    from transformers import LlamaConfig, LlamaModel
-    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=256)
-    m = LlamaModel(cfg).eval()
-    c = kiln.compile(m)
+    m = tiny_llama()
     skip = mu._ignore_causal_mask_sdpa
     mu._ignore_causal_mask_sdpa = lambda *a, **k: False
     try:
-        with torch.no_grad():
-            for t in (32, 32):
-                ids = torch.randint(0, 256, (2, t))
-                assert_same(c(ids).last_hidden_state, m(ids).last_hidden_state, rtol=1e-4, atol=1e-5)
-            texts = [g.graph_text for g in _codegen.GRAPHS]
-            assert len(texts) == 1 and len(causal_calls(texts[0])) == 2, texts
-            am = torch.ones(2, 32, dtype=torch.long)
-            am[0, :5] = 0
-            for _ in range(2):
-                ids = torch.randint(0, 256, (2, 32))
-                assert_same(c(ids, attention_mask=am).last_hidden_state, m(ids, attention_mask=am).last_hidden_state,
-                            rtol=1e-4, atol=1e-5)
-            padded = [g.graph_text for g in _codegen.GRAPHS][1:]
-            assert padded and not any(causal_calls(t) for t in padded), padded
+        unpadded, padded = llama_graph_texts(kiln.compile(m), m)
     finally:
         mu._ignore_causal_mask_sdpa = skip
+    assert len(unpadded) == 1 and len(causal_calls(unpadded[0])) == 2, unpadded
+    assert padded and not any(causal_calls(t) for t in padded), padded
