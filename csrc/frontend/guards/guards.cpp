@@ -170,15 +170,7 @@ bool GuardLeaf::check(PyObject* v, SymbolBinding* binding) const {
   return false;
 }
 
-// The dtypes of the kFloatFits* bits: the bit, the name, the range [lo, hi] (as doubles), whether
-// infinities convert (a NaN converts where they do).
-struct FloatFits {
-  Py_ssize_t bit;
-  const char* name;
-  double lo, hi;
-  bool inf;
-};
-static const FloatFits kFloatFits[] = {
+const FloatFits kFloatFits[kNumFloatFits] = {
     {GuardLeaf::kFloatFitsInt64, "int64", -9223372036854775808.0, 9223372036854775808.0, false},
     {GuardLeaf::kFloatFitsInt32, "int32", -2147483648.0, 2147483647.0, false},
     {GuardLeaf::kFloatFitsInt16, "int16", -32768.0, 32767.0, false},

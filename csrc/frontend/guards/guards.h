@@ -66,6 +66,16 @@ struct GuardLeaf {
 };
 
 bool float_compare(double x, double c, int op);  // x op c, op one of Py_LT..Py_GE
+// The dtypes of the kFloatFits* bits: the bit, torch's name for the dtype, its range [lo, hi] (as
+// doubles), whether infinities convert (a NaN converts where they do).
+struct FloatFits {
+  Py_ssize_t bit;
+  const char* name;
+  double lo, hi;
+  bool inf;
+};
+constexpr int kNumFloatFits = 8;
+extern const FloatFits kFloatFits[kNumFloatFits];
 // Whether x converts without overflow to every dtype of the kFloatFits* bits in `bits` (as
 // c10::checked_convert<To, double> decides).
 bool float_fits(double x, Py_ssize_t bits);

@@ -182,14 +182,10 @@ Py_ssize_t Interpreter::checked_conversion(PyObject* target, const std::string& 
                        method == "masked_fill" || method == "masked_fill_" || method == "fill_" || method == "clamp" ||
                        method == "clamp_" || method == "clip";
   if (!checked) return 0;
-  static const std::pair<const char*, Py_ssize_t> kDtypes[] = {
-      {"int64", GuardLeaf::kFloatFitsInt64}, {"int32", GuardLeaf::kFloatFitsInt32}, {"int16", GuardLeaf::kFloatFitsInt16},
-      {"int8", GuardLeaf::kFloatFitsInt8}, {"uint8", GuardLeaf::kFloatFitsUInt8}, {"float32", GuardLeaf::kFloatFitsFloat32},
-      {"float16", GuardLeaf::kFloatFitsFloat16}, {"bfloat16", GuardLeaf::kFloatFitsBFloat16}};
-  for (const auto& [name, bit] : kDtypes)
-    if (dtype == module_attr("torch", name)) {
-      if (!power) return bit;
-      return bit == GuardLeaf::kFloatFitsFloat16 || bit == GuardLeaf::kFloatFitsBFloat16 ? bit | kPowerExponent : 0;
+  for (const FloatFits& f : kFloatFits)
+    if (dtype == module_attr("torch", f.name)) {
+      if (!power) return f.bit;
+      return f.bit == GuardLeaf::kFloatFitsFloat16 || f.bit == GuardLeaf::kFloatFitsBFloat16 ? f.bit | kPowerExponent : 0;
     }
   return 0;  // float64 (no overflow), bool (any value converts), other dtypes
 }
