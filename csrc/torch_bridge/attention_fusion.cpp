@@ -178,12 +178,9 @@ class Matcher {
   std::optional<double> python_number(const AtenArg& a) const {
     if (a.kind == AtenArg::kDouble) return a.d;
     if (a.kind == AtenArg::kInt) return static_cast<double>(a.i);
-    if (a.kind != AtenArg::kTensor) return std::nullopt;
-    const AtenValue& val = g_.values.at(static_cast<size_t>(a.value));
-    if (val.kind != AtenValue::kConstant) return std::nullopt;
-    const at::Tensor& t = tr_.constants.at(static_cast<size_t>(val.index));
-    if (t.dim() != 0 || !t.unsafeGetTensorImpl()->is_wrapped_number()) return std::nullopt;
-    return t.item<double>();
+    const at::Tensor* t = a.kind == AtenArg::kTensor ? wrapped_number(tr_, a.value) : nullptr;
+    if (!t) return std::nullopt;
+    return t->item<double>();
   }
 
   const AtenGraph& g_;

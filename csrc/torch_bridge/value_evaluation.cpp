@@ -11,15 +11,22 @@ using ir::AtenArg;
 using ir::AtenNode;
 using ir::AtenValue;
 
+const at::Tensor* wrapped_number(const TraceResult& tr, int v) {
+  const AtenValue& val = tr.graph.values.at(static_cast<size_t>(v));
+  if (val.kind != AtenValue::kConstant) return nullptr;
+  const at::Tensor& t = tr.constants.at(static_cast<size_t>(val.index));
+  return t.dim() == 0 && t.unsafeGetTensorImpl()->is_wrapped_number() ? &t : nullptr;
+}
+
 std::optional<at::Tensor> ValueEvaluator::value(int v) {
   auto known = values_.find(v);
   if (known != values_.end()) return known->second;
   const AtenValue& val = tr_.graph.values.at(static_cast<size_t>(v));
   if (val.kind == AtenValue::kInput) return std::nullopt;
   if (val.kind == AtenValue::kConstant) {
-    const at::Tensor& t = tr_.constants.at(static_cast<size_t>(val.index));
-    if (t.dim() != 0 || !t.unsafeGetTensorImpl()->is_wrapped_number()) return std::nullopt;
-    return values_[v] = t;
+    const at::Tensor* t = wrapped_number(tr_, v);
+    if (!t) return std::nullopt;
+    return values_[v] = *t;
   }
   const AtenNode& n = tr_.graph.nodes.at(static_cast<size_t>(val.index));
   if (n.nondeterministic || n.list_output || ++evaluated_ > kMaxNodes) return std::nullopt;

@@ -12,6 +12,10 @@
 
 namespace kiln::bridge {
 
+// Value `v` where it is a Python number the graph holds as a tensor (a wrapped 0-d constant: the
+// one kind of constant that cannot change between calls), else nullptr.
+const at::Tensor* wrapped_number(const TraceResult& tr, int v);
+
 class ValueEvaluator {
  public:
   explicit ValueEvaluator(const TraceResult& tr) : tr_(tr) {}
