@@ -284,6 +284,11 @@ class Interpreter {
   // The real Python value of a constant, object or container of them (null if there is none);
   // with fake_tensors, tensors become their meta tensors (arguments for shape propagation).
   PyRef as_python(const VarPtr& v, bool fake_tensors = false);
+  // f(*args, **kwargs) on the arguments' Python values (all_python_values holds), run now; a
+  // Python error it raises is raised as the user's, named `context` (by default "constant
+  // evaluation of f", spelled only then).
+  PyRef call_on_python_values(PyObject* f, const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs,
+                              const char* context = nullptr);
   bool all_const(const std::vector<VarPtr>& vs);
   bool all_python_values(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs);
 

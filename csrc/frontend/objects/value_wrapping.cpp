@@ -255,6 +255,17 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
   return v;
 }
 
+PyRef Interpreter::call_on_python_values(PyObject* f, const std::vector<VarPtr>& args,
+                                         const std::vector<std::pair<std::string, VarPtr>>& kwargs, const char* context) {
+  PyRef t = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(i), as_python(args[i]).release());
+  PyRef kw = PyRef::steal(PyDict_New());
+  for (const auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), as_python(v).get());
+  PyRef r = PyRef::steal(PyObject_Call(f, t.get(), kw.get()));
+  if (!r) raise_pending_python_error(context ? context : "constant evaluation of " + py_repr(f).substr(0, 60));
+  return r;
+}
+
 PyRef Interpreter::as_python(const VarPtr& v, bool fake_tensors) {
   switch (v->kind) {
     case VarKind::kTensor: return fake_tensors ? v->fake : PyRef();

@@ -311,12 +311,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
     if (plain) {
       // A cached tensor (`torch.ones(n, n).tril()` by size) is traced through the wrapped function
       // instead, as Dynamo does (it ignores the cache): its ops go into the graph.
-      PyRef t = PyRef::steal(PyTuple_New(args.size()));
-      for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), i, as_python(args[i]).release());
-      PyRef kw = PyRef::steal(PyDict_New());
-      for (auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), as_python(v).get());
-      PyRef r = PyRef::steal(PyObject_Call(f, t.get(), kw.get()));
-      if (!r) raise_pending_python_error("constant evaluation of " + py_repr(f).substr(0, 60));
+      PyRef r = call_on_python_values(f, args, kwargs);
       if (!probe_is_tensor(r.get())) return from_python_value(r.get(), Py_REFCNT(r.get()) > 1);
     }
     PyRef wrapped = PyRef::steal(PyObject_GetAttrString(f, "__wrapped__"));
@@ -334,12 +329,7 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
       return v;
     }
     if (is_autocast_type(f) && all_python_values(args, kwargs)) {  // its settings, checked as eager does
-      PyRef t = PyRef::steal(PyTuple_New(args.size()));
-      for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), i, as_python(args[i]).release());
-      PyRef kw = PyRef::steal(PyDict_New());
-      for (auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), as_python(v).get());
-      PyRef mode = PyRef::steal(PyObject_Call(f, t.get(), kw.get()));
-      if (!mode) raise_pending_python_error("torch.autocast(...)");
+      PyRef mode = call_on_python_values(f, args, kwargs, "torch.autocast(...)");
       return make_object(mode.get(), nullptr);
     }
     if (f == g_torch.no_grad || f == g_torch.enable_grad) {

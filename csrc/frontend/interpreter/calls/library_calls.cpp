@@ -318,12 +318,7 @@ VarPtr Interpreter::fold_numpy_scalar_call(PyObject* f, std::vector<VarPtr>& arg
   PyErr_Clear();
   VarPtr r;
   {
-    PyRef t = PyRef::steal(PyTuple_New(args.size()));
-    for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), i, as_python(args[i]).release());
-    PyRef kw = PyRef::steal(PyDict_New());
-    for (auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), as_python(v).get());
-    PyRef out = PyRef::steal(PyObject_Call(f, t.get(), kw.get()));
-    if (!out) raise_pending_python_error("constant evaluation of " + py_repr(f).substr(0, 60));
+    PyRef out = call_on_python_values(f, args, kwargs);
     if (probe_is_tensor(out.get())) unsupported("constant evaluation produced a tensor");
     if (ndarray && PyObject_TypeCheck(out.get(), reinterpret_cast<PyTypeObject*>(ndarray.get()))) {
       PyRef size = PyRef::steal(PyObject_GetAttrString(out.get(), "size"));
