@@ -17,19 +17,30 @@ template <int BLOCK> __device__ __forceinline__ float block_sum(float s, float* 
 template <int BLOCK> __device__ __forceinline__ kiln::WelfordState<float> block_welford(kiln::WelfordState<float> a, kiln::WelfordState<float>* smem) {
   return kiln::block_allreduce<BLOCK / 32>(a, [](kiln::WelfordState<float> p, kiln::WelfordState<float> q) { return kiln::welford_combine(p, q); }, smem);
 }
+// Row loads and stores with or without the streaming cache hint (ld.global.cs / st.global.cs:
+// evict first, so the four weight vectors every block rereads stay in L1/L2).
+template <bool S> __device__ __forceinline__ kiln::Vec<float, 4> ld(const float* p) {
+  if (S) { const float4 t = __ldcs(reinterpret_cast<const float4*>(p)); return {{t.x, t.y, t.z, t.w}}; }
+  return kiln::load_vec<4>(p);
+}
+template <bool S> __device__ __forceinline__ void st(float* p, const kiln::Vec<float, 4>& o) {
+  if (S) __stcs(reinterpret_cast<float4*>(p), make_float4(o.v[0], o.v[1], o.v[2], o.v[3]));
+  else kiln::store_vec<4>(p, o);
+}
 }  // namespace v
 
 // One row per block. RED 0: a Welford fold per vector group and a Welford block reduction (kiln's
 // generated kernel today); 1: one Welford state per thread (its values two-pass in registers),
 // Welford block reduction; 2: two block sums (the row's sum, then the squared deviations from its
-// mean, over the values held in registers).
-template <int BLOCK, int RED>
+// mean, over the values held in registers). ST bit 1: x loaded with the streaming hint; bit 2: out
+// stored with it.
+template <int BLOCK, int RED, int ST = 0>
 __device__ __forceinline__ void ln_row(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, const float* __restrict__ lw, const float* __restrict__ lb, float* __restrict__ out) {
   constexpr int G = D / 4 / BLOCK;
   const int row = blockIdx.x, lane = threadIdx.x;
   kiln::Vec<float, 4> xc[G];
 #pragma unroll
-  for (int j = 0; j < G; ++j) xc[j] = kiln::load_vec<4>(x + row * D + (lane + j * BLOCK) * 4);
+  for (int j = 0; j < G; ++j) xc[j] = v::ld<(ST & 1) != 0>(x + row * D + (lane + j * BLOCK) * 4);
   float vc[G][4];
   float mean, m2;
   kiln::WelfordState<float> acc = {0.f, 0.f, 0.f};
@@ -75,7 +86,7 @@ __device__ __forceinline__ void ln_row(const float* __restrict__ x, const float*
     kiln::Vec<float, 4> o;
 #pragma unroll
     for (int k = 0; k < 4; ++k) o.v[k] = (vc[j][k] - mean) * rstd * wv.v[k] + bv.v[k];
-    kiln::store_vec<4>(out + row * D + (lane + j * BLOCK) * 4, o);
+    v::st<(ST & 2) != 0>(out + row * D + (lane + j * BLOCK) * 4, o);
   }
 }
 #define ROW(B, R) \
@@ -85,6 +96,12 @@ __device__ __forceinline__ void ln_row(const float* __restrict__ x, const float*
 ROW(128, 0) ROW(256, 0) ROW(512, 0)
 ROW(128, 1) ROW(256, 1) ROW(512, 1)
 ROW(128, 2) ROW(256, 2) ROW(512, 2) ROW(1024, 2)
+#define ROWS(B, R, S) \
+  extern "C" __global__ void __launch_bounds__(B) ln_b##B##_r##R##_s##S(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, const float* __restrict__ lw, const float* __restrict__ lb, float* __restrict__ out) { \
+    ln_row<B, R, S>(x, w, b, lw, lb, out); \
+  }
+ROWS(256, 2, 1) ROWS(256, 2, 2) ROWS(256, 2, 3) ROWS(512, 2, 3)
+ROWS(256, 1, 1) ROWS(256, 1, 2) ROWS(256, 1, 3) ROWS(512, 1, 3)
 
 // Persistent: gridDim.x blocks walk the rows; the next row's loads are issued into the registers
 // the current row's x leaves free as soon as its values are computed, so they overlap the row's

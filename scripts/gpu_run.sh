@@ -17,6 +17,7 @@
 #   launches  scripts/gpu_launch_order.py GPU_LAUNCH_CASE (default resnet18): one call launch by launch, kiln
 #             beside inductor (GPU_LAUNCH_COMPILERS), per-kernel device us in order; tables and generated code
 #             in $OUT/launches.tgz
+#   lnvar     scripts/gpu_ln_variants.py (pointwise_ln's row kernel: the golden beside hand-written variants)
 #   sdpa      scripts/gpu_sdpa_probe.py (hf_llama's attention: eager's SDPA arguments, kiln's, SDPA alone in variants)
 #   stall     scripts/gpu_stall.py (GPU_STALL_CASE, default dyn_seq: the bench's call sequence, each call's
 #             host and synced time, the first timed round's host events per call; trace under $OUT)
@@ -100,6 +101,9 @@ for stage in ${GPU_STAGES//,/ }; do
         --compilers ${GPU_LAUNCH_COMPILERS:-kiln,inductor} > "$OUT/launches.log" 2>&1
       note "launches: exit $?"; grep -E '^[a-z_]+: ' "$OUT/launches.log" | tee -a "$S"
       tar czf "$OUT/launches.tgz" -C /tmp kiln_launches ;;
+    lnvar)
+      timeout ${GPU_T_lnvar:-150} "$PY" scripts/gpu_ln_variants.py ${GPU_LNVAR_ARGS:-} > "$OUT/lnvar.log" 2>&1
+      note "ln variants: exit $?"; grep -v Warn "$OUT/lnvar.log" | tail -40 | cut -c1-200 | tee -a "$S" ;;
     ro)
       timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
       note "reduce-overhead: exit $?"; tail -7 "$OUT/ro.log" | tee -a "$S" ;;
