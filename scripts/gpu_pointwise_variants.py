@@ -1,7 +1,7 @@
 """Where a large bf16 pointwise kernel loses to Triton's (an H200 profile of the bench's hf_llama:
 kiln's silu(gate) * up over 4 x 512 x 5632 bf16, 20.7 us per call, Triton's 15.7 us): the same
 computation hand-written in variants (math as kiln's prefix writes it, or with fast intrinsics;
-8 to 32 elements per thread; block sizes), compiled by NVRTC through CuPy, checked against
+bf16 rounding by integer arithmetic or one cvt instruction; 8 or 16 elements per thread; block sizes), compiled by NVRTC through CuPy, checked against
 PyTorch and timed with CUDA events (gpu_common.cuda_ms_per_call).
 
     python3 scripts/gpu_pointwise_variants.py"""
@@ -14,6 +14,11 @@ SRC = r"""
 typedef unsigned short bf16;
 __device__ __forceinline__ float f(bf16 v) { return __uint_as_float(((unsigned)v) << 16); }
 __device__ __forceinline__ bf16 b(float x) {
+#if CVT
+  bf16 h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+#endif
   unsigned u = __float_as_uint(x);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16)((u >> 16) | 0x40);
   u += 0x7fffu + ((u >> 16) & 1u);
@@ -57,11 +62,12 @@ def main():
     n8 = gate.numel() // 8
     mb = 3 * gate.numel() * 2 / 1e6
     arch = "".join(map(str, torch.cuda.get_device_capability()))
-    for fast, label in ((0, "accurate (kiln's prefix)"), (1, "__expf + __frcp_rn"), (2, "__expf + __fdividef")):
-        for per in (1, 2, 4):
-            for block in (128, 256, 512):
+    for fast, cvt, label in ((0, 0, "accurate, integer rounding"), (0, 1, "accurate, cvt rounding"), (1, 1, "__expf + __frcp_rn, cvt"),
+                             (2, 1, "__expf + __fdividef, cvt")):
+        for per in (1, 2):
+            for block in (128, 256):
                 try:
-                    mod = cp.RawModule(code=SRC, options=(f"--gpu-architecture=sm_{arch}", f"-DFAST={fast}", f"-DPER={per}"))
+                    mod = cp.RawModule(code=SRC, options=(f"--gpu-architecture=sm_{arch}", f"-DFAST={fast}", f"-DPER={per}", f"-DCVT={cvt}"))
                     kern = mod.get_function("k")
                 except Exception as exc:  # noqa: BLE001  (the compiler's log, then the next variant)
                     print(label, per, block, "failed:", str(exc)[:2000])
@@ -78,7 +84,7 @@ def main():
                 err = (out.float() - ref.float()).abs().max().item()
                 exact = (out.view(torch.int16) == ref.view(torch.int16)).float().mean().item()
                 us = gpu_common.cuda_ms_per_call(launch, ()) * 1e3
-                print(f"{label:26} per-thread {per * 8:2} elems block {block:3}: {us:6.1f} us  {mb / us:5.2f} TB/s  "
+                print(f"{label:28} per-thread {per * 8:2} elems block {block:3}: {us:6.1f} us  {mb / us:5.2f} TB/s  "
                       f"max err {err:.3g}, bit-equal to eager {exact * 100:.3f}%")
     eager_us = gpu_common.cuda_ms_per_call(lambda: torch.mul(F.silu(gate), up), ()) * 1e3
     print(f"eager silu + mul (two kernels): {eager_us:.1f} us")

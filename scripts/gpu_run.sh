@@ -18,6 +18,7 @@
 #             beside inductor (GPU_LAUNCH_COMPILERS), per-kernel device us in order; tables and generated code
 #             in $OUT/launches.tgz
 #   lnvar     scripts/gpu_ln_variants.py (pointwise_ln's row kernel: the golden beside hand-written variants)
+#   pwvar     scripts/gpu_pointwise_variants.py (hf_llama's silu(gate) * up: hand-written variants of its kernel)
 #   sdpa      scripts/gpu_sdpa_probe.py (hf_llama's attention: eager's SDPA arguments, kiln's, SDPA alone in variants)
 #   stall     scripts/gpu_stall.py (GPU_STALL_CASE, default dyn_seq: the bench's call sequence, each call's
 #             host and synced time, the first timed round's host events per call; trace under $OUT)
@@ -104,6 +105,9 @@ for stage in ${GPU_STAGES//,/ }; do
     lnvar)
       timeout ${GPU_T_lnvar:-150} "$PY" scripts/gpu_ln_variants.py ${GPU_LNVAR_ARGS:-} > "$OUT/lnvar.log" 2>&1
       note "ln variants: exit $?"; grep -v Warn "$OUT/lnvar.log" | tail -40 | cut -c1-200 | tee -a "$S" ;;
+    pwvar)
+      timeout ${GPU_T_pwvar:-120} "$PY" scripts/gpu_pointwise_variants.py > "$OUT/pwvar.log" 2>&1
+      note "pointwise variants: exit $?"; grep -v Warn "$OUT/pwvar.log" | tail -20 | cut -c1-200 | tee -a "$S" ;;
     ro)
       timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
       note "reduce-overhead: exit $?"; tail -7 "$OUT/ro.log" | tee -a "$S" ;;

@@ -133,8 +133,9 @@ int Lowerer::buffers_read(int value) {
 void Lowerer::define(int out, Loader loader, int cost) {
   TensorValue& v = values_.at(out);
   const int node = node_;
-  v.loader = [node, loader = std::move(loader)](const std::vector<Index>& idx, LoadCtx& ctx) {
+  v.loader = [node, out, loader = std::move(loader)](const std::vector<Index>& idx, LoadCtx& ctx) {
     ctx.nodes.insert(node);
+    ctx.values.insert(out);
     return loader(idx, ctx);
   };
   v.cost = cost;
@@ -193,6 +194,67 @@ int Lowerer::realize_pointwise(int value) {
   return buf;
 }
 
+// A value that a reduction inlines, that loads two or more buffers and that other nodes read too
+// (a transformer's residual stream, x + attention(x), read by the next layer norm and by the next
+// residual add): left inlined, each later reader would load all its streams again, and the
+// residual chain grows layer by layer (every layer norm of a GPT block re-reading up to six
+// earlier outputs); realized in a kernel of its own, it costs a launch. Instead the reduction's
+// kernel also stores it (a pointwise stage over the same rows, its loads shared through the row
+// cache), as torch.compile's fused add + layer norm does. Readers in that kernel or before it
+// keep computing it inline; readers in later kernels load the stored value.
+void Lowerer::store_beside(const std::set<int>& inlined, int kernel) {
+  if (!opts_.cuda || !opts_.fuse || !opts_.store_beside_reductions) return;
+  const std::vector<int64_t>& outer = prog_.kernels[kernel].outer_sizes;
+  for (int u : inlined) {
+    TensorValue& tv = values_[u];
+    if (tv.buffer >= 0 || !tv.loader || tv.realize || readers_[u] < 2 || buffers_read(u) < 2) continue;
+    // Its stage must land in this kernel: the rows are its outermost loops.
+    const TensorMeta& m = meta(u);
+    std::vector<int64_t> ordered;
+    for (int d : schedule::loop_order(m.sizes, contiguous_strides(m.sizes)))
+      if (m.sizes[d] != 1) ordered.push_back(m.sizes[d]);
+    if (ordered.size() <= outer.size() || !std::equal(outer.begin(), outer.end(), ordered.begin())) continue;
+    Loader inline_loader = tv.loader;
+    const int cost = tv.cost;
+    const bool transcendental = tv.transcendental;
+    const int buf = realize_pointwise(u);
+    beside_buffers_.push_back(buf);
+    set_buffer_loader(u, buf);
+    Loader stored = values_[u].loader;
+    auto& pl = *placement_;
+    auto* steps = &producer_step_;
+    values_[u].loader = [inline_loader, stored, buf, steps, &pl](const std::vector<Index>& idx, LoadCtx& ctx) {
+      if (ctx.kernel >= 0 && pl.step_of(ctx.kernel) <= (*steps)[buf]) return inline_loader(idx, ctx);
+      return stored(idx, ctx);
+    };
+    values_[u].cost = cost;
+    values_[u].transcendental = transcendental;
+  }
+}
+
+// A stored-beside value whose other readers all landed in its kernel (computing it inline) was
+// stored for nothing: its stage goes.
+void Lowerer::drop_unread_beside_stores() {
+  if (beside_buffers_.empty()) return;
+  std::set<int> read(prog_.outputs.begin(), prog_.outputs.end());
+  for (auto [input, b] : prog_.input_mutations) read.insert(b);
+  std::function<void(const ExprPtr&)> walk = [&](const ExprPtr& e) {
+    if (e->kind == Expr::kLoad) read.insert(e->buffer);
+    for (const auto& a : e->args) walk(a);
+    for (const auto& i : e->indirect) walk(i.value);
+  };
+  for (const Kernel& k : prog_.kernels)
+    for (const Stage& st : k.stages) walk(st.value);
+  for (const Step& st : prog_.steps) read.insert(st.args.begin(), st.args.end());
+  for (int buf : beside_buffers_) {
+    if (read.count(buf)) continue;
+    for (Kernel& k : prog_.kernels)
+      k.stages.erase(std::remove_if(k.stages.begin(), k.stages.end(),
+                                    [&](const Stage& st) { return st.kind == Stage::kPointwise && st.out_buffer == buf; }),
+                     k.stages.end());
+  }
+}
+
 int Lowerer::ensure_buffer(int value) {
   TensorValue& v = values_.at(value);
   if (v.buffer >= 0) return v.buffer;
@@ -236,6 +298,7 @@ void Lowerer::reduction(ReduceOp op, Loader input, const std::vector<int64_t>& i
   const int num_outer = static_cast<int>(kept.size());
   auto& pl = *placement_;
   int stage_index = -1, local = -1;
+  std::set<int> inlined;
   int kernel = pl.place(loop_sizes, static_cast<int>(dims.size()), [&](int k, int n_outer) {
     if (n_outer != num_outer) return false;
     LoadCtx ctx;
@@ -270,9 +333,11 @@ void Lowerer::reduction(ReduceOp op, Loader input, const std::vector<int64_t>& i
     K.stages.push_back(std::move(s));
     stage_index = static_cast<int>(K.stages.size()) - 1;
     note_fused(k, ctx, true);  // the reduction node itself
+    inlined = std::move(ctx.values);
     return true;
   }, true);
   if (keep_elements >= 0) producer_step_[keep_elements] = std::max(producer_step_[keep_elements], pl.step_of(kernel));
+  store_beside(inlined, kernel);
 
   for (const ReductionOut& o : outs) {
     const TensorMeta& m = meta(o.value);
@@ -409,6 +474,17 @@ bool Lowerer::lower_node(int node) {
 Program Lowerer::run() {
   values_.assign(g_.values.size(), TensorValue{});
   uses_ = g_.use_counts();
+  readers_.assign(g_.values.size(), 0);
+  for (const AtenNode& n : g_.nodes) {
+    std::set<int> read;
+    for (const AtenArg& a : n.args) {
+      if (a.kind == AtenArg::kTensor && a.value >= 0) read.insert(a.value);
+      for (int v : a.values)
+        if (v >= 0) read.insert(v);
+    }
+    for (int v : read) ++readers_[v];
+  }
+  for (int v : std::set<int>(g_.outputs.begin(), g_.outputs.end())) ++readers_[v];
   broadcast_read_.assign(g_.values.size(), false);
   for (const AtenNode& n : g_.nodes) {
     if (n.outputs.empty() || n.outputs[0] < 0) continue;
@@ -468,6 +544,7 @@ Program Lowerer::run() {
     prog_.outputs.push_back(buf);
   }
   for (auto [input, v] : g_.input_mutations) prog_.input_mutations.push_back({input, ensure_buffer(v)});
+  drop_unread_beside_stores();
   kernel_nodes_.resize(prog_.kernels.size());
   for (size_t k = 0; k < prog_.kernels.size(); ++k)
     for (int node : kernel_nodes_[k]) prog_.kernels[k].fused.push_back(node_label(node));

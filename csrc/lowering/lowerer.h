@@ -29,6 +29,7 @@ struct LoadCtx {
   ir::VarRanges ranges;
   bool ok = true;
   std::set<int> nodes;   // ATen nodes whose loaders were inlined (named in the kernel's comment)
+  std::set<int> values;  // values whose loaders were inlined
 };
 
 using Loader = std::function<ir::ExprPtr(const std::vector<ir::Index>&, LoadCtx&)>;
@@ -48,6 +49,9 @@ struct LoweringOptions {
   int max_expression_cost = 400;  // any value is realized above this: the code generator renders
                                   // expressions recursively, so their depth must stay bounded
   bool fuse = true;            // false: every value is realized in its own kernel (debugging)
+  // CUDA: a value of several streams that a reduction inlines and later kernels read again is
+  // stored by the reduction's kernel as it goes (see Lowerer::store_beside).
+  bool store_beside_reductions = true;
   bool cuda = false;           // the program runs on a CUDA device (codegen/cuda): tensors on the CPU
                                // go to ATen instead, and fp16 is lowered (computed in float)
   bool extern_only = false;    // every node an ATen call, no kernels ("aot_eager": op by op)
@@ -100,6 +104,8 @@ class Lowerer {
   friend class Placement;
   bool lower_node(int node);
   int realize_pointwise(int value);
+  void store_beside(const std::set<int>& inlined, int kernel);
+  void drop_unread_beside_stores();
   void set_buffer_loader(int value, int buf);
   int buffers_read(int value);
   void note_fused(int kernel, const LoadCtx& ctx, bool current_node);
@@ -108,6 +114,8 @@ class Lowerer {
   LoweringOptions opts_;
   std::vector<TensorValue> values_;
   std::vector<int> uses_;
+  std::vector<int> readers_;              // per value: distinct nodes (and graph outputs) reading it
+  std::vector<int> beside_buffers_;       // buffers store_beside added
   std::vector<bool> broadcast_read_;      // per value: some reader's output has more elements
   ir::Program prog_;
   std::vector<int> producer_step_;        // per buffer: step that writes it (-1: inputs, constants)

@@ -94,6 +94,21 @@ return %3
 %5, %6, %7 = aten::native_layer_norm(%4, normalized_shape=[768], weight=%2, bias=%3, eps=1e-05) : bf16[64, 768]{768, 1}@device, f32[64, 1]{1, 1}@device, f32[64, 1]{1, 1}@device
 return %5
 )"},
+    // Two residual steps of a transformer: h = x + a feeds a layer norm and, after a matmul,
+    // the next residual add. The first layer norm's kernel also stores h (read by kernel1 from
+    // memory), so the second norm reads h and the matmul's output, not x, a and the output.
+    {"residual_stream_stored_beside_its_norm", R"(%0 = input 0 : bf16[32, 768]{768, 1}@device
+%1 = input 1 : bf16[32, 768]{768, 1}@device
+%2 = input 2 : bf16[768]{1}@device
+%3 = input 3 : bf16[768]{1}@device
+%4 = input 4 : bf16[768, 768]{768, 1}@device
+%5 = aten::add.Tensor(%0, other=%1, alpha=1) : bf16[32, 768]{768, 1}@device
+%6, %7, %8 = aten::native_layer_norm(%5, normalized_shape=[768], weight=%2, bias=%3, eps=1e-05) : bf16[32, 768]{768, 1}@device, f32[32, 1]{1, 1}@device, f32[32, 1]{1, 1}@device
+%9 = aten::mm(%6, mat2=%4) : bf16[32, 768]{768, 1}@device
+%10 = aten::add.Tensor(%5, other=%9, alpha=1) : bf16[32, 768]{768, 1}@device
+%11, %12, %13 = aten::native_layer_norm(%10, normalized_shape=[768], weight=%2, bias=%3, eps=1e-05) : bf16[32, 768]{768, 1}@device, f32[32, 1]{1, 1}@device, f32[32, 1]{1, 1}@device
+return %11
+)"},
     // A decoding step's shape: the layer norm of 8 tokens fused with the concatenation of a key
     // cache (133k elements a row): 8 rows split over many blocks, each recomputing its row's
     // statistics and taking a share of the copy.

@@ -141,6 +141,24 @@ def test_layer_norm(shape, dtype):
     check(lambda x: F.layer_norm(F.gelu(x) + x, (d,), w, b, 1e-5), lambda: (make(shape, dtype),))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_residual_stream_is_stored_by_its_norms_kernel(dtype):
+    """x + a read by a layer norm and, after a matmul, by the next residual add (and the graph's
+    output): the norm's kernel also stores the sum (a kernel-written buffer later kernels read), and
+    every value matches eager."""
+    d = 768
+    w, b, m = make((d,), dtype), make((d,), dtype), make((d, d), dtype) / 16
+
+    def f(x, a):
+        h = x + a
+        h2 = h + F.layer_norm(h, (d,), w, b, 1e-5) @ m
+        return F.layer_norm(h2, (d,), w, b, 1e-5), h2 + h
+
+    g = check(f, lambda: (make((32, d), dtype), make((32, d), dtype)))
+    first = g.program_text.split("kernel kernel1")[0]
+    assert first.count("for[768]: buf") == 2, g.program_text  # the norm's output and the stored sum
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_row_value_cache(dtype):
     """A row reduction's folded values that a later stage computes again are kept in registers
