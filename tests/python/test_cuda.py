@@ -147,7 +147,10 @@ def test_residual_stream_is_stored_by_its_norms_kernel(dtype):
     output): the norm's kernel also stores the sum (a kernel-written buffer later kernels read), and
     every value matches eager."""
     d = 768
-    w, b, m = make((d,), dtype), make((d,), dtype), make((d, d), dtype) / 16
+    # Weights near 1 and a small bias keep the outputs near unit size: with a bias of a few units,
+    # bf16's rounding of the sum before the norm (eager) against kiln's float sum moved one
+    # element by an ulp at magnitude 4 (0.031 against 0.03 allowed, on an H200).
+    w, b, m = 1 + make((d,), dtype) / 4, make((d,), dtype) / 8, make((d, d), dtype) / 16
 
     def f(x, a):
         h = x + a
