@@ -27,12 +27,40 @@ template <bool S> __device__ __forceinline__ void st(float* p, const kiln::Vec<f
   if (S) __stcs(reinterpret_cast<float4*>(p), make_float4(o.v[0], o.v[1], o.v[2], o.v[3]));
   else kiln::store_vec<4>(p, o);
 }
+// Mean and M2 of a block's row in one reduction round: each thread's (mean, m2) over its own C
+// values, combined by Chan's formula with counts known at compile time (equal counts in the warp's
+// butterfly; warp k joining k warps before it in the block), so no division and one round of
+// shuffles and shared memory instead of two.
+template <int BLOCK, int C> __device__ __forceinline__ void block_moments(float& mean, float& m2, float2* smem) {
+  float c = C;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float mb = __shfl_xor_sync(0xffffffffu, mean, o), qb = __shfl_xor_sync(0xffffffffu, m2, o);
+    const float d = mb - mean;
+    mean = 0.5f * (mean + mb);
+    m2 = m2 + qb + d * d * (0.5f * c);
+    c *= 2.f;
+  }
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = make_float2(mean, m2);
+  __syncthreads();
+  float2 a = smem[0];
+#pragma unroll
+  for (int w = 1; w < BLOCK / 32; ++w) {  // w warps of 32 * C values so far, one more
+    const float2 b = smem[w];
+    const float d = b.x - a.x;
+    a.x += d * (1.f / (w + 1));
+    a.y += b.y + d * d * (32.f * C * w / (w + 1));
+  }
+  mean = a.x;
+  m2 = a.y;
+}
 }  // namespace v
 
 // One row per block. RED 0: a Welford fold per vector group and a Welford block reduction (kiln's
 // generated kernel today); 1: one Welford state per thread (its values two-pass in registers),
 // Welford block reduction; 2: two block sums (the row's sum, then the squared deviations from its
-// mean, over the values held in registers). ST bit 1: x loaded with the streaming hint; bit 2: out
+// mean, over the values held in registers); 3: one round (v::block_moments). ST bit 1: x loaded with the streaming hint; bit 2: out
 // stored with it.
 template <int BLOCK, int RED, int ST = 0>
 __device__ __forceinline__ void ln_row(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, const float* __restrict__ lw, const float* __restrict__ lb, float* __restrict__ out) {
@@ -55,7 +83,16 @@ __device__ __forceinline__ void ln_row(const float* __restrict__ x, const float*
     }
     if (RED == 0) kiln::welford_group(acc, vc[j]);
   }
-  if (RED == 2) {
+  if (RED == 3) {
+    __shared__ float2 msm[BLOCK / 32];
+    mean = sum * (1.f / (4 * G));
+    m2 = 0.f;
+#pragma unroll
+    for (int j = 0; j < G; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) m2 += (vc[j][k] - mean) * (vc[j][k] - mean);
+    v::block_moments<BLOCK, 4 * G>(mean, m2, msm);
+  } else if (RED == 2) {
     __shared__ float smem[BLOCK / 32];
     mean = v::block_sum<BLOCK>(sum, smem) * (1.f / D);
     float s2 = 0.f;
@@ -96,6 +133,7 @@ __device__ __forceinline__ void ln_row(const float* __restrict__ x, const float*
 ROW(128, 0) ROW(256, 0) ROW(512, 0)
 ROW(128, 1) ROW(256, 1) ROW(512, 1)
 ROW(128, 2) ROW(256, 2) ROW(512, 2) ROW(1024, 2)
+ROW(128, 3) ROW(256, 3) ROW(512, 3)
 #define ROWS(B, R, S) \
   extern "C" __global__ void __launch_bounds__(B) ln_b##B##_r##R##_s##S(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, const float* __restrict__ lw, const float* __restrict__ lb, float* __restrict__ out) { \
     ln_row<B, R, S>(x, w, b, lw, lb, out); \

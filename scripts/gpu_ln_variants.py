@@ -105,7 +105,9 @@ def main():
         args = (X, cp.asarray(w), cp.asarray(b), cp.asarray(lw), cp.asarray(lb), O)
         for blk, red in ((128, 0), (256, 0), (512, 0), (128, 1), (256, 1), (512, 1), (128, 2), (256, 2), (512, 2), (1024, 2)):
             runs.append((f"row b{blk} red{red}", vmod.get_function(f"ln_b{blk}_r{red}"), N, blk, args, (w, b, lw, lb)))
-        for blk, red, st in ((256, 2, 1), (256, 2, 2), (256, 2, 3), (512, 2, 3), (256, 1, 1), (256, 1, 2), (256, 1, 3), (512, 1, 3)):
+        for blk in (128, 256, 512):
+            runs.append((f"row b{blk} red3 (one round)", vmod.get_function(f"ln_b{blk}_r3"), N, blk, args, (w, b, lw, lb)))
+        for blk, red, st in ((256, 2, 2), (256, 2, 3)):
             runs.append((f"row b{blk} red{red} stream{st}", vmod.get_function(f"ln_b{blk}_r{red}_s{st}"), N, blk, args, (w, b, lw, lb)))
         for blk in (256, 512, 1024):
             for wb in (0, 1):
