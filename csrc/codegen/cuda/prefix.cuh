@@ -253,6 +253,30 @@ template <int kWarps, class T, class F> KILN_DEV T block_allreduce(T v, F combin
   for (int w = 1; w < kWarps; ++w) v = combine(v, smem[w]);
   return v;
 }
+// Mean and M2 (sum of squared deviations) of a block's row in one round: each thread brings those
+// of its own kCount values, combined by Chan's formula with every count known at compile time
+// (equal in the warps' butterflies, warp w joining the w before it), so no division; the plain
+// two passes reduce twice (the row's sum, then the squared deviations from its mean).
+template <class T> struct Moments { T mean, m2; };
+template <int kWarps, int kCount, class T> KILN_DEV Moments<T> block_moments(Moments<T> a, Moments<T>* smem) {
+  T c = T(kCount);
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const T mb = shfl_xor(a.mean, o), qb = shfl_xor(a.m2, o), d = mb - a.mean;
+    a = {T(0.5) * (a.mean + mb), a.m2 + qb + d * d * (T(0.5) * c)};
+    c *= T(2);
+  }
+  __syncthreads();  // an earlier use of smem is over
+  if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = a;
+  __syncthreads();
+  a = smem[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) {
+    const T d = smem[w].mean - a.mean;
+    a = {a.mean + d * (T(1) / T(w + 1)), a.m2 + smem[w].m2 + d * d * (T(32 * kCount) * T(w) / T(w + 1))};
+  }
+  return a;
+}
 }  // namespace kiln
 #define KILN_KERNEL extern "C" __global__
 

@@ -30,7 +30,9 @@ void KernelWriter::emit_allreduce(StrBuilder& b, const std::string& v, const std
 // row's threads with plain additions. Welford states cost a division per combine, and the row's
 // fold is a chain of them (pointwise_ln's kernel for sm_90: 1209 instructions per thread for its
 // 16 elements with Welford states, 780 with the two passes; on an H200 104.8 -> 91.3 us, timed
-// by scripts/gpu_ln_variants.py); the two passes are also the more accurate form.
+// by scripts/gpu_ln_variants.py); the two passes are also the more accurate form. Where every
+// thread of a block holds the same number of the row's values, each thread's own two passes are
+// combined across the block in one round (kiln::block_moments) instead of reducing twice.
 void KernelWriter::emit_two_pass_moments(StrBuilder& b, const Stage& s, const CachedValue& c) {
   const std::string T = temp_type(s.acc_dtype);
   const std::string r = "r" + std::to_string(s.local);
@@ -48,12 +50,27 @@ void KernelWriter::emit_two_pass_moments(StrBuilder& b, const Stage& s, const Ca
   };
   const int V = c.V;
   emit_space_loop(b, "    ", s, n_outer_, lane_, std::to_string(width_), V, w);
+  const int64_t groups = n / V;
+  if (strategy_ == Strategy::kRowPerBlock && block_ % 32 == 0 && groups == static_cast<int64_t>(c.G) * width_) {
+    // Every thread holds c.G whole groups: its own mean and M2, then one round across the block.
+    const int count = c.G * V;
+    b << "    kiln::Moments<" << T << "> mo = {acc * (" << T << "(1) / " << T << "(" << count << ")), " << T << "(0)};\n";
+    for (int j = 0; j < c.G; ++j) {
+      b << "    #pragma unroll\n    for (int k = 0; k < " << V << "; ++k) {\n";
+      b << "      const " << T << " d = " << c.name << "[" << j << "][k] - mo.mean;\n      mo.m2 += d * d;\n    }\n";
+    }
+    b << "    __shared__ kiln::Moments<" << T << "> smem[32];\n";
+    b << "    mo = kiln::block_moments<" << block_ / 32 << ", " << count << ">(mo, smem);\n";
+    b << "    " << r << "_0 = mo.mean; " << r << "_1 = mo.m2;\n";
+    b << "  }\n";
+    emit_reduction_stores(b, s);
+    return;
+  }
   const std::string add = "[](" + T + " a, " + T + " b) { return a + b; }";
   if (strategy_ == Strategy::kRowPerBlock) b << "    __shared__ " << T << " smem[32];\n";
   emit_allreduce(b, "acc", add);
   b << "    const " << T << " mean = acc / " << T << "(" << n << ");\n";
   b << "    " << T << " m2 = " << T << "(0);\n";
-  const int64_t groups = n / V;
   for (int j = 0; j < c.G; ++j) {
     const bool guard = (j + 1) * static_cast<int64_t>(width_) > groups;
     b << "    " << (guard ? "if (" + lane_ + " + " + std::to_string(j * width_) + " < " + std::to_string(groups) + ") {" : "{") << "\n";
