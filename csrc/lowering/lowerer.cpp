@@ -210,8 +210,9 @@ void Lowerer::store_beside(const std::set<int>& inlined, int kernel) {
     if (tv.buffer >= 0 || !tv.loader || tv.realize || readers_[u] < 2 || buffers_read(u) < 2) continue;
     // Its stage must land in this kernel: the rows are its outermost loops.
     const TensorMeta& m = meta(u);
+    const std::vector<int64_t> strides = dense_layout(m.sizes, m.strides) ? m.strides : contiguous_strides(m.sizes);  // new_buffer's
     std::vector<int64_t> ordered;
-    for (int d : schedule::loop_order(m.sizes, contiguous_strides(m.sizes)))
+    for (int d : schedule::loop_order(m.sizes, strides))
       if (m.sizes[d] != 1) ordered.push_back(m.sizes[d]);
     if (ordered.size() <= outer.size() || !std::equal(outer.begin(), outer.end(), ordered.begin())) continue;
     Loader inline_loader = tv.loader;
