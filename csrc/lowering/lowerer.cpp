@@ -201,9 +201,11 @@ int Lowerer::realize_pointwise(int value) {
 // earlier outputs); realized in a kernel of its own, it costs a launch. Instead the reduction's
 // kernel also stores it (a pointwise stage over the same rows, its loads shared through the row
 // cache), as torch.compile's fused add + layer norm does. Readers in that kernel or before it
-// keep computing it inline; readers in later kernels load the stored value.
+// keep computing it inline; readers in later kernels load the stored value. CUDA only: on the CPU
+// (the bench's nanogpt, hf_gpt2, hf_llama, train_nanogpt) it measured no faster, the re-read rows
+// being in cache, though every test passes with it on there too.
 void Lowerer::store_beside(const std::set<int>& inlined, int kernel) {
-  if (!opts_.cuda || !opts_.fuse || !opts_.store_beside_reductions) return;
+  if (!opts_.cuda || !opts_.fuse || !opts_.store_beside_reductions || column_kernels_.count(kernel)) return;
   const std::vector<int64_t>& outer = prog_.kernels[kernel].outer_sizes;
   for (int u : inlined) {
     TensorValue& tv = values_[u];
