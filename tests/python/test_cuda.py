@@ -147,9 +147,9 @@ def test_residual_stream_is_stored_by_its_norms_kernel(dtype):
     output): the norm's kernel also stores the sum (a kernel-written buffer later kernels read), and
     every value matches eager."""
     d = 768
-    # Weights near 1 and a small bias keep the outputs near unit size: with a bias of a few units,
-    # bf16's rounding of the sum before the norm (eager) against kiln's float sum moved one
-    # element by an ulp at magnitude 4 (0.031 against 0.03 allowed, on an H200).
+    # Inputs and outputs near unit size: eager rounds each sum to bf16 where kiln keeps it in float,
+    # and at magnitude 4 one ulp (0.031) exceeds the 0.03 allowed where the terms cancel (seen on
+    # an H200 in h2 + h with inputs of unit variance).
     w, b, m = 1 + make((d,), dtype) / 4, make((d,), dtype) / 8, make((d, d), dtype) / 16
 
     def f(x, a):
@@ -157,7 +157,7 @@ def test_residual_stream_is_stored_by_its_norms_kernel(dtype):
         h2 = h + F.layer_norm(h, (d,), w, b, 1e-5) @ m
         return F.layer_norm(h2, (d,), w, b, 1e-5), h2 + h
 
-    g = check(f, lambda: (make((32, d), dtype), make((32, d), dtype)))
+    g = check(f, lambda: (make((32, d), dtype) / 4, make((32, d), dtype) / 4))
     first = g.program_text.split("kernel kernel1")[0]
     assert first.count("for[768]: buf") == 2, g.program_text  # the norm's output and the stored sum
 
