@@ -17,7 +17,12 @@ Seen on an H200 (copy 3.92 TB/s), pointwise_ln, us per launch: kiln's kernel wit
 104.8 (65% of the copy), with two-pass statistics 91.3, and with group addresses free of remainders
 78.1 (88%; 48 registers, 5 blocks of 256 per SM); that kernel with blocks of 128 83.5, of 512 78.3;
 hand-written rows of a block of 256 78.6, persistent blocks that prefetch the next row at best 85.9
-(127 registers). softmax's generated kernel 68.3 (99%)."""
+(127 registers). softmax's generated kernel 68.3 (99%). Session 22 (copy 3.95 TB/s): the streaming
+cache hint on x's loads or out's stores gains nothing (78.0 against 77.5); statistics in one
+block round (red3, kiln::block_moments) time slower here (84.3 at blocks of 256) while kiln's own
+build of that kernel ran faster in place (gpu_bandwidth.py: 82.9 -> 77.1 us by the profiler):
+CuPy hands NVRTC no architecture, so the driver compiles PTX, and its register counts differ
+from kiln's sm_90 cubins. Judge a generated kernel in place."""
 import os
 import re
 import statistics
