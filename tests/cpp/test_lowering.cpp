@@ -339,3 +339,39 @@ return %10, %14
   // Two realized rotation inputs (cos, sin) and the two outputs: k's rotation is not a buffer.
   EXPECT_EQ(count(prog, "] = "), 4) << prog;
 }
+
+// The residual stream on CUDA (Lowerer::store_beside): h = x + a, read by a norm and, after a
+// matmul, by h2 = h + mm; h2 read by the second norm and by h2 + h. h is stored by the first norm's
+// kernel and the second kernel loads it (not x and a); h2's readers are all in the second norm's
+// kernel, so its store is dropped. Off on the CPU (one kernel, no stored sum, reads x and a twice).
+TEST(Lowering, ResidualSumIsStoredBesideItsNormOnCuda) {
+  std::string text = R"(%0 = input 0 : f32[32, 768]{768, 1}
+%1 = input 1 : f32[32, 768]{768, 1}
+%2 = input 2 : f32[768]{1}
+%3 = input 3 : f32[768]{1}
+%4 = input 4 : f32[768, 768]{768, 1}
+%5 = aten::add.Tensor(%0, other=%1, alpha=1) : f32[32, 768]{768, 1}
+%6, %7, %8 = aten::native_layer_norm(%5, normalized_shape=[768], weight=%2, bias=%3, eps=1e-05) : f32[32, 768]{768, 1}, f32[32, 1]{1, 1}, f32[32, 1]{1, 1}
+%9 = aten::mm(%6, mat2=%4) : f32[32, 768]{768, 1}
+%10 = aten::add.Tensor(%5, other=%9, alpha=1) : f32[32, 768]{768, 1}
+%11, %12, %13 = aten::native_layer_norm(%10, normalized_shape=[768], weight=%2, bias=%3, eps=1e-05) : f32[32, 768]{768, 1}, f32[32, 1]{1, 1}, f32[32, 1]{1, 1}
+%14 = aten::add.Tensor(%10, other=%5, alpha=1) : f32[32, 768]{768, 1}
+return %11, %14
+)";
+  const std::string cpu = lower(text).to_string();
+  for (size_t at = text.find('}'); at != std::string::npos; at = text.find('}', at + 1)) text.insert(at + 1, "@device");
+  lowering::LoweringOptions o;
+  o.cuda = true;
+  ir::Program p = lowering::Lowerer(ir::AtenGraph::parse(text), o).run();
+  schedule::plan_memory(p);
+  const std::string device = p.to_string();
+  ASSERT_EQ(p.kernels.size(), 2u) << device;
+  // kernel0: the norm's reduction, the stored h, the norm's output.
+  EXPECT_EQ(p.kernels[0].stages.size(), 3u) << device;
+  // kernel1: the reduction, the second norm's output and h2 + h; no store of h2.
+  EXPECT_EQ(p.kernels[1].stages.size(), 3u) << device;
+  const std::string k1 = device.substr(device.find("kernel kernel1"));
+  EXPECT_EQ(count(k1, "buf0["), 0) << device;  // x and a are not read again
+  EXPECT_EQ(count(k1, "buf1["), 0) << device;
+  EXPECT_EQ(count(cpu, "for["), count(device, "for[") - 1) << cpu;  // the CPU stores no sum
+}
