@@ -275,3 +275,20 @@ def test_a_dynamic_floats_square_stays_a_graph_input():
     assert kiln.stats()["graphs"] == 2
     with pytest.raises(OverflowError):
         c(torch.ones(3), 1e200)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_list_of_dynamic_floats_given_to_torch_tensor(backend):
+    # Fuzz seed 20052: torch.tensor([p, -p]) in a capture where p was a graph input (the
+    # remainder keeps it one) recorded the list of float64 tensors, from which torch.tensor makes
+    # a float64 tensor where Python floats make a float32 one; a later call returned float64. A
+    # dynamic float inside a list or tuple argument is now specialised like any other operand.
+    def f(x, p):
+        r = torch.remainder(x.mean(), p)
+        t = torch.tensor([p, -p]) * 3
+        return r, t / (p * p + 1)
+
+    c = kiln.compile(f, backend=backend)
+    for p in (0.3, 0.7, 0.0, 0.0, 0.0, 1.5):
+        x = torch.randn(6, 1)
+        assert_same(c(x, p), f(x, p))

@@ -74,11 +74,21 @@ PyObject* Interpreter::float64_meta() {
   return float64_meta_.get();
 }
 
+// A dynamic float, or a list or tuple holding one (`torch.tensor([p, -p])`: a list of float64
+// tensors makes a float64 tensor where a list of Python floats makes the default dtype's).
+static bool holds_float_tensor(const VarPtr& v) {
+  if (v->float_tensor) return true;
+  if (v->kind == VarKind::kList || v->kind == VarKind::kTuple)
+    for (const auto& item : v->items)
+      if (holds_float_tensor(item)) return true;
+  return false;
+}
+
 bool Interpreter::has_float_tensor(const std::vector<VarPtr>& args, const std::vector<std::pair<std::string, VarPtr>>& kwargs) {
   for (const auto& a : args)
-    if (a->float_tensor) return true;
+    if (holds_float_tensor(a)) return true;
   for (const auto& kv : kwargs)
-    if (kv.second->float_tensor) return true;
+    if (holds_float_tensor(kv.second)) return true;
   return false;
 }
 
@@ -201,16 +211,25 @@ Py_ssize_t Interpreter::checked_conversion(PyObject* target, const std::string& 
 PyRef Interpreter::float_tensor_operands(bool pointwise, PyObject* hint_result, PyObject* target, const std::string& method,
                                          std::vector<VarPtr>& args, std::vector<std::pair<std::string, VarPtr>>& kwargs,
                                          PyObject* fargs, PyObject* fkw) {
+  std::function<VarPtr(const VarPtr&)> specialised = [&](const VarPtr& v) -> VarPtr {
+    if (v->float_tensor) return make_const(concretize(v).get());
+    if (!holds_float_tensor(v)) return v;
+    std::vector<VarPtr> items;
+    for (const auto& item : v->items) items.push_back(specialised(item));
+    VarPtr seq = make_seq(v->kind, std::move(items));
+    seq->obj = v->obj;  // a namedtuple's type
+    return seq;
+  };
   auto specialise_all = [&] {
-    for (auto& a : args)
-      if (a->float_tensor) a = make_const(concretize(a).get());
-    for (auto& kv : kwargs)
-      if (kv.second->float_tensor) kv.second = make_const(concretize(kv.second).get());
+    for (auto& a : args) a = specialised(a);
+    for (auto& kv : kwargs) kv.second = specialised(kv.second);
     return PyRef();  // no cast of the result
   };
   if (!pointwise || !probe_is_tensor(hint_result)) return specialise_all();
   for (const auto& kv : kwargs)
-    if (kv.second->float_tensor) return specialise_all();  // positional operands only
+    if (holds_float_tensor(kv.second)) return specialise_all();  // positional operands only
+  for (const auto& a : args)
+    if (!a->float_tensor && holds_float_tensor(a)) return specialise_all();  // not inside a list
   // An in-place operation returns the tensor it wrote, of that tensor's dtype whatever its
   // operands: its out-of-place form tells the dtype it computes in (`t.div_(p)` on a 0-d float32
   // `t` computes in float32 with a Python float, in float64 with the float64 tensor, and a tiny p
