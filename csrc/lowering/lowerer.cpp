@@ -407,8 +407,12 @@ void Lowerer::reduction(ReduceOp op, Loader input, const std::vector<int64_t>& i
 ExprPtr Lowerer::indirect_load(int value, std::vector<Index> idx, int dim, ExprPtr position, LoadCtx& ctx) {
   const int buf = values_.at(value).buffer;  // realized by the rule that reads it indirectly
   idx[dim] = Index::of(0);
-  ExprPtr base = values_[value].loader(idx, ctx);
-  if (base->kind != Expr::kLoad) throw std::runtime_error("indirect read of a value that is not a plain buffer load");
+  // The buffer itself, as set_buffer_loader reads it: a value stored beside a reduction
+  // (store_beside) has a loader that computes it inline in its writer's kernel, which an indirect
+  // read cannot take (its stage then goes to a later kernel).
+  const int ps = producer_step_[buf];
+  if (ps >= 0 && ctx.kernel >= 0 && ps >= placement_->step_of(ctx.kernel)) ctx.ok = false;
+  ExprPtr base = load(buf, prog_.buffers[buf].dtype, prog_.buffers[buf].element_index(idx));
   auto e = std::make_shared<Expr>(*base);
   e->indirect.push_back({cast(position, DType::kInt64), prog_.buffers[buf].strides[dim], meta(value).sizes[dim]});
   return e;

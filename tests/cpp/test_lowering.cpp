@@ -375,3 +375,24 @@ return %11, %14
   EXPECT_EQ(count(k1, "buf1["), 0) << device;
   EXPECT_EQ(count(cpu, "for["), count(device, "for[") - 1) << cpu;  // the CPU stores no sum
 }
+
+// A value stored beside its reduction and also gathered (store_beside's loader computes it inline
+// in its writer's kernel): the gather reads the stored buffer from a later kernel. Lowering threw
+// "indirect read of a value that is not a plain buffer load", so the graph ran eagerly.
+TEST(Lowering, AGatherReadsAValueStoredBesideItsReduction) {
+  const char* text = R"(%0 = input 0 : f32[8, 16]{16, 1}@device
+%1 = input 1 : f32[8, 16]{16, 1}@device
+%2 = input 2 : i64[8, 4]{4, 1}@device
+%3 = aten::add.Tensor(%0, other=%1, alpha=1) : f32[8, 16]{16, 1}@device
+%4 = aten::sum.dim_IntList(%3, dim=[1], keepdim=True, dtype=None) : f32[8, 1]{1, 1}@device
+%5 = aten::gather(%3, dim=1, index=%2, sparse_grad=False) : f32[8, 4]{4, 1}@device
+%6 = aten::mul.Tensor(%4, other=%5) : f32[8, 4]{4, 1}@device
+return %6
+)";
+  lowering::LoweringOptions o;
+  o.cuda = true;
+  ir::Program p = lowering::Lowerer(ir::AtenGraph::parse(text), o).run();
+  const std::string prog = p.to_string();
+  ASSERT_EQ(p.kernels.size(), 2u) << prog;
+  EXPECT_EQ(count(prog.substr(prog.find("kernel kernel1")), "buf3["), 1) << prog;  // the stored sum, gathered
+}
