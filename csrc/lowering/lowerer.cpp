@@ -223,12 +223,9 @@ void Lowerer::store_beside(const std::set<int>& inlined, int kernel) {
     const int buf = realize_pointwise(u);
     beside_buffers_.push_back(buf);
     set_buffer_loader(u, buf);
-    Loader stored = values_[u].loader;
-    auto& pl = *placement_;
-    auto* steps = &producer_step_;
-    values_[u].loader = [inline_loader, stored, buf, steps, &pl](const std::vector<Index>& idx, LoadCtx& ctx) {
-      if (ctx.kernel >= 0 && pl.step_of(ctx.kernel) <= (*steps)[buf]) return inline_loader(idx, ctx);
-      return stored(idx, ctx);
+    values_[u].loader = [this, inline_loader, buf](const std::vector<Index>& idx, LoadCtx& ctx) {
+      if (ctx.kernel >= 0 && placement_->step_of(ctx.kernel) <= producer_step_[buf]) return inline_loader(idx, ctx);
+      return buffer_load(buf, idx, ctx);
     };
     values_[u].cost = cost;
     values_[u].transcendental = transcendental;
@@ -268,19 +265,19 @@ int Lowerer::ensure_buffer(int value) {
   return buf;
 }
 
+// A load of kernel-written or input buffer `buf` with its strides; only valid in kernels that run
+// after its writer.
+ExprPtr Lowerer::buffer_load(int buf, const std::vector<Index>& idx, LoadCtx& ctx) const {
+  const int ps = producer_step_[buf];
+  if (ps >= 0 && ctx.kernel >= 0 && ps >= placement_->step_of(ctx.kernel)) ctx.ok = false;
+  const Buffer& b = prog_.buffers[buf];
+  return load(buf, b.dtype, b.element_index(idx));
+}
+
 void Lowerer::set_buffer_loader(int value, int buf) {
   TensorValue& w = values_.at(value);
   w.buffer = buf;
-  // Reads it with its strides; only valid in kernels that run after its writer.
-  auto& pl = *placement_;
-  auto* steps = &producer_step_;
-  const Program* prog = &prog_;
-  w.loader = [buf, steps, prog, &pl](const std::vector<Index>& idx, LoadCtx& ctx) {
-    int ps = (*steps)[buf];
-    if (ps >= 0 && ctx.kernel >= 0 && ps >= pl.step_of(ctx.kernel)) ctx.ok = false;
-    const Buffer& bb = prog->buffers[buf];
-    return load(buf, bb.dtype, bb.element_index(idx));
-  };
+  w.loader = [this, buf](const std::vector<Index>& idx, LoadCtx& ctx) { return buffer_load(buf, idx, ctx); };
   w.cost = 1;
   w.transcendental = false;  // its readers load it
 }
@@ -407,13 +404,10 @@ void Lowerer::reduction(ReduceOp op, Loader input, const std::vector<int64_t>& i
 ExprPtr Lowerer::indirect_load(int value, std::vector<Index> idx, int dim, ExprPtr position, LoadCtx& ctx) {
   const int buf = values_.at(value).buffer;  // realized by the rule that reads it indirectly
   idx[dim] = Index::of(0);
-  // The buffer itself, as set_buffer_loader reads it: a value stored beside a reduction
-  // (store_beside) has a loader that computes it inline in its writer's kernel, which an indirect
-  // read cannot take (its stage then goes to a later kernel).
-  const int ps = producer_step_[buf];
-  if (ps >= 0 && ctx.kernel >= 0 && ps >= placement_->step_of(ctx.kernel)) ctx.ok = false;
-  ExprPtr base = load(buf, prog_.buffers[buf].dtype, prog_.buffers[buf].element_index(idx));
-  auto e = std::make_shared<Expr>(*base);
+  // The buffer itself: a value stored beside a reduction (store_beside) has a loader that computes
+  // it inline in its writer's kernel, which an indirect read cannot take (its stage then goes to a
+  // later kernel).
+  auto e = std::make_shared<Expr>(*buffer_load(buf, idx, ctx));
   e->indirect.push_back({cast(position, DType::kInt64), prog_.buffers[buf].strides[dim], meta(value).sizes[dim]});
   return e;
 }

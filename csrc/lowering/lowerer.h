@@ -107,6 +107,7 @@ class Lowerer {
   void store_beside(const std::set<int>& inlined, int kernel);
   void drop_unread_beside_stores();
   void set_buffer_loader(int value, int buf);
+  ir::ExprPtr buffer_load(int buf, const std::vector<ir::Index>& idx, LoadCtx& ctx) const;
   int buffers_read(int value);
   void note_fused(int kernel, const LoadCtx& ctx, bool current_node);
 
