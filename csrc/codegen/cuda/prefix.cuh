@@ -50,8 +50,8 @@ struct alignas(2) f16 { unsigned short bits; };
 KILN_DEV float to_float(bf16 v) { return __uint_as_float(static_cast<unsigned int>(v.bits) << 16); }
 // From sm_80 on, one cvt instruction rounds to nearest even (NaN becomes 0x7fff, as ATen's CUDA
 // kernels give through __float2bfloat16); the integer rounding before it takes five, which made
-// a bf16 kernel's conversions as costly as its arithmetic (a bf16 scale: 134 -> 62 PTX
-// instructions per 8 elements; GELU's kernel of the bench's mlp 368 -> 296).
+// a bf16 kernel's conversions as costly as its arithmetic (test kernels of 8 bf16 elements per
+// thread, PTX instructions: a scale 134 -> 62, an erf GELU 368 -> 296).
 KILN_DEV bf16 to_bf16(float f) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   unsigned short h;
