@@ -81,6 +81,12 @@ std::vector<int> stage_outputs(const Stage& s) {
   return out;
 }
 
+void loaded_buffers(const ExprPtr& e, std::set<int>& out) {
+  if (e->kind == Expr::kLoad) out.insert(e->buffer);
+  for (const auto& a : e->args) loaded_buffers(a, out);
+  for (const auto& i : e->indirect) loaded_buffers(i.value, out);
+}
+
 std::vector<std::vector<int>> kernel_allocations(const Program& p) {
   std::vector<std::vector<int>> out(p.kernels.size());
   std::vector<bool> seen(p.buffers.size(), false);

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,8 @@ struct Stage {
 
 // Buffers a stage writes.
 std::vector<int> stage_outputs(const Stage& s);
+// Buffers an expression loads (indirect positions included), added to `out`.
+void loaded_buffers(const ExprPtr& e, std::set<int>& out);
 
 struct Kernel {
   std::string name;

@@ -119,14 +119,8 @@ int Lowerer::buffers_read(int value) {
   ctx.ranges = sizes;
   std::vector<Index> idx;
   for (size_t d = 0; d < sizes.size(); ++d) idx.push_back(Index::var(static_cast<int>(d)));
-  ExprPtr e = values_.at(value).loader(idx, ctx);
   std::set<int> buffers;
-  std::function<void(const ExprPtr&)> walk = [&](const ExprPtr& x) {
-    if (x->kind == Expr::kLoad) buffers.insert(x->buffer);
-    for (const auto& a : x->args) walk(a);
-    for (const auto& i : x->indirect) walk(i.value);
-  };
-  walk(e);
+  loaded_buffers(values_.at(value).loader(idx, ctx), buffers);
   return static_cast<int>(buffers.size());
 }
 
@@ -238,13 +232,8 @@ void Lowerer::drop_unread_beside_stores() {
   if (beside_buffers_.empty()) return;
   std::set<int> read(prog_.outputs.begin(), prog_.outputs.end());
   for (auto [input, b] : prog_.input_mutations) read.insert(b);
-  std::function<void(const ExprPtr&)> walk = [&](const ExprPtr& e) {
-    if (e->kind == Expr::kLoad) read.insert(e->buffer);
-    for (const auto& a : e->args) walk(a);
-    for (const auto& i : e->indirect) walk(i.value);
-  };
   for (const Kernel& k : prog_.kernels)
-    for (const Stage& st : k.stages) walk(st.value);
+    for (const Stage& st : k.stages) loaded_buffers(st.value, read);
   for (const Step& st : prog_.steps) read.insert(st.args.begin(), st.args.end());
   for (int buf : beside_buffers_) {
     if (read.count(buf)) continue;

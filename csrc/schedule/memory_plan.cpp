@@ -8,12 +8,6 @@
 namespace kiln::schedule {
 using namespace ir;
 
-static void reads_of(const ExprPtr& e, std::set<int>& out) {
-  if (e->kind == Expr::kLoad) out.insert(e->buffer);
-  for (const auto& a : e->args) reads_of(a, out);
-  for (const auto& i : e->indirect) reads_of(i.value, out);
-}
-
 // A kernel-written buffer takes over the memory of one released at an earlier step with the same
 // dtype and element count (an exact fit, so any dense layout fits). Extern results are ATen's
 // own allocations and may alias; they neither give nor take.
@@ -42,7 +36,7 @@ void plan_memory(Program& p) {
     const Step& st = p.steps[s];
     if (st.kind == Step::kKernel) {
       for (const Stage& g : p.kernels[st.kernel].stages) {
-        reads_of(g.value, used);
+        loaded_buffers(g.value, used);
         for (int b : stage_outputs(g)) used.insert(b);
       }
     } else {

@@ -153,12 +153,6 @@ class ExprEmitter {
   int next_ = 0;
 };
 
-void collect_buffers(const ExprPtr& e, std::set<int>& out) {
-  if (e->kind == Expr::kLoad) out.insert(e->buffer);
-  for (const auto& a : e->args) collect_buffers(a, out);
-  for (const auto& i : e->indirect) collect_buffers(i.value, out);
-}
-
 std::string store(const Program& p, int buf, const std::string& index, const std::string& v) {
   if (p.buffers[buf].dtype == DType::kBFloat16) return "b" + std::to_string(buf) + "[" + index + "] = kiln::to_bf16(" + v + ");";
   return "b" + std::to_string(buf) + "[" + index + "] = " + v + ";";
@@ -400,7 +394,7 @@ void emit_kernel(const Program& p, const Kernel& k, StrBuilder& b) {
   b << "\nKILN_EXPORT void " << k.name << "(void** bufs) {\n";
   std::set<int> used, written;
   for (const Stage& s : k.stages) {
-    collect_buffers(s.value, used);
+    loaded_buffers(s.value, used);
     for (int w : stage_outputs(s)) written.insert(w);
   }
   for (int w : written) used.insert(w);
