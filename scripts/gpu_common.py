@@ -3,7 +3,7 @@
 a call with CUDA events, sync_ms a call synchronized on both sides, host_us the CPU time of a call
 while the GPU is kept busy; device_rows / kernel_rows list device time per kernel under
 torch.profiler; copy_ceiling is the device's copy bandwidth; training_step is the bench's
-training step."""
+training step; case builds a bench case or one of the extra ones the scripts profile."""
 import os
 import sys
 
@@ -126,3 +126,20 @@ def training_step(fn, model):
         out = out if isinstance(out, torch.Tensor) else out[0]
         out.float().pow(2).mean().backward()
     return step
+
+
+def case(name):
+    """(model, args tuple, training) on CUDA for a bench case, or for one of the sizes the bench
+    lacks: nanogpt_b1 (NanoGPT 12L bf16, batch 1, 32 tokens: launch-bound decoding) and resnet50
+    (fp32, batch 32; scripts/gpu_resnet50.py)."""
+    import torch
+    if name == "nanogpt_b1":
+        from suite import NanoGPT
+        return (NanoGPT(12, 768, 12).to("cuda", torch.bfloat16).eval(),
+                (torch.randint(0, 8192, (1, 32), device="cuda"),), False)
+    if name == "resnet50":
+        import gpu_resnet50
+        return gpu_resnet50.model()[0].cuda().eval(), (torch.randn(32, 3, 224, 224, device="cuda"),), False
+    from suite import CASES
+    model, args, training = CASES[name]("cuda")
+    return model, args if isinstance(args, tuple) else tuple(args)[0], training

@@ -21,7 +21,6 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="ind_ca
 
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
-from suite import CASES  # noqa: E402
 
 
 def launches(fn, args, iters, trace_path):
@@ -89,8 +88,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.manual_seed(0)
-    model, args, _ = CASES[a.case]("cuda")
-    args = args if isinstance(args, tuple) else tuple(args)[0]
+    model, args, _ = gpu_common.case(a.case)
     with torch.no_grad():
         ref = model(*args)
     for comp in a.compilers.split(","):

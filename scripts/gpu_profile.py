@@ -1,7 +1,7 @@
 """Where a bench case's time goes on a GPU, eager beside kiln: the top CUDA kernels by device
 time under torch.profiler, and kiln's launch records (kernel, pattern, grid, block).
 
-    python3 scripts/gpu_profile.py nanogpt [--iters 10] [--top 25] [--inductor]   (also nanogpt_b1: batch 1, 32 tokens)
+    python3 scripts/gpu_profile.py nanogpt [--iters 10] [--top 25] [--inductor]   (also nanogpt_b1 and resnet50: gpu_common.case)
 
 Training cases (train_mlp, train_nanogpt) time the bench's step (forward, loss, backward) and
 also list host time per step by profiler event.
@@ -11,7 +11,6 @@ Each compiler's wall time per call (events around 20 calls, after warm-up) is pr
 Reads the bench suite from ../shared/bench or shared/bench (copy it there for a lent machine)."""
 import argparse
 import re
-import sys
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -20,7 +19,6 @@ import gpu_common  # noqa: E402  (kiln and the bench suite on sys.path)
 
 import kiln  # noqa: E402
 from kiln import _codegen  # noqa: E402
-from suite import CASES  # noqa: E402
 
 
 def top_kernels(fn, args, iters, top, training=False, trace=None):
@@ -61,13 +59,7 @@ def main():
     ap.add_argument("--trace", help="write each compiler's chrome trace as TRACE_<compiler>.json")
     a = ap.parse_args()
     torch.manual_seed(0)
-    training = False
-    if a.case == "nanogpt_b1":  # launch-bound decoding size: batch 1, 32 tokens
-        from suite import NanoGPT
-        model, args = NanoGPT(12, 768, 12).to("cuda", torch.bfloat16).eval(), (torch.randint(0, 8192, (1, 32), device="cuda"),)
-    else:
-        model, args, training = CASES[a.case]("cuda")
-    args = args if isinstance(args, tuple) else tuple(args)[0]
+    model, args, training = gpu_common.case(a.case)
     wrap = (lambda fn: gpu_common.training_step(fn, model)) if training else (lambda fn: fn)
     print(f"== {a.case}: eager")
     top_kernels(wrap(model), args, a.iters, a.top, training, a.trace and a.trace + "_eager.json")

@@ -19,6 +19,7 @@
 #             in $OUT/launches.tgz
 #   lnvar     scripts/gpu_ln_variants.py (pointwise_ln's row kernel: the golden beside hand-written variants)
 #   pwvar     scripts/gpu_pointwise_variants.py (hf_llama's silu(gate) * up: hand-written variants of its kernel)
+#   r50       scripts/gpu_resnet50.py (ResNet-50 fp32 b32, the row the bench lacks; GPU_R50_ARGS)
 #   sdpa      scripts/gpu_sdpa_probe.py (hf_llama's attention: eager's SDPA arguments, kiln's, SDPA alone in variants)
 #   stall     scripts/gpu_stall.py (GPU_STALL_CASE, default dyn_seq: the bench's call sequence, each call's
 #             host and synced time, the first timed round's host events per call; trace under $OUT)
@@ -108,6 +109,9 @@ for stage in ${GPU_STAGES//,/ }; do
     pwvar)
       timeout ${GPU_T_pwvar:-120} "$PY" scripts/gpu_pointwise_variants.py > "$OUT/pwvar.log" 2>&1
       note "pointwise variants: exit $?"; grep -v Warn "$OUT/pwvar.log" | tail -20 | cut -c1-200 | tee -a "$S" ;;
+    r50)
+      timeout ${GPU_T_r50:-200} "$PY" scripts/gpu_resnet50.py ${GPU_R50_ARGS:-} > "$OUT/r50.log" 2>&1
+      note "resnet50: exit $?"; grep -v Warn "$OUT/r50.log" | tail -6 | tee -a "$S" ;;
     ro)
       timeout ${GPU_T_ro:-150} "$PY" scripts/gpu_reduce_overhead.py > "$OUT/ro.log" 2>&1
       note "reduce-overhead: exit $?"; tail -7 "$OUT/ro.log" | tee -a "$S" ;;

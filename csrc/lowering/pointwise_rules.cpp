@@ -95,18 +95,8 @@ void define_map(Lowerer& L, const AtenNode& n, std::vector<Loader> args, Fn fn, 
   L.value(out).transcendental = transcendental;
 }
 
-// Unary operators that cost tens of instructions per element.
-bool is_transcendental(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::kExp: case UnaryOp::kExpVec: case UnaryOp::kExp2: case UnaryOp::kExpm1: case UnaryOp::kLog: case UnaryOp::kLog2:
-    case UnaryOp::kLog10: case UnaryOp::kLog1p: case UnaryOp::kSin: case UnaryOp::kCos: case UnaryOp::kTan: case UnaryOp::kAsin:
-    case UnaryOp::kAcos: case UnaryOp::kAtan: case UnaryOp::kSinh: case UnaryOp::kCosh: case UnaryOp::kTanh: case UnaryOp::kSigmoid:
-    case UnaryOp::kErf: case UnaryOp::kErfc: case UnaryOp::kGelu: case UnaryOp::kGeluTanh: case UnaryOp::kGeluGrad: case UnaryOp::kGeluTanhGrad:
-      return true;
-    default:
-      return false;
-  }
-}
+// Unary operators that cost tens of instructions per element (the op table's flag).
+bool is_transcendental(UnaryOp op) { return info(op).is(kOpTranscendental); }
 
 double scalar_of(const AtenArg* a, double dflt) {
   if (!a || a->kind == AtenArg::kNone) return dflt;

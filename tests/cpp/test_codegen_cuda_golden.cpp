@@ -133,6 +133,26 @@ return %4, %7
 %10, %11 = aten::max_pool2d_with_indices(%9, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceil_mode=False) : f32[4, 64, 8, 8]{4096, 1, 512, 64}@device, i64[4, 64, 8, 8]{4096, 1, 512, 64}@device
 return %10
 )"},
+    // The end of ResNet-50's first downsampling block (batch 32): two batch norms, an add and a
+    // ReLU over channels-last activations. Each 1/sqrt(var + eps) varies with the channel alone
+    // and is computed once per thread before the grid-stride loop (hoist_channel_invariants);
+    // the grid is an eighth of one group per thread, so each thread makes eight trips.
+    {"two_batch_norms_add_relu_channels_last", R"(%0 = input 0 : f32[32, 256, 56, 56]{802816, 1, 14336, 256}@device
+%1 = input 1 : f32[32, 256, 56, 56]{802816, 1, 14336, 256}@device
+%2 = input 2 : f32[256]{1}@device
+%3 = input 3 : f32[256]{1}@device
+%4 = input 4 : f32[256]{1}@device
+%5 = input 5 : f32[256]{1}@device
+%6 = input 6 : f32[256]{1}@device
+%7 = input 7 : f32[256]{1}@device
+%8 = input 8 : f32[256]{1}@device
+%9 = input 9 : f32[256]{1}@device
+%10, %11, %12, %13 = aten::cudnn_batch_norm(%0, weight=%2, bias=%3, running_mean=%4, running_var=%5, training=False, exponential_average_factor=0.1, epsilon=1e-05) : f32[32, 256, 56, 56]{802816, 1, 14336, 256}@device, f32[0]{1}@device, f32[0]{1}@device, u8[0]{1}@device
+%14, %15, %16, %17 = aten::cudnn_batch_norm(%1, weight=%6, bias=%7, running_mean=%8, running_var=%9, training=False, exponential_average_factor=0.1, epsilon=1e-05) : f32[32, 256, 56, 56]{802816, 1, 14336, 256}@device, f32[0]{1}@device, f32[0]{1}@device, u8[0]{1}@device
+%18 = aten::add.Tensor(%10, other=%14, alpha=1) : f32[32, 256, 56, 56]{802816, 1, 14336, 256}@device
+%19 = aten::relu(%18) : f32[32, 256, 56, 56]{802816, 1, 14336, 256}@device
+return %19
+)"},
     // Llama's rotate_half on q in its [b, s, h, d] memory (a transposed view): x * cos +
     // cat(-x[..., 64:], x[..., :64]) * sin. The halves are read at `d % 64 + 64` and `d % 64`:
     // a group of 8 lanes never crosses a multiple of 64, so both are vector loads too.
@@ -299,6 +319,38 @@ return %9
   EXPECT_EQ(p.kernels.size(), 1u) << text;
   EXPECT_EQ(text.find("extern"), std::string::npos) << text;
   EXPECT_NE(text.find("0.001"), std::string::npos) << text;  // cuDNN's `epsilon`
+}
+
+// Per-channel values are hoisted out of a channels-last kernel's loop only where that removes two
+// or more costly operations per element (hoist_channel_invariants). One batch norm's
+// 1/sqrt(var + eps) stays in the loop, with the grid of one vector group per thread; so does a
+// batch norm followed by a division whose quotient varies per element (one costly op hoistable,
+// the division not); a batch norm times rsqrt of a per-channel vector has two hoistable, and the
+// grid shrinks to an eighth.
+TEST(CudaHoisting, PerChannelValuesLeaveTheLoopWhereTwoCostlyOpsGo) {
+  auto generate = [](const std::string& tail) {
+    const std::string t = "f32[32, 256, 56, 56]{802816, 1, 14336, 256}@device";
+    std::string g = "%0 = input 0 : " + t + "\n";
+    for (int i = 1; i <= 4; ++i) g += "%" + std::to_string(i) + " = input " + std::to_string(i) + " : f32[256]{1}@device\n";
+    g += "%5 = input 5 : f32[1, 256, 1, 1]{256, 1, 256, 256}@device\n";  // a per-channel operand
+    g += "%6, %7, %8, %9 = aten::cudnn_batch_norm(%0, weight=%1, bias=%2, running_mean=%3, running_var=%4, training=False, "
+         "exponential_average_factor=0.1, epsilon=1e-05) : " + t + ", f32[0]{1}@device, f32[0]{1}@device, u8[0]{1}@device\n";
+    g += tail;
+    ir::Program p = lowering::Lowerer(ir::AtenGraph::parse(g), cuda_options()).run();
+    schedule::plan_memory(p);
+    codegen::CudaModule m = codegen::generate_cuda(p);
+    return m.source.substr(m.source.find("KILN_KERNEL void")) + "\n" + codegen::launch_string(m.kernels.at(0));
+  };
+  const std::string t = " : f32[32, 256, 56, 56]{802816, 1, 14336, 256}@device\n";
+  const std::string one = generate("return %6\n");
+  EXPECT_EQ(one.find("hb = "), std::string::npos) << one;
+  EXPECT_NE(one.find("grid=25088 "), std::string::npos) << one;
+  const std::string varying = generate("%10 = aten::div.Tensor(%6, other=%5)" + t + "return %10\n");
+  EXPECT_EQ(varying.find("hb = "), std::string::npos) << varying;
+  const std::string two =
+      generate("%10 = aten::rsqrt(%5) : f32[1, 256, 1, 1]{256, 1, 256, 256}@device\n%11 = aten::mul.Tensor(%6, other=%10)" + t + "return %11\n");
+  EXPECT_NE(two.find("hb = (static_cast<int>(threadIdx.x) % 64) * 4;"), std::string::npos) << two;
+  EXPECT_NE(two.find("grid=3136 "), std::string::npos) << two;
 }
 
 // Two layers of the same shape (mm, then a residual add and gelu): their kernels are the same

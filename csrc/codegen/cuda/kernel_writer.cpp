@@ -171,17 +171,22 @@ int KernelWriter::row_split() const {
 void KernelWriter::emit_body(StrBuilder& b) {
   if (strategy_ == Strategy::kPointwise) {
     int64_t work = 1;
+    bool hoisted = false;
     for (const Stage& s : k_.stages) {
       const int64_t n = rows_ * product(s.inner_sizes);
       int V = stage_vector_width(s, 0, n_outer_ + static_cast<int>(s.inner_sizes.size()));
       work = std::max(work, (n + V - 1) / V);
       b << "  {  // stage: " << (s.out_buffer >= 0 ? "buf" + std::to_string(s.out_buffer) : std::string("?")) << "\n";
+      hoisted = hoist_channel_invariants(b, "    ", s, V) || hoisted;
       std::string start = "static_cast<" + IT_ + ">(blockIdx.x) * blockDim.x + threadIdx.x";
       std::string step = "static_cast<" + IT_ + ">(gridDim.x) * blockDim.x";
       emit_space_loop(b, "    ", s, 0, start, step, V, pointwise_work(s));
+      hoisted_.clear();
       b << "  }\n";
     }
-    const int64_t blocks = std::min<int64_t>(kMaxGrid, std::max<int64_t>(1, (work + block_ - 1) / block_));
+    int64_t blocks = std::min<int64_t>(kMaxGrid, std::max<int64_t>(1, (work + block_ - 1) / block_));
+    // Hoisted values pay off over the trips a thread makes: fewer blocks, each thread looping.
+    if (hoisted) blocks = std::max(std::min(blocks, kHoistedMinBlocks), (blocks + kHoistedTrips - 1) / kHoistedTrips);
     launch_ = {static_cast<unsigned>(blocks), static_cast<unsigned>(block_)};
     return;
   }
@@ -310,6 +315,85 @@ int KernelWriter::stage_vector_width(const Stage& s, int first_var, int end_var)
   return 1;
 }
 
+// A pointwise stage over channels-last activations reads per-channel vectors along its innermost
+// variable: subexpressions that vary with that variable alone and cost several instructions per
+// element (a batch norm's 1/sqrt(var + eps), computed for every element of every row) give the
+// same values on every row. Each thread of the grid-stride loop keeps the same vector group of
+// the row on every trip when the block size is a multiple of the groups per row, so those
+// subexpressions are computed once per thread, before the loop, into a register array per lane,
+// and the grid shrinks so that each thread makes several trips.
+//
+// That pays where a stage computes two or more such operations per element; with one it costs
+// more than it saves (the prologue's loads come before the loop's, and fewer blocks keep fewer
+// loads in flight). ResNet-50, batch 32, on an H200, kernel by kernel against not hoisting: the
+// end of a downsampling block (two batch norms, add, relu; 308 MB moved) 100.4 -> 87.2 us, the
+// stem's batch norm inlined at the nine positions of its max pool 44.4 -> 38.7 us, and the
+// single batch norm + add + relu 152.4 -> 154.9 us over its two calls. Also measured: hoisting
+// the per-channel loads too (mean, weight, bias) helped the two-norm kernels (81.2 us) and hurt
+// every other one, 4 rather than 8 trips per thread gained nothing, and 2 lost. Returns whether
+// anything was hoisted.
+bool KernelWriter::hoist_channel_invariants(StrBuilder& b, const std::string& ind, const Stage& s, int V) {
+  const int end_var = n_outer_ + static_cast<int>(s.inner_sizes.size());
+  const int v = end_var - 1;
+  if (s.kind != Stage::kPointwise || V < 2 || end_var < 2) return false;
+  const int64_t& last = v < n_outer_ ? k_.outer_sizes[v] : s.inner_sizes[v - n_outer_];
+  if (is_symbolic(last) || last % V != 0 || block_ % (last / V) != 0 || rows_ * product(s.inner_sizes) / last < 2) return false;
+  auto invariant = [&](const ExprPtr& e) {
+    bool ok = true;
+    for_each_node(e, [&](const Expr& x) {
+      if (x.kind == Expr::kLocal || (x.kind == Expr::kLoad && !x.indirect.empty())) ok = false;
+      if (x.kind == Expr::kLoad || x.kind == Expr::kIndexValue)
+        for (int u = 0; u < end_var; ++u) ok = ok && (u == v || !x.index.uses_var(u));
+    });
+    return ok;
+  };
+  auto costly_ops = [](const ExprPtr& e) {  // nodes of operations flagged costly in the op table
+    int n = 0;
+    for_each_node(e, [&](const Expr& x) {
+      n += (x.kind == Expr::kUnary && info(x.unary_op).costly()) || (x.kind == Expr::kBinary && info(x.binary_op).costly());
+    });
+    return n;
+  };
+  std::vector<ExprPtr> found;  // the largest such subexpressions
+  std::set<const Expr*> seen;
+  std::function<void(const ExprPtr&)> walk = [&](const ExprPtr& e) {
+    if (!seen.insert(e.get()).second) return;
+    if (costly_ops(e) > 0 && invariant(e)) {
+      found.push_back(e);
+      return;
+    }
+    for (const ExprPtr& a : e->args) walk(a);
+  };
+  walk(s.value);
+  // Costly operations per element that hoisting removes (nodes, as the loop would compute them).
+  int removed = 0;
+  for (const ExprPtr& e : found) removed += costly_ops(e);
+  if (removed < 2) return false;
+  const std::string xv = "x" + std::to_string(v);
+  b << ind << "const " << IT_ << " hb = (static_cast<" << IT_ << ">(threadIdx.x) % " << last / V << ") * " << V << ";\n";
+  // One array per distinct value (a max pool's window inlines its input's batch norm once per
+  // position: the same per-channel value, nine times).
+  std::vector<std::pair<ExprPtr, std::string>> arrays;
+  for (const ExprPtr& e : found) {
+    auto same = std::find_if(arrays.begin(), arrays.end(), [&](const auto& a) { return same_expr(a.first, e); });
+    if (same == arrays.end()) {
+      arrays.emplace_back(e, "h" + std::to_string(counter_++));
+      b << ind << temp_type(e->dtype) << " " << arrays.back().second << "[" << V << "];\n";
+      same = arrays.end() - 1;
+    }
+    hoisted_[e.get()] = same->second;
+  }
+  b << ind << "#pragma unroll\n" << ind << "for (int k = 0; k < " << V << "; ++k) {\n";
+  b << ind << "  const " << IT_ << " " << xv << " = hb + k;\n";
+  ExprEmitter em(p_, b, ind + "  ", counter_);
+  for (const auto& [e, name] : arrays) {
+    const std::string value = em.emit(e);
+    b << ind << "  " << name << "[k] = " << value << ";\n";
+  }
+  b << ind << "}\n";
+  return true;
+}
+
 ElementWork KernelWriter::pointwise_work(const Stage& s) {
   ElementWork w;
   const Program& p = p_;
@@ -424,6 +508,10 @@ void KernelWriter::emit_group(StrBuilder& b, const std::string& in, const Stage&
         from_cache.insert(e);
       }
     }
+  for (const auto& [e, name] : hoisted_) {
+    em.values[e] = name + "[k]";
+    from_cache.insert(e);
+  }
   for_each_node_outside(s.value, from_cache, [&](const Expr& e) {
     if (e.kind != Expr::kLoad || !aligned_.count(e.buffer) || !vector_load(p_, e, v, V)) return;
     std::string key = "b" + std::to_string(e.buffer) + " + (" + index_text(e.index) + ")";

@@ -112,6 +112,11 @@ class KernelWriter {
 
   void define_vars(StrBuilder& b, const std::string& ind, const std::string& flat, int first, int last, const Stage* s = nullptr);
   int stage_vector_width(const Stage& s, int first_var, int end_var);
+  bool hoist_channel_invariants(StrBuilder& b, const std::string& ind, const Stage& s, int V);
+  // Grid-stride trips per thread a pointwise kernel with hoisted values aims for, and the fewest
+  // blocks it keeps (about eight resident blocks per SM on a Hopper part).
+  static constexpr int kHoistedTrips = 8;
+  static constexpr int64_t kHoistedMinBlocks = 1024;
   ElementWork pointwise_work(const Stage& s);
   void emit_space_loop(StrBuilder& b, const std::string& ind, const Stage& s, int first_var, const std::string& start,
                        const std::string& step, int V, const ElementWork& work);
@@ -140,6 +145,9 @@ class KernelWriter {
   int vector_width_ = 1;
   std::set<int> aligned_;
   int counter_ = 0;
+  // The stage being written: subexpressions computed before its loop (hoist_channel_invariants),
+  // by node, as the register array holding them per lane.
+  std::map<const Expr*, std::string> hoisted_;
 };
 
 }  // namespace kiln::codegen::cuda
