@@ -18,9 +18,11 @@ enum OpFlags : uint8_t {
   kOpPredicate = 1,      // the result is a bool (comparisons, logical ops, isnan)
   kOpChecked = 2,        // integer forms check the divisor and set the kernel's error flag
   kOpLogicalOnBool = 4,  // on a bool operand it is logical not (bitwise_not of a bool tensor)
-  kOpCostly = 8,         // several instructions per element at least: an IEEE division or square
-                         // root (what a correctly rounded `/` and sqrt compile to), or any below
-  kOpTranscendental = 16,  // a library function of tens of instructions (exp, erf, tanh...)
+  kOpCostly = 8,         // several instructions per element: a correctly rounded division or square
+                         // root, a power, an integer division (OpInfo::costly: this or the next)
+  kOpTranscendental = 16,  // a library function of tens of instructions (exp, erf, tanh...), which
+                           // lowering realizes rather than recompute per broadcast reader (silu and
+                           // mish, which call one, are only costly: inlined as they always were)
 };
 
 // X(enumerator, textual name, flags, C++ spelling, CUDA spelling)
@@ -31,43 +33,43 @@ enum OpFlags : uint8_t {
   X(kBitNot, "bitnot", kOpLogicalOnBool, "(~$0)", "(~$0)")                                                                      \
   X(kIsNan, "isnan", kOpPredicate, "($0 != $0)", "($0 != $0)")                                                                  \
   X(kIsInf, "isinf", kOpPredicate, "(kiln::m::isinf($0))", "(kiln::m::isinf($0))")                                              \
-  X(kRsqrt, "rsqrt", kOpCostly, "($T(1) / kiln::m::sqrt($0))", "($T(1) / kiln::m::sqrt($0))")                                     \
-  X(kReciprocal, "reciprocal", kOpCostly, "($T(1) / $0)", "($T(1) / $0)")                                                         \
+  X(kRsqrt, "rsqrt", kOpCostly, "($T(1) / kiln::m::sqrt($0))", "($T(1) / kiln::m::sqrt($0))")                                   \
+  X(kReciprocal, "reciprocal", kOpCostly, "($T(1) / $0)", "($T(1) / $0)")                                                       \
   X(kSquare, "square", kOpNone, "($0 * $0)", "($0 * $0)")                                                                       \
   X(kIdentity, "identity", kOpNone, "$0", "$0")                                                                                 \
-  X(kSilu, "silu", kOpCostly, "($0 * kiln::sigmoid($0))", "($0 * kiln::sigmoid($0))")                                             \
+  X(kSilu, "silu", kOpCostly, "($0 * kiln::sigmoid($0))", "($0 * kiln::sigmoid($0))")                                           \
   X(kHardSigmoid, "hardsigmoid", kOpNone, "(kiln::clamp_hi(kiln::clamp_lo($0 / $T(6) + $T(0.5), $T(0)), $T(1)))",              \
     "(kiln::clamp_hi(kiln::clamp_lo($0 / $T(6) + $T(0.5), $T(0)), $T(1)))")                                                     \
   X(kHardSwish, "hardswish", kOpNone, "($0 * kiln::clamp_hi(kiln::clamp_lo($0 + $T(3), $T(0)), $T(6)) / $T(6))",                \
     "($0 * kiln::clamp_hi(kiln::clamp_lo($0 + $T(3), $T(0)), $T(6)) / $T(6))")                                                 \
   X(kMish, "mish", kOpCostly, "($0 * kiln::tanh(kiln::m::log1p(kiln::exp($0))))", "($0 * kiln::tanh(kiln::m::log1p(kiln::exp($0))))") \
-  X(kExp, "exp", kOpTranscendental, "kiln::exp($0)", "kiln::exp($0)")                                                                     \
-  X(kExpVec, "exp_vec", kOpTranscendental, "kiln::exp_vec($0)", "kiln::exp($0)")                                                         \
-  X(kTanh, "tanh", kOpTranscendental, "kiln::tanh($0)", "kiln::tanh($0)")                                                                 \
-  X(kSigmoid, "sigmoid", kOpTranscendental, "kiln::sigmoid($0)", "kiln::sigmoid($0)")                                                     \
-  X(kGelu, "gelu", kOpTranscendental, "kiln::gelu($0)", "kiln::gelu($0)")                                                                 \
-  X(kGeluTanh, "gelu_tanh", kOpTranscendental, "kiln::gelu_tanh($0)", "kiln::gelu_tanh($0)")                                              \
-  X(kGeluGrad, "gelu_grad", kOpTranscendental, "kiln::gelu_grad($0)", "kiln::gelu_grad($0)")                                              \
-  X(kGeluTanhGrad, "gelu_tanh_grad", kOpTranscendental, "kiln::gelu_tanh_grad($0)", "kiln::gelu_tanh_grad($0)")                           \
+  X(kExp, "exp", kOpTranscendental, "kiln::exp($0)", "kiln::exp($0)")                                                           \
+  X(kExpVec, "exp_vec", kOpTranscendental, "kiln::exp_vec($0)", "kiln::exp($0)")                                               \
+  X(kTanh, "tanh", kOpTranscendental, "kiln::tanh($0)", "kiln::tanh($0)")                                                       \
+  X(kSigmoid, "sigmoid", kOpTranscendental, "kiln::sigmoid($0)", "kiln::sigmoid($0)")                                           \
+  X(kGelu, "gelu", kOpTranscendental, "kiln::gelu($0)", "kiln::gelu($0)")                                                       \
+  X(kGeluTanh, "gelu_tanh", kOpTranscendental, "kiln::gelu_tanh($0)", "kiln::gelu_tanh($0)")                                    \
+  X(kGeluGrad, "gelu_grad", kOpTranscendental, "kiln::gelu_grad($0)", "kiln::gelu_grad($0)")                                    \
+  X(kGeluTanhGrad, "gelu_tanh_grad", kOpTranscendental, "kiln::gelu_tanh_grad($0)", "kiln::gelu_tanh_grad($0)")                 \
   X(kRelu, "relu", kOpNone, "kiln::relu($0)", "kiln::relu($0)")                                                                 \
   X(kSign, "sign", kOpNone, "kiln::sign($0)", "kiln::sign($0)")                                                                 \
-  X(kLog, "log", kOpTranscendental, "kiln::log($0)", "kiln::m::log($0)")                                                                  \
-  X(kLog2, "log2", kOpTranscendental, "kiln::log2($0)", "kiln::m::log2($0)")                                                              \
-  X(kLog10, "log10", kOpTranscendental, "kiln::log10($0)", "kiln::m::log10($0)")                                                          \
-  X(kLog1p, "log1p", kOpTranscendental, "kiln::log1p($0)", "kiln::m::log1p($0)")                                                          \
-  X(kExpm1, "expm1", kOpTranscendental, "kiln::m::expm1($0)", "kiln::m::expm1($0)")                                                       \
-  X(kExp2, "exp2", kOpTranscendental, "kiln::m::exp2($0)", "kiln::m::exp2($0)")                                                           \
-  X(kSqrt, "sqrt", kOpCostly, "kiln::sqrt($0)", "kiln::m::sqrt($0)")                                                              \
-  X(kSin, "sin", kOpTranscendental, "kiln::m::sin($0)", "kiln::m::sin($0)")                                                               \
-  X(kCos, "cos", kOpTranscendental, "kiln::m::cos($0)", "kiln::m::cos($0)")                                                               \
-  X(kTan, "tan", kOpTranscendental, "kiln::m::tan($0)", "kiln::m::tan($0)")                                                               \
-  X(kAsin, "asin", kOpTranscendental, "kiln::asin($0)", "kiln::m::asin($0)")                                                              \
-  X(kAcos, "acos", kOpTranscendental, "kiln::acos($0)", "kiln::m::acos($0)")                                                              \
-  X(kAtan, "atan", kOpTranscendental, "kiln::m::atan($0)", "kiln::m::atan($0)")                                                           \
-  X(kSinh, "sinh", kOpTranscendental, "kiln::m::sinh($0)", "kiln::m::sinh($0)")                                                           \
-  X(kCosh, "cosh", kOpTranscendental, "kiln::m::cosh($0)", "kiln::m::cosh($0)")                                                           \
-  X(kErf, "erf", kOpTranscendental, "kiln::m::erf($0)", "kiln::m::erf($0)")                                                               \
-  X(kErfc, "erfc", kOpTranscendental, "kiln::m::erfc($0)", "kiln::m::erfc($0)")                                                           \
+  X(kLog, "log", kOpTranscendental, "kiln::log($0)", "kiln::m::log($0)")                                                        \
+  X(kLog2, "log2", kOpTranscendental, "kiln::log2($0)", "kiln::m::log2($0)")                                                    \
+  X(kLog10, "log10", kOpTranscendental, "kiln::log10($0)", "kiln::m::log10($0)")                                                \
+  X(kLog1p, "log1p", kOpTranscendental, "kiln::log1p($0)", "kiln::m::log1p($0)")                                                \
+  X(kExpm1, "expm1", kOpTranscendental, "kiln::m::expm1($0)", "kiln::m::expm1($0)")                                             \
+  X(kExp2, "exp2", kOpTranscendental, "kiln::m::exp2($0)", "kiln::m::exp2($0)")                                                 \
+  X(kSqrt, "sqrt", kOpCostly, "kiln::sqrt($0)", "kiln::m::sqrt($0)")                                                            \
+  X(kSin, "sin", kOpTranscendental, "kiln::m::sin($0)", "kiln::m::sin($0)")                                                     \
+  X(kCos, "cos", kOpTranscendental, "kiln::m::cos($0)", "kiln::m::cos($0)")                                                     \
+  X(kTan, "tan", kOpTranscendental, "kiln::m::tan($0)", "kiln::m::tan($0)")                                                     \
+  X(kAsin, "asin", kOpTranscendental, "kiln::asin($0)", "kiln::m::asin($0)")                                                    \
+  X(kAcos, "acos", kOpTranscendental, "kiln::acos($0)", "kiln::m::acos($0)")                                                    \
+  X(kAtan, "atan", kOpTranscendental, "kiln::m::atan($0)", "kiln::m::atan($0)")                                                 \
+  X(kSinh, "sinh", kOpTranscendental, "kiln::m::sinh($0)", "kiln::m::sinh($0)")                                                 \
+  X(kCosh, "cosh", kOpTranscendental, "kiln::m::cosh($0)", "kiln::m::cosh($0)")                                                 \
+  X(kErf, "erf", kOpTranscendental, "kiln::m::erf($0)", "kiln::m::erf($0)")                                                     \
+  X(kErfc, "erfc", kOpTranscendental, "kiln::m::erfc($0)", "kiln::m::erfc($0)")                                                 \
   X(kFloor, "floor", kOpNone, "kiln::m::floor($0)", "kiln::m::floor($0)")                                                       \
   X(kCeil, "ceil", kOpNone, "kiln::m::ceil($0)", "kiln::m::ceil($0)")                                                           \
   X(kTrunc, "trunc", kOpNone, "kiln::m::trunc($0)", "kiln::m::trunc($0)")                                                       \
@@ -79,7 +81,7 @@ enum OpFlags : uint8_t {
   X(kAdd, "add", kOpNone, "($0 + $1)", "($0 + $1)")                                                           \
   X(kSub, "sub", kOpNone, "($0 - $1)", "($0 - $1)")                                                           \
   X(kMul, "mul", kOpNone, "($0 * $1)", "($0 * $1)")                                                           \
-  X(kDiv, "div", kOpCostly, "($0 / $1)", "($0 / $1)")                                                           \
+  X(kDiv, "div", kOpCostly, "($0 / $1)", "($0 / $1)")                                                         \
   X(kEq, "eq", kOpPredicate, "($0 == $1)", "($0 == $1)")                                                      \
   X(kNe, "ne", kOpPredicate, "($0 != $1)", "($0 != $1)")                                                      \
   X(kLt, "lt", kOpPredicate, "($0 < $1)", "($0 < $1)")                                                        \
@@ -96,12 +98,12 @@ enum OpFlags : uint8_t {
   X(kMin, "min", kOpNone, "kiln::minnan($0, $1)", "kiln::minnan($0, $1)")                                     \
   X(kFMax, "fmax", kOpNone, "kiln::fmaxv($0, $1)", "kiln::fmaxv($0, $1)")                                     \
   X(kFMin, "fmin", kOpNone, "kiln::fminv($0, $1)", "kiln::fminv($0, $1)")                                     \
-  X(kPow, "pow", kOpCostly, "kiln::powv($0, $1)", "kiln::powv($0, $1)")                                         \
+  X(kPow, "pow", kOpCostly, "kiln::powv($0, $1)", "kiln::powv($0, $1)")                                       \
   X(kFloorDiv, "floordiv", kOpChecked | kOpCostly, "kiln::floordiv($0, $1, kiln_err)", "kiln::floordiv($0, $1, kiln_err)") \
   X(kTruncDiv, "truncdiv", kOpChecked | kOpCostly, "kiln::truncdiv($0, $1, kiln_err)", "kiln::truncdiv($0, $1, kiln_err)") \
   X(kRemainder, "remainder", kOpChecked | kOpCostly, "kiln::remainder($0, $1, kiln_err)", "kiln::remainder($0, $1, kiln_err)") \
-  X(kFMod, "fmod", kOpChecked | kOpCostly, "kiln::fmodv($0, $1, kiln_err)", "kiln::fmodv($0, $1, kiln_err)")              \
-  X(kAtan2, "atan2", kOpCostly, "kiln::m::atan2($0, $1)", "kiln::m::atan2($0, $1)")                             \
+  X(kFMod, "fmod", kOpChecked | kOpCostly, "kiln::fmodv($0, $1, kiln_err)", "kiln::fmodv($0, $1, kiln_err)")  \
+  X(kAtan2, "atan2", kOpCostly, "kiln::m::atan2($0, $1)", "kiln::m::atan2($0, $1)")                           \
   X(kClampLo, "clamp_lo", kOpNone, "kiln::clamp_lo($0, $1)", "kiln::clamp_lo($0, $1)")                        \
   X(kClampHi, "clamp_hi", kOpNone, "kiln::clamp_hi($0, $1)", "kiln::clamp_hi($0, $1)")
 
