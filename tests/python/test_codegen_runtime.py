@@ -356,6 +356,8 @@ print((libc.mallinfo2().hblkhd - before) >> 20)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc")
+@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="AddressSanitizer replaces glibc's malloc (scripts/sanitize.sh)")
 @pytest.mark.parametrize("tuning", ["1", "0"])
 def test_cpu_malloc_tuning_serves_large_buffers_from_the_heap(tuning):
     # With the tuning a 20 MB buffer comes from the heap, whose freed top glibc keeps (up to 64
