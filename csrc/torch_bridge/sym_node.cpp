@@ -114,7 +114,11 @@ class KilnSymNode : public c10::SymNodeImpl {
     return std::nullopt;
   }
   std::optional<int64_t> maybe_as_int() override { return constant_int(); }
-  bool is_constant() override { return type_ == kFloat || e_.is_constant(); }
+  // A float (a size's quotient, say) is not a constant: it carries the sizes it came from, fixed
+  // by guards only where a value is read (guard_float). Reported constant, PyTorch's magic
+  // methods would unwrap it and fail (torch 2.13's get_constant takes no SymFloat: a training
+  // batch norm's `input.numel() / input.shape[1]` at a dynamic batch size).
+  bool is_constant() override { return type_ != kFloat && e_.is_constant(); }
   bool is_symbolic() override { return !is_constant(); }
 
   // Layout questions: decided through guarded comparisons (almost always known from the form).

@@ -2,6 +2,7 @@
 
 Every case runs the compiled function over many sizes (0 and 1 included, odd sizes, non-contiguous
 inputs) against eager on fresh values, and asserts how many graphs and recompiles it took."""
+import copy
 import re
 
 import pytest
@@ -331,6 +332,46 @@ def test_training_on_several_lengths_keeps_one_graph_and_compiles_each_length():
     statuses = [c["training"] for c in s["codegen"]]
     assert all(t.startswith("compiled forward and backward") for t in statuses), statuses
     assert "size signatures" in statuses[-1], statuses
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_training_batch_norm_at_new_batch_sizes_stays_one_graph(backend):
+    # A conv net trained with a last batch of another size: the batch norm's decomposition divides
+    # numel() by the channels, a float of symbolic sizes. kiln's float nodes said they were
+    # constants, so PyTorch's magic method unwrapped the quotient and raised ("expect to be called
+    # with constant SymBools"): a graph break at every batch norm from the second size on.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU())
+    eager = copy.deepcopy(model)
+    compiled = kiln.compile(model, backend=backend)
+    for b in (4, 6, 3, 6):
+        x = torch.randn(b, 3, 8, 8)
+        got, expected = compiled(x), eager(x)
+        assert_same(got, expected, rtol=1e-4, atol=1e-5)
+        got.pow(2).mean().backward()
+        expected.pow(2).mean().backward()
+        for p, q in zip(model.parameters(), eager.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+        bn, ebn = model[1], eager[1]
+        torch.testing.assert_close(bn.running_mean, ebn.running_mean)
+        torch.testing.assert_close(bn.running_var, ebn.running_var)
+    s = kiln.stats()
+    assert (s["graphs"], s["graph_breaks"], s["recompiles"], s["eager_runs"]) == (2, 0, 1, 0), s["breaks"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_float_attribute_checked_against_none_under_dynamic_true(backend):
+    # dynamic=True makes BatchNorm's float momentum symbolic; `if self.momentum is None` was a
+    # graph break ("None check of a value kiln cannot track") in every batch norm of a CNN.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    compiled = kiln.compile(model, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for b in (2, 5):
+            x = torch.randn(b, 3, 8, 8)
+            assert_same(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    s = kiln.stats()
+    assert (s["graphs"], s["graph_breaks"]) == (1, 0), s["breaks"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -124,6 +124,14 @@ bool Interpreter::same_object(const VarPtr& a, const VarPtr& b, bool* known) {
     return (v->kind == VarKind::kList || v->kind == VarKind::kDict || v->kind == VarKind::kNewObject) && (!v->source || v->fresh);
   };
   if (made_here(a) || made_here(b)) return false;
+  // A symbolic int or float (a size, a dynamic float) stands for a number: never the same object
+  // as a constant that is not one (BatchNorm's `self.momentum is None` under dynamic=True).
+  auto number_vs_other = [](const VarPtr& x, const VarPtr& y) {
+    if (x->kind != VarKind::kSymInt || !y->is_const()) return false;
+    PyObject* o = y->obj.get();
+    return !PyLong_Check(o) && !PyFloat_Check(o);
+  };
+  if (number_vs_other(a, b) || number_vs_other(b, a)) return false;
   // A tensor, container or function made during capture is never a pre-existing constant.
   if (a_py || b_py) {
     const VarPtr& other = a_py ? b : a;
