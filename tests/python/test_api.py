@@ -298,3 +298,29 @@ def test_graph_code_names_torch_ops_as_written():
     code = kiln.stats()["graph_records"][0]["code"]
     assert "torch.ops.aten.gelu_backward(l_dy_, l_x_, approximate='tanh')" in code, code
     assert "torch.ops.aten.mul.Tensor(l_x_, 2)" in code, code
+
+
+def test_a_function_without_tensor_arguments_that_uses_torch_is_compiled():
+    # An EMA update over models held in globals takes only a float: kiln looked at the arguments
+    # alone, skipped the frame and compiled nothing, silently. Code naming the torch module is
+    # captured, as Dynamo's has_tensor_in_frame counts it.
+    torch.manual_seed(0)
+    global _EMA_MODEL, _EMA_AVERAGE
+    _EMA_MODEL = torch.nn.Linear(8, 8)
+    _EMA_AVERAGE = torch.nn.Linear(8, 8)
+    expected = [p.detach().clone() for p in _EMA_AVERAGE.parameters()]
+
+    @kiln.compile
+    def ema_update(decay):
+        with torch.no_grad():
+            for avg, p in zip(_EMA_AVERAGE.parameters(), _EMA_MODEL.parameters()):
+                avg.mul_(decay).add_(p, alpha=1 - decay)
+
+    for _ in range(3):
+        ema_update(0.9)
+        for e, p in zip(expected, _EMA_MODEL.parameters()):
+            e.mul_(0.9).add_(p.detach(), alpha=0.1)
+    for e, a in zip(expected, _EMA_AVERAGE.parameters()):
+        torch.testing.assert_close(a.detach(), e)
+    s = kiln.stats()
+    assert (s["graphs"], s["skipped_frames"]) == (1, 0), (s["graphs"], s["skipped_frames"])

@@ -9,6 +9,7 @@
 #include <functional>
 #include <unordered_map>
 #include <mutex>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -171,7 +172,7 @@ static bool decide_skip(PyCodeObject* code) {
   return false;
 }
 
-static bool worth_capturing(const kiln_frame* f) {
+static bool worth_capturing(const kiln_frame* f, bool compiled_root) {
   PyCodeObject* code = f->code;
   int nargs = code->co_argcount + code->co_kwonlyargcount + ((code->co_flags & CO_VARARGS) ? 1 : 0) +
               ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);
@@ -191,6 +192,23 @@ static bool worth_capturing(const kiln_frame* f) {
       while (PyDict_Next(o, &pos, &k, &v))
         if (interesting(v)) return true;
     }
+  }
+  // The function the user compiled, where its code names the torch module or one of its
+  // submodules through its globals, works on tensors it reaches another way: an EMA update
+  // `with torch.no_grad(): e.mul_(d).add_(p)` over models held in globals (Dynamo's
+  // has_tensor_in_frame counts this too). Not for the frames it calls eagerly: an optimizer's
+  // step() would then be captured with its learning rate read from param_groups as a constant,
+  // where its functional update takes the rate as an argument.
+  PyObject* names = code->co_names;
+  for (Py_ssize_t i = 0; compiled_root && f->globals && PyDict_Check(f->globals) && i < PyTuple_GET_SIZE(names); ++i) {
+    PyObject* g = PyDict_GetItem(f->globals, PyTuple_GET_ITEM(names, i));  // borrowed, no error set
+    if (!g || !PyModule_Check(g)) continue;
+    const char* name = PyModule_GetName(g);
+    if (!name) {
+      PyErr_Clear();
+      continue;
+    }
+    if (std::strcmp(name, "torch") == 0 || std::strncmp(name, "torch.", 6) == 0) return true;
   }
   return false;
 }
@@ -701,7 +719,7 @@ static PyObject* on_frame(kiln_frame* frame, int* handled) {
     stats().eager_runs++;
     return nullptr;
   }
-  if (!worth_capturing(frame)) {
+  if (!worth_capturing(frame, frame->func == ctx->fn)) {
     stats().skipped_frames++;
     return nullptr;
   }
