@@ -66,6 +66,18 @@ def test_item_breaks_and_the_rest_is_compiled():
     assert kiln.stats()["graph_breaks"] == 1
 
 
+def test_boolean_mask_indexing_splits_the_frame_into_two_graphs():
+    # `out[mask]` has a data-dependent shape: the read runs eagerly and the work before and after
+    # it is compiled. Before, a break at BINARY_SUBSCR could not split a frame, which then ran
+    # eagerly whole (loss and metric code: `logits[labels != -100]`).
+    def fn(x, w):
+        out = (x @ w).relu() * 2 + 1
+        sel = out[out.sum(1) > 5]
+        return sel.sin() + 1, out.cos()
+    check(fn, lambda: (torch.randn(8, 16), torch.randn(16, 10)), graphs=2, breaks=1, calls=3)
+    assert kiln.stats()["eager_runs"] == 0
+
+
 def test_attribute_stores_happen_before_the_eager_call():
     class Box:
         pass

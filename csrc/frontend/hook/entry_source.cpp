@@ -269,6 +269,12 @@ std::string entry_python(const Capture& cap, PyCodeObject* code) {
     std::vector<std::string> rest(stack.begin(), stack.begin() + static_cast<long>(base));
     rest.push_back("__result");
     out += "    return " + resume_call(b.index + 1, rest) + "\n";
+  } else if (b.kind == BreakState::kSubscript) {
+    const std::string container = stack.size() >= 2 ? stack[stack.size() - 2] : "?", key = stack.empty() ? "?" : stack.back();
+    out += "    __result = " + container + "[" + key + "]  # " + at + ": the graph break, run eagerly\n";
+    std::vector<std::string> rest(stack.begin(), stack.end() - std::min<size_t>(stack.size(), 2));
+    rest.push_back("__result");
+    out += "    return " + resume_call(b.index + 1, rest) + "\n";
   } else if (b.kind == BreakState::kStoreAttr) {
     const std::string owner = stack.empty() ? "?" : stack.back(), value = stack.size() >= 2 ? stack[stack.size() - 2] : "?";
     out += "    " + owner + "." + py_str(b.attr_name.get()) + " = " + value + "  # " + at + ": the graph break, run eagerly\n";

@@ -140,7 +140,8 @@ std::string break_refusal(PyCodeObject* code, int index) {
   const DecodedCode& dc = decoded_code(code);
   if (index < 0 || index >= dc.bc->size()) return "no instruction to break at";
   const Instruction& in = dc.bc->at(index);
-  if (!name_is(in, "CALL") && !name_is(in, "STORE_ATTR") && !is_branch(in)) return std::string("a break at ") + in.name + " is not supported";
+  if (!name_is(in, "CALL") && !name_is(in, "STORE_ATTR") && !name_is(in, "BINARY_SUBSCR") && !is_branch(in))
+    return std::string("a break at ") + in.name + " is not supported";
   // A call or an attribute store inside a loop runs the frame eagerly, as Dynamo does. A branch on a tensor inside a
   // `while` loop splits it, as Dynamo's jumps do: the resume function holds the rest of the
   // loop, so each iteration continues in it (a `for` loop's iterator on the stack is not rebuilt
@@ -181,6 +182,9 @@ VarPtr Interpreter::capture_break_state(Frame& f) {
   } else if (name_is(in, "STORE_ATTR")) {  // `x.requires_grad = True` on a tensor, an attribute of an object kiln cannot model
     brk->kind = BreakState::kStoreAttr;
     brk->attr_name = PyRef::borrow(PyTuple_GET_ITEM(f.code->co_names, in.arg));
+    if (f.stack.size() < 2) unsupported("stack underflow at a graph break");
+  } else if (name_is(in, "BINARY_SUBSCR")) {  // `x[mask]`: a result whose shape depends on data
+    brk->kind = BreakState::kSubscript;
     if (f.stack.size() < 2) unsupported("stack underflow at a graph break");
   } else if (is_branch(in)) {
     brk->kind = std::strstr(in.name, "IF_TRUE") ? BreakState::kJumpIfTrue : BreakState::kJumpIfFalse;
@@ -273,6 +277,12 @@ PyObject* continue_after_break(const BreakState& brk, PyCodeObject* code, PyObje
     pushed = PyRef::steal(PyObject_Vectorcall(callable, argv.data(), npos, kwnames));
     if (!pushed) return nullptr;
     stack.resize(base);
+    target = brk.index + 1;
+  } else if (brk.kind == BreakState::kSubscript) {
+    // BINARY_SUBSCR's stack: [..., container, key].
+    pushed = PyRef::steal(PyObject_GetItem(stack[stack.size() - 2], stack[stack.size() - 1]));
+    if (!pushed) return nullptr;
+    stack.resize(stack.size() - 2);
     target = brk.index + 1;
   } else if (brk.kind == BreakState::kStoreAttr) {
     // STORE_ATTR's stack: [..., value, owner].
