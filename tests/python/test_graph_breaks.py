@@ -64,6 +64,10 @@ def test_item_breaks_and_the_rest_is_compiled():
     x = torch.randn(4)
     assert_same(compiled(x), fn(x))
     assert kiln.stats()["graph_breaks"] == 1
+    # The reason names the read, at a dynamic size too (it was "Cannot cast tensor(0.) to number").
+    compiled(torch.randn(7))
+    reasons = [b["reason"] for b in kiln.stats()["breaks"]]
+    assert len(reasons) == 2 and all(r.startswith("Tensor.item() reads a tensor's value") for r in reasons), reasons
 
 
 def test_boolean_mask_indexing_splits_the_frame_into_two_graphs():

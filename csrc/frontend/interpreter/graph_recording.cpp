@@ -287,6 +287,10 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   for (const auto& kv : kwargs) collect_tensor_devices(kv.second, devs);
 
   const std::string name = op == graph::Op::kCallMethod ? method : qualified_name(target);
+  // A tensor's value read back into Python: the graph breaks here, said plainly (shape propagation
+  // on a meta or size-probing tensor would fail with a message about that tensor instead).
+  if (op == graph::Op::kCallMethod && !args.empty() && args[0]->is_tensor() && (method == "item" || method == "tolist"))
+    unsupported("Tensor." + method + "() reads a tensor's value into Python (data-dependent)");
   // A new autograd leaf made inside the graph (`t.detach().requires_grad_()`): what reads it records
   // autograd, which a compiled graph called without gradients would not; it runs eagerly.
   if (name == "requires_grad_" && !(args.size() > 1 && args[1]->is_const() && args[1]->obj.get() == Py_False) &&
