@@ -86,9 +86,9 @@ struct SideEffect {
 };
 
 // A graph break: the captured frame stops before one of its own instructions (a call kiln cannot
-// trace into, a branch on a tensor's value, an item read of data-dependent shape such as
-// `x[mask]`); the graph computes everything before it, the instruction runs eagerly, and a resume
-// function continues the frame from the next one.
+// trace into, a branch on a tensor's value, a subscript whose result's shape depends on data such
+// as `x[mask]`); the graph computes everything before it, the instruction runs eagerly, and a
+// resume function continues the frame from the next one.
 struct BreakState {
   enum Kind { kCall, kJumpIfTrue, kJumpIfFalse, kStoreAttr, kSubscript } kind = kCall;
   int index = -1;                 // the instruction that runs eagerly
