@@ -338,13 +338,10 @@ bool KernelWriter::hoist_channel_invariants(StrBuilder& b, const std::string& in
   if (s.kind != Stage::kPointwise || V < 2 || end_var < 2) return false;
   const int64_t& last = v < n_outer_ ? k_.outer_sizes[v] : s.inner_sizes[v - n_outer_];
   if (is_symbolic(last) || last % V != 0 || block_ % (last / V) != 0 || rows_ * product(s.inner_sizes) / last < 2) return false;
-  auto invariant = [&](const ExprPtr& e) {
+  auto invariant = [&](const ExprPtr& e) {  // varies with v alone: no other variable, local or gather
     bool ok = true;
-    for_each_node(e, [&](const Expr& x) {
-      if (x.kind == Expr::kLocal || (x.kind == Expr::kLoad && !x.indirect.empty())) ok = false;
-      if (x.kind == Expr::kLoad || x.kind == Expr::kIndexValue)
-        for (int u = 0; u < end_var; ++u) ok = ok && (u == v || !x.index.uses_var(u));
-    });
+    for_each_node(e, [&](const Expr& x) { ok = ok && x.kind != Expr::kLocal && x.indirect.empty(); });
+    for (int u = 0; ok && u < end_var; ++u) ok = u == v || !expr_uses_var(e, u);
     return ok;
   };
   auto costly_ops = [](const ExprPtr& e) {  // nodes of operations flagged costly in the op table
