@@ -3,7 +3,8 @@
 a call with CUDA events, sync_ms a call synchronized on both sides, host_us the CPU time of a call
 while the GPU is kept busy; device_rows / kernel_rows list device time per kernel under
 torch.profiler; copy_ceiling is the device's copy bandwidth; training_step is the bench's
-training step; case builds a bench case or one of the extra ones the scripts profile."""
+training step; case builds a bench case or one of the extra ones the scripts profile.
+GPU_NO_CUDNN_SDPA=1 in the environment keeps SDPA from picking cuDNN attention (NO_CUDNN_SDP)."""
 import os
 import sys
 
@@ -12,6 +13,11 @@ for _p in (os.path.join(ROOT, "..", "shared", "bench"), os.path.join(ROOT, "shar
     if os.path.isdir(_p):
         sys.path.insert(0, _p)
 sys.path.insert(0, ROOT)
+
+NO_CUDNN_SDP = os.environ.get("GPU_NO_CUDNN_SDPA") == "1"
+if NO_CUDNN_SDP:
+    import torch
+    torch.backends.cuda.enable_cudnn_sdp(False)
 
 
 def cuda_ms_per_call(fn, args):

@@ -22,7 +22,9 @@
 #   r50       scripts/gpu_resnet50.py (ResNet-50 fp32 b32, the issue's row the bench lacks; GPU_R50_ARGS)
 #   sdpa      scripts/gpu_sdpa_probe.py (hf_llama's attention: eager's SDPA arguments, kiln's, SDPA alone in variants)
 #   stall     scripts/gpu_stall.py (GPU_STALL_CASE, default dyn_seq: the bench's call sequence, each call's
-#             host and synced time, the first timed round's host events per call; trace under $OUT)
+#             host and synced time, the first timed round's host events per call; trace under $OUT;
+#             GPU_STALL_ARGS adds arguments)
+# GPU_NO_CUDNN_SDPA=1: SDPA may not pick cuDNN attention in any script (gpu_common.py)
 # Each stage has its own time limit (GPU_T_<stage> seconds); logs go under $OUT, a summary last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -96,7 +98,7 @@ for stage in ${GPU_STAGES//,/ }; do
       timeout ${GPU_T_sdpa:-150} "$PY" scripts/gpu_sdpa_probe.py > "$OUT/sdpa.log" 2>&1
       note "sdpa: exit $?"; grep -v Warn "$OUT/sdpa.log" | tail -30 | cut -c1-400 | tee -a "$S" ;;
     stall)
-      OUT=$OUT timeout ${GPU_T_stall:-150} "$PY" scripts/gpu_stall.py --case ${GPU_STALL_CASE:-dyn_seq} > "$OUT/stall.log" 2>&1
+      OUT=$OUT timeout ${GPU_T_stall:-150} "$PY" scripts/gpu_stall.py --case ${GPU_STALL_CASE:-dyn_seq} ${GPU_STALL_ARGS:-} > "$OUT/stall.log" 2>&1
       note "stall: exit $?"; grep -v Warn "$OUT/stall.log" | head -40 | cut -c1-300 | tee -a "$S" ;;
     launches)
       timeout ${GPU_T_launches:-200} "$PY" scripts/gpu_launch_order.py ${GPU_LAUNCH_CASE:-resnet18} --out /tmp/kiln_launches \

@@ -4,7 +4,7 @@ every shape, each call synchronized), with per call the time until it returned a
 device finished; the first timed round under torch.profiler (host events), listing the host
 operators that took longest in any single call.
 
-    python3 scripts/gpu_stall.py [--case dyn_seq] [--rounds 2] [--compiler kiln|inductor] [--no-profile]
+    python3 scripts/gpu_stall.py [--case dyn_seq] [--rounds 2] [--compiler kiln|inductor|eager] [--no-profile]
     python3 scripts/gpu_stall.py --lt        # cuBLASLt epilogue matmuls at new M, fresh process
 
 --lt: eager addmm + gelu at every M of dyn_seq's fc layer first (as kiln's traced first calls run),
@@ -65,6 +65,8 @@ def main():
         import kiln
         kiln.reset()
         cm = kiln.compile(model)
+    elif a.compiler == "eager":
+        cm = model
     else:
         cm = torch.compile(model)
     out = os.environ.get("OUT")
@@ -87,7 +89,7 @@ def main():
             else:
                 rounds.append([synced(cm, s) for s in shapes])
         eager = [synced(model, s) for s in shapes]
-    tag = f"{a.compiler}{' CUDA_MODULE_LOADING=' + env if env else ''}"
+    tag = f"{a.compiler}{' CUDA_MODULE_LOADING=' + env if env else ''}{' no cuDNN SDPA' if gpu_common.NO_CUDNN_SDP else ''}"
     print(f"== {a.case} {tag}: first calls over {len(shapes)} shapes {all_s:.2f} s; first-call ms " +
           " ".join(f"{x[1]:.0f}" for x in first) + "; warm-up " + " ".join(f"{x[1]:.1f}" for x in warm))
     for r, row in enumerate(rounds):
@@ -100,6 +102,7 @@ def main():
         for g in _codegen.GRAPHS:
             print(f"  graph {g.status[:40]!r}: size builds {g.num_size_builds}, served {g.num_sizes_served}, "
                   f"specialisations {g.num_specializations}; {g.size_status[:200]}")
+            print("    seconds: " + ", ".join(f"{k} {v:.4f}" for k, v in g.timings.items() if isinstance(v, float)))
     if a.no_profile:
         return
     if out:

@@ -199,12 +199,14 @@ std::optional<py::object> CodegenGraph::runtime_sizes(const std::vector<int64_t>
   if (sizes_off_ || rejected_.count(sig)) return std::nullopt;
   if (state_ != kReady || !graph_ || !same_layout(inputs, ints)) return std::nullopt;
   Building guard(building_);
+  auto t0 = std::chrono::steady_clock::now();
   bridge::TraceResult tr;
   try {
     tr = bridge::trace(inputs, runner_with(ints));
   } catch (const std::exception&) {
     return std::nullopt;  // the per-size path traces again and reports it
   }
+  add_size_time("sizes_trace", t0);
   for (const auto& [input, value] : tr.graph.input_mutations)
     if (at::has_internal_overlap(inputs.at(input)) == at::MemOverlap::Yes) return std::nullopt;
   if (output_views_a_mutated_input(tr.graph) || runtime::mutated_input_aliases(tr.graph.input_mutations, inputs)) return std::nullopt;
@@ -217,12 +219,15 @@ std::optional<py::object> CodegenGraph::runtime_sizes(const std::vector<int64_t>
   ir::Program prog;
   try {
     py::gil_scoped_release nogil;
-    prog = runtime::lower_graph(tr, opts_);
+    runtime::BuildOptions varying = opts_;
+    varying.sizes_vary = true;
+    prog = runtime::lower_graph(tr, varying);
   } catch (const std::exception& e) {
     give_up_sizes(std::string("lowering failed: ") + e.what());
     rejected_.emplace(sig, 1);
     return result;
   }
+  add_size_time("sizes_lower", t0);
   if (template_) {
     std::string why;
     const std::vector<int64_t> sym = symbols_of(dims);
@@ -236,12 +241,16 @@ std::optional<py::object> CodegenGraph::runtime_sizes(const std::vector<int64_t>
       rejected_.emplace(sig, 1);
       size_status_ = "runtime sizes " + sizes_text(sym) + ": specialised (" + why + "); " + served_text();
     }
+    add_size_time("sizes_share", t0);
     first_sized_run(sig, inputs);
+    add_size_time("sizes_first_run", t0);
     return result;
   }
   samples_.push_back({sig, dims, std::move(tr), std::move(prog)});
   fit_sizes();
+  add_size_time("sizes_fit", t0);
   first_sized_run(sig, inputs);
+  add_size_time("sizes_first_run", t0);
   return result;
 }
 

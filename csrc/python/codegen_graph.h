@@ -127,6 +127,7 @@ class CodegenGraph {
   void first_sized_run(const std::vector<int64_t>& sig, const std::vector<at::Tensor>& inputs);
   void fit_sizes();
   bool add_sized(const std::vector<int64_t>& sig, bridge::TraceResult tr, ir::Program prog, std::vector<int64_t> sym, std::string* why);
+  void add_size_time(const char* key, std::chrono::steady_clock::time_point& t0);
   std::string sizes_text(const std::vector<int64_t>& sym) const;
   std::string served_text() const;
   std::string dim_name(int pos) const;

@@ -156,6 +156,15 @@ bool CodegenGraph::add_sized(const std::vector<int64_t>& sig, bridge::TraceResul
   return true;
 }
 
+// Seconds a new size signature spent in one stage (`key`), summed over signatures in timings(),
+// with `t0` moved on to now: where a graph's calls at new sizes go (trace, lower, share, run).
+void CodegenGraph::add_size_time(const char* key, std::chrono::steady_clock::time_point& t0) {
+  const double s = since(t0);
+  t0 = std::chrono::steady_clock::now();
+  py::object prev = timings_.contains(key) ? py::object(timings_[key]) : py::float_(0.0);
+  timings_[key] = prev.cast<double>() + s;
+}
+
 std::string CodegenGraph::sizes_text(const std::vector<int64_t>& sym) const {
   std::string s;
   for (size_t i = 0; i < sym.size(); ++i) s += (i ? ", s" : "s") + std::to_string(i) + "=" + std::to_string(sym[i]);

@@ -223,7 +223,7 @@ ir::Program lower_graph(bridge::TraceResult& trace, const BuildOptions& opts) {
   if (device >= 0) throw std::runtime_error("kiln was built without CUDA support (its PyTorch has no CUDA, or CUDA's headers were not found)");
 #endif
   if (!opts.extern_only) {
-    bridge::fuse_attention(trace, device);
+    bridge::fuse_attention(trace, device, opts.sizes_vary);
     bridge::use_causal_attention(trace);
   }
   if (device >= 0) {

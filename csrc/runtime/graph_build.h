@@ -28,6 +28,9 @@ struct BuildOptions {
   // mode="max-autotune": CUDA kernels are generated with alternative configurations, timed on the
   // first call's inputs (CompiledGraph::autotune) or chosen from an earlier process's tune file.
   bool autotune = false;
+  // The graph is lowered for one of many sizes (runtime sizes: a new signature's sample or
+  // served size), not its first: kernels that cost a setup per shape are avoided (attention_fusion.h).
+  bool sizes_vary = false;
 };
 
 struct BuildResult {

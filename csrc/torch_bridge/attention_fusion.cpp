@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -196,15 +197,35 @@ at::ScalarType scalar_type(ir::DType t) {
   }
 }
 
+at::Device device_of(int cuda_device) {
+  return cuda_device >= 0 ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cuda_device)) : at::Device(at::kCPU);
+}
+
+// The stand-ins' random numbers, drawn on the graph's device from a fixed seed: a copy of the
+// device's default generator, so the program's own random stream is untouched. (Drawn on the
+// CPU and copied, a decoder's key cache at every new length, 8 x 16 heads x 1k x 128, cost
+// 0.2 s of each CUDA lowering: decode_kv's first calls over 32 lengths took 12 s.)
+at::Generator stand_in_generator(int cuda_device) {
+  constexpr uint64_t kSeed = 20261128;
+  if (cuda_device < 0) return at::make_generator<at::CPUGeneratorImpl>(kSeed);
+  at::Generator shared = at::globalContext().defaultGenerator(device_of(cuda_device));  // a handle to it
+  at::Generator gen;
+  {
+    std::lock_guard<std::mutex> lock(shared.mutex());
+    gen = shared.clone();
+  }
+  gen.set_current_seed(kSeed);
+  return gen;
+}
+
 // A random stand-in with `m`'s sizes, strides and storage offset (SDPA picks its kernel, and
 // views their strides, from the layout).
 at::Tensor stand_in(const TensorMeta& m, int cuda_device, at::Generator& gen) {
   int64_t extent = m.storage_offset + 1;
   for (size_t d = 0; d < m.sizes.size(); ++d) extent += (m.sizes[d] - 1) * m.strides[d];
-  const at::Device device = cuda_device >= 0 ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cuda_device)) : at::Device(at::kCPU);
-  const at::ScalarType type = scalar_type(m.dtype);
-  at::Tensor t = at::empty({extent}, at::TensorOptions().dtype(type).device(device)).as_strided(m.sizes, m.strides, m.storage_offset);
-  t.copy_(at::randn(m.sizes, gen, at::TensorOptions().dtype(at::kFloat)));
+  const at::TensorOptions options = at::TensorOptions().device(device_of(cuda_device));
+  at::Tensor t = at::empty({extent}, options.dtype(scalar_type(m.dtype))).as_strided(m.sizes, m.strides, m.storage_offset);
+  t.copy_(at::randn(m.sizes, gen, options.dtype(at::kFloat)));
   return t;
 }
 
@@ -335,8 +356,25 @@ std::string signature(const TraceResult& tr, const Match& m, bool causal) {
 // SDPA's traced call per signature, or null where the check failed.
 using Checked = std::map<std::string, std::shared_ptr<const TraceResult>>;
 
+// SDPA's choice with cuDNN attention off while it lives (the flag is the process's, as
+// torch.nn.attention.sdpa_kernel's is), put back as it was.
+class NoCudnnAttention {
+ public:
+  explicit NoCudnnAttention(bool active) : active_(active), was_(at::globalContext().userEnabledCuDNNSDP()) {
+    if (active_) at::globalContext().setSDPUseCuDNN(false);
+  }
+  ~NoCudnnAttention() {
+    if (active_) at::globalContext().setSDPUseCuDNN(was_);
+  }
+  NoCudnnAttention(const NoCudnnAttention&) = delete;
+  NoCudnnAttention& operator=(const NoCudnnAttention&) = delete;
+
+ private:
+  bool active_, was_;
+};
+
 // Tries the pattern ending at bmm node `i`; true where the graph changed.
-bool fuse_at(TraceResult& trace, int i, int cuda_device, Checked& checked) {
+bool fuse_at(TraceResult& trace, int i, int cuda_device, bool sizes_vary, Checked& checked) {
   std::optional<Match> m = Matcher(trace).at(i);
   if (!m) return false;
   const TensorMeta &Q = trace.graph.values.at(static_cast<size_t>(m->q)).meta, &K = trace.graph.values.at(static_cast<size_t>(m->k)).meta;
@@ -365,7 +403,7 @@ bool fuse_at(TraceResult& trace, int i, int cuda_device, Checked& checked) {
       return true;
     }
     std::shared_ptr<const TraceResult>& verdict = checked[sig];  // null until the check passes
-    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(20261128);
+    at::Generator gen = stand_in_generator(cuda_device);
     // One stand-in per distinct value (self-attention may read one tensor as two operands).
     const at::Tensor q = stand_in(Q, cuda_device, gen);
     const at::Tensor k = m->k == m->q ? q : stand_in(K, cuda_device, gen);
@@ -376,6 +414,7 @@ bool fuse_at(TraceResult& trace, int i, int cuda_device, Checked& checked) {
     std::optional<at::Tensor> want = ev.value(m->out);
     if (!want) return false;
     const double scale = m->scale;
+    NoCudnnAttention no_cudnn(sizes_vary && cuda_device >= 0);
     auto call = std::make_shared<TraceResult>(bridge::trace({q, k, v}, [&](const std::vector<at::Tensor>& in) {
       return std::vector<at::Tensor>{at::scaled_dot_product_attention(in[0], in[1], in[2], std::nullopt, 0.0, causal, scale)};
     }));
@@ -394,14 +433,14 @@ bool fuse_at(TraceResult& trace, int i, int cuda_device, Checked& checked) {
 
 }  // namespace
 
-int fuse_attention(TraceResult& trace, int cuda_device) {
+int fuse_attention(TraceResult& trace, int cuda_device, bool sizes_vary) {
   Checked checked;
   int fused = 0;
   // One rewrite at a time, each renumbering the nodes: the search starts again after it.
   for (bool again = true; again;) {
     again = false;
     for (size_t i = 0; i < trace.graph.nodes.size() && !again; ++i)
-      if (trace.graph.nodes[i].op == "aten::bmm" && fuse_at(trace, static_cast<int>(i), cuda_device, checked)) again = true;
+      if (trace.graph.nodes[i].op == "aten::bmm" && fuse_at(trace, static_cast<int>(i), cuda_device, sizes_vary, checked)) again = true;
     fused += again;
   }
   return fused;

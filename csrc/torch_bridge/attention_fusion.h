@@ -30,7 +30,12 @@
 namespace kiln::bridge {
 
 // Rewrites `trace` in place for a graph on `cuda_device` (-1: the CPU); returns how many
-// attentions changed. Nodes the rewrite leaves without readers are removed.
-int fuse_attention(TraceResult& trace, int cuda_device);
+// attentions changed. Nodes the rewrite leaves without readers are removed. `sizes_vary`: the
+// graph is lowered for one of many sizes (runtime sizes), so SDPA's choice is traced with cuDNN
+// attention off. cuDNN builds an execution plan per new shape, 40 ms at each length of a
+// decoder's growing cache on an H200 (decode_kv's 32 first calls: 4.0 s with it, 0.7 s with flash
+// attention), which eager's matmuls never pay; at one size it is the faster kernel (7-11% of
+// NanoGPT's and Llama's device time), and stays.
+int fuse_attention(TraceResult& trace, int cuda_device, bool sizes_vary = false);
 
 }  // namespace kiln::bridge

@@ -590,6 +590,26 @@ def test_attention_by_hand_becomes_one_sdpa_call_on_cuda():
     assert "scaled_dot_product" in g.graph_text and "aten::bmm" not in g.graph_text, g.graph_text
 
 
+def test_attention_fusion_leaves_the_programs_random_stream_alone():
+    """The fusion's check draws its stand-ins on the device (drawn on the CPU, a decoder's key
+    cache at each new length cost 0.2 s of lowering), from a copy of the device's generator: the
+    program's next random numbers are eager's."""
+    def f(q, k, v):
+        return ((q @ k.transpose(-2, -1)) * 0.125).softmax(dim=-1) @ v
+    q, k, v = (make((2, 4, 64, 32)) for _ in range(3))
+    compiled = kiln.compile(f)
+    torch.cuda.manual_seed(7)
+    out = compiled(q, k, v)
+    after_compiled = torch.rand(4, device=DEV)
+    torch.cuda.manual_seed(7)
+    expected = f(q, k, v)
+    assert torch.equal(torch.rand(4, device=DEV), after_compiled)
+    torch.testing.assert_close(out, expected, rtol=1e-3, atol=1e-4)
+    from kiln import _codegen
+    g = [g for g in _codegen.GRAPHS if g.compiled][-1]
+    assert "scaled_dot_product" in g.graph_text and "aten::bmm" not in g.graph_text, g.graph_text
+
+
 def test_inference_batch_norm_is_generated_not_cudnn():
     """BatchNorm in eval mode runs cuDNN's batch norm on CUDA float tensors: kiln lowers it into
     its kernel with the ReLU after it; only the convolution stays an extern call."""

@@ -146,6 +146,29 @@ def test_growing_kv_cache():
     assert_few_builds(sized_graph(), served=len(sizes) - 8)
 
 
+def test_attention_over_a_growing_cache_is_traced_without_cudnn_at_new_lengths():
+    """Hand-written attention becomes SDPA's call (attention_fusion.h). At a graph's first size
+    SDPA may pick cuDNN attention; the sizes served after it are traced with cuDNN off (cuDNN
+    builds a plan per new length, 40 ms each on an H200), and the user's setting is put back."""
+    def step(q, k_cache, v_cache):
+        att = ((q @ k_cache.transpose(-2, -1)) * (1.0 / math.sqrt(128))).softmax(-1)
+        return att @ v_cache
+    b, h, hd = 2, 8, 128
+    mk = lambda n: tuple(torch.randn(b, h, m, hd, device=DEV, dtype=torch.bfloat16) for m in (1, n, n))  # noqa: E731
+    sizes = list(range(200, 216))
+    compiled = run_sizes(step, mk, sizes, rounds=1, rtol=2e-2, atol=2e-2)
+    assert torch.backends.cuda.cudnn_sdp_enabled()
+    g = sized_graph()
+    assert_few_builds(g, served=len(sizes) - 8)
+    assert "scaled_dot_product" in g.graph_text and "aten::bmm" not in g.graph_text, g.graph_text
+    from torch.profiler import ProfilerActivity, profile
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        compiled(*mk(sizes[-1]))
+        torch.cuda.synchronize()
+    names = [e.key for e in prof.key_averages()]
+    assert not any("cudnn" in n for n in names), names
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_few_rows_with_a_bulk_copy_split_over_blocks(dtype):
     # A decoding step's kernel: the layer norm of 8 tokens fused with a key cache's concatenation

@@ -124,7 +124,11 @@ def test_a_growing_cache():
             actual = compiled(x, k, v)
             assert_same(actual, expected, rtol=1e-4, atol=1e-5)
             k, v = expected[1], expected[2]
-    assert_one_build(dynamic_graph(), served=8)
+    g = dynamic_graph()
+    assert_one_build(g, served=8)
+    # Where the calls at new sizes went, summed over sizes (trace, lower, share with the build).
+    t = dict(g.timings)
+    assert all(t.get(k, 0) > 0 for k in ("sizes_trace", "sizes_lower", "sizes_share")), t
 
 
 def test_two_dynamic_dims():
