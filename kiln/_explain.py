@@ -51,9 +51,12 @@ def _user_frames(stack: str) -> str:
 
 
 def explain(fn, **compile_kwargs):
-    from . import compile
+    """As torch._dynamo.explain: every compiled entry is forgotten first (kiln.reset()), so a
+    function compiled and called before is captured again and reported, not served from the cache."""
+    from . import compile, reset
 
     def run(*args, **kwargs):
+        reset()
         before = _C.stats()
         compiled = compile(fn, **compile_kwargs)
         result = compiled(*args, **kwargs)

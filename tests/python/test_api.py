@@ -198,6 +198,21 @@ def test_explain_reports_graphs_breaks_guards():
     assert out.graph_count == 1 and "relu" in str(out) and "check_tensor" in str(out)
 
 
+def test_explain_of_a_function_compiled_before_reports_its_graphs():
+    # Its code's cache entries would serve the call: explain starts from nothing, as Dynamo's does.
+    def g(x):
+        y = x.relu()
+        print("break")
+        return y * 2
+    x = torch.randn(3)
+    compiled = kiln.compile(g)
+    compiled(x)
+    for f in (g, compiled):
+        out = kiln.explain(f)(x)
+        assert out.graph_count == 2 and out.graph_break_count == 1, str(out)
+        assert_same(out.result, g(x))
+
+
 def test_a_resume_function_takes_only_the_tensors_its_graph_reads():
     # After the break, the frame holds x, y and z; the graph after it reads z only.
     def g(x):
