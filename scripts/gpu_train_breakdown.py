@@ -1,7 +1,7 @@
 """Where a training step's host time goes on a GPU, kiln beside eager (and inductor): the bench's
 step (gradients cleared, forward, a float mean-square loss, backward) timed whole, then the
 compiled call with and without grad and eager's forward alone, and the top Python functions of the
-step under cProfile (kiln's training call and its backward node are C++: csrc/python/training_node.cpp).
+step under cProfile (kiln's training call and its backward node are C++: csrc/python/codegen_graph/training_node.cpp).
 
     python3 scripts/gpu_train_breakdown.py train_mlp [--inductor] [--n 20] [--timeline]
 

@@ -1,4 +1,4 @@
-"""Shape propagation of common elementwise operators in C++ (csrc/python/fast_meta.cpp) gives
+"""Shape propagation of common elementwise operators in C++ (csrc/python/meta/fast_meta.cpp) gives
 exactly what PyTorch's own meta kernels give (sizes, strides, dtype), takes the Python path for
 anything else, and keeps a first capture of `(x * 2).relu()` from importing sympy."""
 import operator

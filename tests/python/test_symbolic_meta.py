@@ -1,4 +1,4 @@
-"""Shape propagation with symbolic sizes in C++ (csrc/python/symbolic_views.cpp, symbolic_probe.cpp,
+"""Shape propagation with symbolic sizes in C++ (csrc/python/meta/symbolic_views.cpp, symbolic_probe.cpp,
 symbolic_meta.cpp): after a graph's sizes become symbolic, views, factories and the operators with
 C++ shape functions no longer run PyTorch's Python meta kernels, whose first use imports sympy.
 Each program runs compiled at four sizes against eager (values, dtypes, strides, aliasing)."""

@@ -273,7 +273,7 @@ def test_activation_checkpointing_inside_and_around_compiled_code(reentrant):
 
 
 def test_a_training_call_and_its_backward_run_no_python_of_kiln():
-    # The compiled call, its autograd node and the node's backward are C++ (csrc/python/
+    # The compiled call, its autograd node and the node's backward are C++ (csrc/python/codegen_graph/
     # training_node.cpp): a Python function of kiln's on that path would run on every step.
     m = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
     c = kiln.compile(m)

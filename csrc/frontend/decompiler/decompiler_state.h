@@ -1,7 +1,7 @@
-// Internal to the decompiler: the per-code-object state shared by the structurer (structurer.cpp:
-// regions and jumps; conditions.cpp, chains.cpp, loops.cpp, try_with.cpp, match.cpp), the stack
-// effects of straight-line instructions (stack_effects.cpp, calls.cpp, stores.cpp) and
-// comprehension/function reconstruction (functions.cpp).
+// Internal to the decompiler: the per-code-object state shared by the structurer (structure/:
+// structurer.cpp, regions and jumps; conditions.cpp, chains.cpp, loops.cpp, try_with.cpp,
+// match.cpp; comprehension/function reconstruction, functions.cpp and generics.cpp) and the stack
+// effects of straight-line instructions (stack/: stack_effects.cpp, calls.cpp, stores.cpp).
 #pragma once
 #include <array>
 #include <cstring>

@@ -1,6 +1,6 @@
 // What the frontend needs to know about tensors, without PyTorch headers.
 //
-// Implemented in csrc/python/tensor_probe.cpp, the one translation unit that includes ATen.
+// Implemented in csrc/python/meta/tensor_probe.cpp, the one translation unit that includes ATen.
 // Guards use these to check tensors with no Python calls; the interpreter uses them to make
 // meta ("fake") tensors that carry shape, stride, dtype and requires_grad but no data.
 #pragma once
@@ -66,20 +66,20 @@ std::string probe_describe_tensor(PyObject* t);
 // New reference: a meta tensor with t's sizes, strides and dtype, requiring grad as t does (a
 // leaf, or not: bridge::requires_grad_like).
 PyObject* probe_make_meta(PyObject* t);
-// Shape propagation in C++ for common elementwise operators (csrc/python/fast_meta.cpp): the
+// Shape propagation in C++ for common elementwise operators (csrc/python/meta/fast_meta.cpp): the
 // meta result of `target(*args, **kwargs)` (or of the tensor method `method` on args[0]) from
 // ATen's own meta functions, or nullptr, with no Python error set, where the call is not one it
 // handles (the caller then runs the Python call).
 PyObject* probe_fast_meta(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs);
-// Likewise with symbolic sizes (csrc/python/symbolic_meta.cpp): the composite operators whose
+// Likewise with symbolic sizes (csrc/python/meta/symbolic_meta.cpp): the composite operators whose
 // PyTorch meta path makes a size a constant (F.cross_entropy, F.nll_loss), then the two below.
 PyObject* probe_symbolic_meta(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs);
 // Likewise for view operators (view, reshape, transpose, permute, t, unsqueeze, split, contiguous,
 // flatten), computed with SymInts where the result is provable without a guard
-// (csrc/python/symbolic_views.cpp).
+// (csrc/python/meta/symbolic_views.cpp).
 PyObject* probe_symbolic_view(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs);
 // Likewise, for the operators probe_fast_meta answers: it runs at probe values of the symbols and
-// its result's sizes are read back as symbols (csrc/python/symbolic_probe.cpp).
+// its result's sizes are read back as symbols (csrc/python/meta/symbolic_probe.cpp).
 PyObject* probe_symbolic_fast_meta(PyObject* target, const std::string& method, PyObject* args, PyObject* kwargs);
 // New reference: t's torch.device.
 PyObject* probe_device(PyObject* t);

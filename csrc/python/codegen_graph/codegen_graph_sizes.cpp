@@ -1,7 +1,7 @@
 // CodegenGraph at sizes other than its first call's (see codegen_graph.h): one specialisation per
 // size signature, or, once three sizes are seen, kernels that take the sizes at run time
 // (ir/size_template.h) fitted over the sizes traced so far.
-#include "python/codegen_graph.h"
+#include "python/codegen_graph/codegen_graph.h"
 
 namespace kiln::python {
 

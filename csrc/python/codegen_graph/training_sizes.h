@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "ir/size_template.h"
-#include "python/training_stages.h"
+#include "python/codegen_graph/training_stages.h"
 
 namespace kiln::python {
 

@@ -1,6 +1,6 @@
 // CodegenGraph's calls (see codegen_graph.h): the first call traces and builds, later calls run the
 // compiled graph, and what cannot be compiled falls back to the eager graph; its texts and timings.
-#include "python/codegen_graph.h"
+#include "python/codegen_graph/codegen_graph.h"
 
 namespace kiln::python {
 

@@ -24,8 +24,8 @@
 #include <set>
 
 #include "lowering/lowerer.h"
-#include "python/training_sizes.h"
-#include "python/training_stages.h"
+#include "python/codegen_graph/training_sizes.h"
+#include "python/codegen_graph/training_stages.h"
 #include "frontend/hook/frame_dispatch.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/output_views.h"

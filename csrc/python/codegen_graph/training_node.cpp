@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "python/training_stages.h"
+#include "python/codegen_graph/training_stages.h"
 #include "torch_bridge/autograd_node.h"
 
 namespace kiln::python {

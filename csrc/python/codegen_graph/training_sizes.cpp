@@ -1,6 +1,6 @@
 // Runtime sizes for training graphs: samples, the forward and backward templates, and the pairs
 // that share their kernels; see training_sizes.h.
-#include "python/training_sizes.h"
+#include "python/codegen_graph/training_sizes.h"
 
 #include <algorithm>
 #include <utility>

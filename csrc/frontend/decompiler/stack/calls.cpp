@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "frontend/decompiler/stack_helpers.h"
+#include "frontend/decompiler/stack/stack_helpers.h"
 
 namespace kiln::decompiler {
 

@@ -1,6 +1,6 @@
 // Training graphs in the bindings: building a TrainingStages pair and running its halves; see
 // training_stages.h.
-#include "python/training_stages.h"
+#include "python/codegen_graph/training_stages.h"
 
 #include <pybind11/stl.h>
 

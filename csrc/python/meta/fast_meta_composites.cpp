@@ -21,7 +21,7 @@
 
 #include "frontend/objects/tensor_probe.h"
 #include "python/call_binding.h"
-#include "python/fast_meta_common.h"
+#include "python/meta/fast_meta_common.h"
 
 namespace kiln::frontend::fast_meta {
 

@@ -1,6 +1,6 @@
 // CodegenGraph's calls with autograd (see codegen_graph.h): the joint trace, the partitioned
 // forward/backward pair per size signature (training_stages.h, training_sizes.h), and running it.
-#include "python/codegen_graph.h"
+#include "python/codegen_graph/codegen_graph.h"
 
 namespace kiln::python {
 

@@ -1,7 +1,7 @@
 // Bindings for the code generator: the tracer (for tests and dumps), the compiled-graph callable
 // that backend="kiln" and kiln.backend hand back (CodegenGraph, codegen_graph.h), the check of
 // reduce-overhead's CUDA graph captures, and the helpers they share.
-#include "python/codegen_graph.h"
+#include "python/codegen_graph/codegen_graph.h"
 
 namespace kiln::python {
 

@@ -30,7 +30,7 @@
 
 #include "frontend/objects/tensor_probe.h"
 #include "python/capture_autograd.h"
-#include "python/fast_meta_common.h"
+#include "python/meta/fast_meta_common.h"
 #include "torch_bridge/autograd_node.h"
 
 namespace kiln::frontend {
