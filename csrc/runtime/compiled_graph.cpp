@@ -167,8 +167,10 @@ void CompiledGraph::plan_fast_views() {
 
 // The kernels index an input with the traced sizes and strides (a stride matters only where its
 // size exceeds 1), on the traced device: the graph's CUDA device, or the CPU.
+// Compared in kiln's types: a complex input (a training graph's saved rfft, read by extern calls
+// only) was traced as DType::kUnknown, like every type generated code cannot compute on.
 static bool matches(const Buffer& buf, const at::Tensor& t, const c10::Device& device) {
-  if (!t.defined() || t.device() != device || static_cast<int>(t.scalar_type()) != static_cast<int>(buf.dtype) ||
+  if (!t.defined() || t.device() != device || ir::dtype_from_int(static_cast<int>(t.scalar_type())) != buf.dtype ||
       t.dim() != static_cast<int64_t>(buf.sizes.size()))
     return false;
   const bool empty = t.numel() == 0;  // no element to address: any strides will do
