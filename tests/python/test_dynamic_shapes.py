@@ -483,3 +483,20 @@ def test_a_size_stored_in_an_attribute_is_stored_not_a_break():
         assert type(m.rows) is int and m.rows == 2 * n + 1
     s = kiln.stats()
     assert s["graph_breaks"] == 0 and s["graphs"] == 2, s["breaks"]
+
+
+def test_a_factory_with_device_none_at_a_symbolic_size():
+    # device=None is the default device; its meta run got the real factory and a symbolic size
+    # ('SymIntArrayRef expected to contain only concrete integers'): a break at every new length
+    # of an nn.TransformerDecoder with generate_square_subsequent_mask (found by the sweep).
+    def f(x):
+        t = x.shape[1]
+        z = torch.zeros((t, t), device=None, dtype=None)
+        return x @ x.transpose(1, 2) + nn.Transformer.generate_square_subsequent_mask(t) + z
+
+    c = kiln.compile(f)
+    for t in (5, 7, 12):
+        x = torch.randn(2, t, 4)
+        assert_same(c(x), f(x))
+    s = kiln.stats()
+    assert s["graph_breaks"] == 0 and s["eager_runs"] == 0 and s["graphs"] == 2, s["breaks"]

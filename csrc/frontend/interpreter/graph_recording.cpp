@@ -330,9 +330,13 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
   for (const auto& kv : kwargs) {
     if (!fkw) fkw = PyRef::steal(PyDict_New());
     PyRef f = to_fake(kv.second);
-    if (kv.first == "device" && f.get() != Py_None) {
-      device = to_device_object(f.get());
-      if (!device) unsupported("bad device argument: " + take_python_error());
+    if (kv.first == "device") {
+      // device=None is the default device (nn.Transformer.generate_square_subsequent_mask passes
+      // it): the meta run still gets meta, or a symbolic size reaches a real factory and fails.
+      if (f.get() != Py_None) {
+        device = to_device_object(f.get());
+        if (!device) unsupported("bad device argument: " + take_python_error());
+      }
       f = PyRef::borrow(g_torch.meta_device);
     }
     PyDict_SetItemString(fkw.get(), kv.first.c_str(), f.get());
