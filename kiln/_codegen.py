@@ -5,7 +5,9 @@ compile and run). This file only wires options and logs to it.
 """
 from __future__ import annotations
 
+import builtins
 import functools
+import operator
 
 import torch
 
@@ -59,6 +61,12 @@ def compile_fx(gm, example_inputs, frontend=False, extern_only=False, autotune=F
     beside the cubins, so a warm process does not time again (g.autotune_status says what was chosen)."""
     if _options.get("cpu_malloc_tuning"):
         _C.tune_cpu_malloc()
+    split = _split_size_outputs(gm, example_inputs)
+    if split is not None:
+        tensor_gm, sizes_gm, positions = split
+        ret = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        graph = compile_fx(tensor_gm, example_inputs, frontend=frontend, extern_only=extern_only, autotune=autotune)
+        return _WithSizes(graph, sizes_gm.forward, frozenset(positions), len(ret), isinstance(ret, list))
     folder = _debug.current_entry()
     report = _report if folder is None else functools.partial(_report, dump_to=folder)
     g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), report, _options.get("fusion"),
@@ -68,6 +76,90 @@ def compile_fx(gm, example_inputs, frontend=False, extern_only=False, autotune=F
     GRAPHS.append(g)
     GRAPH_OWNERS.append(_C._graph_record_count() if frontend else -1)
     return g
+
+
+_INT_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg, builtins.max, builtins.min,
+            builtins.abs}
+
+
+def _split_size_outputs(gm, example_inputs):
+    """A graph handing back sizes computed from its inputs' sizes (the frontend stores
+    `cache.n = x.shape[1]` after the graph, a SymInt under dynamic shapes) as (tensor module,
+    sizes module, positions of the sizes), or None. The code generator compiles tensor results
+    only: the sizes module (those size reads and integer operators alone, nothing that writes)
+    computes the sizes per call, where the whole graph used to run eagerly."""
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    ret = out.args[0]
+    if not isinstance(ret, (tuple, list)):
+        return None
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    int_inputs = {p for p, e in zip(placeholders, example_inputs) if isinstance(e, (int, torch.SymInt)) and not isinstance(e, bool)}
+    kinds: dict = {}
+
+    def kind(a):  # "int", "size" (a whole torch.Size) or None
+        if isinstance(a, bool) or not isinstance(a, (int, torch.fx.Node)):
+            return None
+        if isinstance(a, int):
+            return "int"
+        if a not in kinds:
+            k = None
+            if a in int_inputs:
+                k = "int"
+            elif a.op == "call_method" and a.target == "size" and not a.kwargs:
+                k = "int" if len(a.args) == 2 and isinstance(a.args[1], int) else "size" if len(a.args) == 1 else None
+            elif a.op == "call_method" and a.target in ("dim", "numel") and len(a.args) == 1 and not a.kwargs:
+                k = "int"
+            elif a.op == "call_function" and a.target is operator.getitem and kind(a.args[0]) == "size" and isinstance(a.args[1], int):
+                k = "int"
+            elif a.op == "call_function" and a.target in _INT_OPS and not a.kwargs and all(kind(x) == "int" for x in a.args):
+                k = "int"
+            kinds[a] = k
+        return kinds[a]
+
+    sizes = [i for i, a in enumerate(ret) if isinstance(a, torch.fx.Node) and kind(a) == "int"]
+    if not sizes or len(sizes) == len(ret):
+        return None
+    needed: set = set()
+
+    def need(a):
+        if isinstance(a, torch.fx.Node) and a not in needed:
+            needed.add(a)
+            for x in a.args:
+                need(x)
+    for i in sizes:
+        need(ret[i])
+    size_graph = torch.fx.Graph()
+    env: dict = {}
+    for n in gm.graph.nodes:
+        if n.op == "placeholder" or n in needed:
+            env[n] = size_graph.node_copy(n, lambda x: env[x])
+    size_graph.output(tuple(env[ret[i]] for i in sizes))
+    tensor_graph = torch.fx.Graph()
+    env = {}
+    for n in gm.graph.nodes:
+        if n.op != "output":
+            env[n] = tensor_graph.node_copy(n, lambda x: env[x])
+    tensor_graph.output(tuple(env[a] if isinstance(a, torch.fx.Node) else a for i, a in enumerate(ret) if i not in sizes))
+    return torch.fx.GraphModule(gm, tensor_graph), torch.fx.GraphModule(gm, size_graph), sizes
+
+
+class _WithSizes:
+    """A compiled graph's tensor results and its sizes module's, in the graph's order."""
+
+    def __init__(self, graph, sizes_fn, positions, n, as_list):
+        self.graph, self._sizes_fn, self._positions, self._n, self._as_list = graph, sizes_fn, positions, n, as_list
+
+    def __call__(self, *args):
+        tensors = iter(self.graph(*args))
+        sizes = iter(self._sizes_fn(*args))
+        at = self._positions
+        out = [next(sizes) if i in at else next(tensors) for i in range(self._n)]
+        return out if self._as_list else tuple(out)
+
+    capturable = False  # a CUDA graph replay (kiln/_cudagraphs.py) hands back tensors only
+
+    def __getattr__(self, name):  # status, source, timings...: the compiled graph's
+        return getattr(self.graph, name)
 
 
 def _enables_grad(gm) -> bool:

@@ -500,3 +500,28 @@ def test_a_factory_with_device_none_at_a_symbolic_size():
         assert_same(c(x), f(x))
     s = kiln.stats()
     assert s["graph_breaks"] == 0 and s["eager_runs"] == 0 and s["graphs"] == 2, s["breaks"]
+
+
+def test_a_graph_handing_back_a_size_is_still_compiled():
+    # Under dynamic shapes the graph returns the stored size as a SymInt: the code generator took
+    # tensor results only and ran the whole graph eagerly, op by op (transformers' sliding-window
+    # cache, `self.cumulative_length += key_states.shape[-2]`; found by the sweep).
+    from kiln import _codegen
+
+    class Cache:
+        n = 0
+
+    def f(cache, x):
+        cache.n = 3 * x.shape[1] + x.dim()
+        return (x.sin() * 2).cos() + 1, x.shape[0] - 1
+
+    c = kiln.compile(f)
+    for n in (7, 12, 20, 9):
+        x = torch.randn(2, n)
+        cache = Cache()
+        out, rows = c(cache, x)
+        assert_same(out, (x.sin() * 2).cos() + 1)
+        assert cache.n == 3 * n + 2 and rows == 1 and type(cache.n) is int
+    s = kiln.stats()
+    assert s["graphs"] == 2 and s["eager_runs"] == 0, s
+    assert [g.status for g in _codegen.GRAPHS] == ["compiled", "compiled"], [g.status for g in _codegen.GRAPHS]
