@@ -92,8 +92,8 @@ def _split_size_outputs(gm, example_inputs):
     ret = out.args[0]
     if not isinstance(ret, (tuple, list)):
         return None
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    int_inputs = {p for p, e in zip(placeholders, example_inputs) if isinstance(e, (int, torch.SymInt)) and not isinstance(e, bool)}
+    # Sizes read from tensors only: a size computed from an int input (a loop counter handed to a
+    # resume function) keeps the graph as it was.
     kinds: dict = {}
 
     def kind(a):  # "int", "size" (a whole torch.Size) or None
@@ -103,9 +103,7 @@ def _split_size_outputs(gm, example_inputs):
             return "int"
         if a not in kinds:
             k = None
-            if a in int_inputs:
-                k = "int"
-            elif a.op == "call_method" and a.target == "size" and not a.kwargs:
+            if a.op == "call_method" and a.target == "size" and not a.kwargs:
                 k = "int" if len(a.args) == 2 and isinstance(a.args[1], int) else "size" if len(a.args) == 1 else None
             elif a.op == "call_method" and a.target in ("dim", "numel") and len(a.args) == 1 and not a.kwargs:
                 k = "int"

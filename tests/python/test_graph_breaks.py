@@ -511,3 +511,22 @@ def test_differentiation_inside_the_function_ends_the_graph_with_its_reason(how)
             torch.testing.assert_close(w1.grad, w2.grad)
     reasons = [b["reason"] for b in kiln.stats()["breaks"]]
     assert any("runs autograd's engine: the graph ends before it" in r for r in reasons), reasons
+
+
+def test_normal_rsample_reads_no_tracing_state_and_does_not_break():
+    # torch.distributions' _standard_normal asks torch._C._get_tracing_state(), a pybind function
+    # whose __qualname__ in torch 2.13 is its function record's class ("pybind11_detail_...");
+    # the answer table missed it and the call broke the graph with that garbled name (the sweep).
+    from torch.distributions import Normal
+
+    def f(mu):
+        return Normal(mu, 1.0, validate_args=False).rsample() * 2
+
+    mu = torch.randn(4)
+    torch.manual_seed(3)
+    expected = f(mu)
+    torch.manual_seed(3)
+    actual = kiln.compile(f)(mu)
+    assert torch.equal(actual, expected)
+    s = kiln.stats()
+    assert s["graph_breaks"] == 0 and s["graphs"] == 1, s["breaks"]

@@ -28,9 +28,8 @@ int Interpreter::handle(PyObject* o) {
 std::string qualified_name(PyObject* fn) {
   PyRef mod = PyRef::steal(PyObject_GetAttrString(fn, "__module__"));
   if (!mod) PyErr_Clear();
-  PyRef qn = PyRef::steal(PyObject_GetAttrString(fn, "__qualname__"));
-  if (!qn) { PyErr_Clear(); qn = PyRef::steal(PyObject_GetAttrString(fn, "__name__")); }
-  if (!qn) { PyErr_Clear(); return py_repr(fn); }
+  const std::string q = qualname_of(fn);
+  if (q.empty()) return py_repr(fn);
   std::string m = (mod && PyUnicode_Check(mod.get())) ? py_str(mod.get()) : "";
   // torch.ops.aten.x and torch.ops.aten.x.default (module "torch._ops.aten"; a packet's
   // __qualname__ is its pybind class's name).
@@ -40,11 +39,9 @@ std::string qualified_name(PyObject* fn) {
     PyErr_Clear();
   }
   if (m == "torch._C._VariableFunctions" || m == "torch._C") m = "torch";
-  std::string q = py_str(qn.get());
   if (q.rfind("_VariableFunctionsClass.", 0) == 0) return "torch." + q.substr(24);
-  if (m == "torch._C._nn") m = "torch._C._nn";
   if (m == "_operator") m = "operator";
-  return m.empty() ? py_str(qn.get()) : m + "." + py_str(qn.get());
+  return m.empty() ? q : m + "." + q;
 }
 
 graph::Arg Interpreter::to_arg(const VarPtr& v) {

@@ -67,6 +67,7 @@ size_t enter_autocast_at_break(const std::vector<PyRef>& blocks);
 void leave_autocast_at_break(size_t n);
 std::string module_of(PyObject* fn);
 bool starts_with(const std::string& s, const char* prefix);
+std::string qualname_of(PyObject* fn);
 bool is_torch_op(PyObject* fn);
 PyObject* torch_query_answer(PyObject* fn);
 bool is_module_instance(PyObject* o);

@@ -51,6 +51,19 @@ std::string module_of(PyObject* fn) {
 
 bool starts_with(const std::string& s, const char* p) { return s.compare(0, std::strlen(p), p) == 0; }
 
+// A callable's __qualname__; a pybind11 function's own name where pybind (2.13's torch._C) put its
+// function-record class there ("pybind11_detail_function_record_v1_..._get_tracing_state").
+// Empty, error cleared, where it has neither.
+std::string qualname_of(PyObject* fn) {
+  PyRef qn = PyRef::steal(PyObject_GetAttrString(fn, "__qualname__"));
+  if (qn && PyUnicode_Check(qn.get()) && !starts_with(py_str(qn.get()), "pybind11_")) return py_str(qn.get());
+  PyErr_Clear();
+  PyRef name = PyRef::steal(PyObject_GetAttrString(fn, "__name__"));
+  if (name && PyUnicode_Check(name.get())) return py_str(name.get());
+  PyErr_Clear();
+  return "";
+}
+
 // A torch callable recorded as one graph operation rather than inlined.
 bool is_torch_op(PyObject* fn) {
   // torch.ops.aten.x / torch.ops.aten.x.default: recorded as themselves (inlining their __call__
@@ -96,8 +109,8 @@ PyObject* torch_query_answer(PyObject* fn) {
   if (!PyFunction_Check(fn) && !PyCFunction_Check(fn)) return nullptr;
   std::string m = module_of(fn);
   if (!starts_with(m, "torch")) return nullptr;
-  PyRef qn = PyRef::steal(PyObject_GetAttrString(fn, "__qualname__"));
-  if (!qn) { PyErr_Clear(); return nullptr; }
+  const std::string qn = qualname_of(fn);
+  if (qn.empty()) return nullptr;
   static const std::unordered_map<std::string, PyObject*> answers = {
       {"torch.compiler.is_compiling", Py_True}, {"torch.compiler.is_dynamo_compiling", Py_True},
       {"torch._dynamo.external_utils.is_compiling", Py_True}, {"torch._utils.is_compiling", Py_True},
@@ -108,7 +121,7 @@ PyObject* torch_query_answer(PyObject* fn) {
       {"torch.get_default_dtype", Py_Ellipsis}, {"torch.is_autocast_enabled", Py_Ellipsis},
       {"torch.are_deterministic_algorithms_enabled", Py_Ellipsis}, {"torch.is_inference_mode_enabled", Py_Ellipsis},
       {"torch._C._get_privateuse1_backend_name", Py_Ellipsis}};
-  auto it = answers.find(m + "." + py_str(qn.get()));
+  auto it = answers.find(m + "." + qn);
   return it == answers.end() ? nullptr : it->second;
 }
 
