@@ -83,17 +83,17 @@ _INT_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operato
 
 
 def _split_size_outputs(gm, example_inputs):
-    """A graph handing back sizes computed from its inputs' sizes (the frontend stores
-    `cache.n = x.shape[1]` after the graph, a SymInt under dynamic shapes) as (tensor module,
-    sizes module, positions of the sizes), or None. The code generator compiles tensor results
+    """A graph handing back sizes computed from its inputs' sizes or int inputs (the frontend
+    stores `cache.n = x.shape[1]` after the graph, a SymInt under dynamic shapes; a loop counter
+    goes to the next resume function) as (tensor module, sizes module, positions of the sizes), or None. The code generator compiles tensor results
     only: the sizes module (those size reads and integer operators alone, nothing that writes)
     computes the sizes per call, where the whole graph used to run eagerly."""
     out = next(n for n in gm.graph.nodes if n.op == "output")
     ret = out.args[0]
     if not isinstance(ret, (tuple, list)):
         return None
-    # Sizes read from tensors only: a size computed from an int input (a loop counter handed to a
-    # resume function) keeps the graph as it was.
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    int_inputs = {p for p, e in zip(placeholders, example_inputs) if isinstance(e, (int, torch.SymInt)) and not isinstance(e, bool)}
     kinds: dict = {}
 
     def kind(a):  # "int", "size" (a whole torch.Size) or None
@@ -103,7 +103,9 @@ def _split_size_outputs(gm, example_inputs):
             return "int"
         if a not in kinds:
             k = None
-            if a.op == "call_method" and a.target == "size" and not a.kwargs:
+            if a in int_inputs:
+                k = "int"
+            elif a.op == "call_method" and a.target == "size" and not a.kwargs:
                 k = "int" if len(a.args) == 2 and isinstance(a.args[1], int) else "size" if len(a.args) == 1 else None
             elif a.op == "call_method" and a.target in ("dim", "numel") and len(a.args) == 1 and not a.kwargs:
                 k = "int"

@@ -530,3 +530,21 @@ def test_normal_rsample_reads_no_tracing_state_and_does_not_break():
     assert torch.equal(actual, expected)
     s = kiln.stats()
     assert s["graph_breaks"] == 0 and s["graphs"] == 1, s["breaks"]
+
+
+def test_optimizer_zero_grad_breaks_with_a_message_that_says_why():
+    # PyTorch marks Optimizer.zero_grad torch._disable_dynamo; the break read "call into
+    # torch.compile'd code ... runs under PyTorch's Dynamo", though nothing was torch.compile'd.
+    p = torch.nn.Parameter(torch.randn(3))
+    opt = torch.optim.SGD([p], lr=0.1)
+
+    def f(x):
+        y = (p * x).sum()
+        opt.zero_grad()
+        return y * 2
+
+    x = torch.randn(3)
+    assert_same(kiln.compile(f)(x), f(x))
+    # (A break only at the process's first zero_grad: PyTorch then keeps the disabled function.)
+    reasons = [b["reason"] for b in kiln.stats()["breaks"]]
+    assert len(reasons) <= 1 and all("marks not to be compiled" in r for r in reasons), reasons

@@ -201,7 +201,10 @@ VarPtr Interpreter::wrap(PyObject* o, const SourcePtr& src) {
   if (probe_is_tensor(o)) {
     v = tensor_input(o, src);
   } else if ((v = ndarray_input(o, src))) {
-  } else if (src->kind == Source::kLocal && PyLong_CheckExact(o) && int_input_is_dynamic(o, src)) {
+  } else if ((src->kind == Source::kLocal || src->kind == Source::kInstanceAttr) && PyLong_CheckExact(o) && int_input_is_dynamic(o, src)) {
+    // An int argument, or an int attribute of an object the frame reaches (a cache's length that
+    // grows every call: transformers' sliding-window layers keep `cumulative_length`), is
+    // symbolic once it was seen to change, as Dynamo's automatic dynamic ints.
     v = symint_input(o, src);
   } else if (PyFloat_CheckExact(o) && float_source_may_vary(src->kind) &&
              choose_dynamic_float(src->repr(), PyFloat_AS_DOUBLE(o), opts_.dynamic, opts_.size_history, &cap_.dynamic_changes)) {

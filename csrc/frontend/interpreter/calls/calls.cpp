@@ -157,6 +157,11 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   static const char* structural[] = {"len", "isinstance", "issubclass", "type", "tuple", "list", "callable", "hasattr", "getattr", "id"};
   bool keep_symbolic = is_torch_op(f) || PyFunction_Check(f) || PyMethod_Check(f) || is_module_instance(f);
   for (const char* n : structural) keep_symbolic |= f == builtin(n);
+  // min/max of numbers, a size among them (max(cache_len - window, 0)): compared symbolically
+  // (call_builtin), so each comparison guards a relation rather than the size's value.
+  if ((f == builtin("min") || f == builtin("max")) && kwargs.empty() && args.size() >= 2 &&
+      std::all_of(args.begin(), args.end(), [&](const VarPtr& a) { return is_numeric(a); }))
+    keep_symbolic = true;
   if (!keep_symbolic && kwargs.empty())
     if (VarPtr r = float_math(f, args)) return r;  // math.sqrt(t), float(t) of a dynamic float
   if (!keep_symbolic) {
@@ -257,8 +262,13 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   // Dynamo's GenerationTracker (bookkeeping for Dynamo's own caches). A module built during
   // capture is not one Dynamo will see: nothing to record.
   if (PyFunction_Check(f) && !args.empty() && args.back()->kind == VarKind::kNewObject && is_dynamo_generation_tag(f)) return make_const(Py_None);
-  if (PyFunction_Check(f) && py_str(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f))->co_filename).find("/torch/_dynamo/") != std::string::npos)
+  if (PyFunction_Check(f) && py_str(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f))->co_filename).find("/torch/_dynamo/") != std::string::npos) {
+    // torch._disable_dynamo's wrapper (Optimizer.zero_grad, hooks PyTorch keeps out of graphs)
+    // calls torch._dynamo.disable: nothing the user compiled with torch.compile.
+    if (f == module_attr("torch._dynamo", "disable"))
+      unsupported("call to a function PyTorch marks not to be compiled (torch._disable_dynamo, as it marks Optimizer.zero_grad); it runs eagerly");
     unsupported("call into torch.compile'd code (" + py_repr(f).substr(0, 60) + "); it runs under PyTorch's Dynamo");
+  }
   if (PyFunction_Check(f)) {
     PyObject* disabled = PyObject_GetAttrString(f, "_kiln_disable");
     if (disabled) { Py_DECREF(disabled); unsupported("call to a function marked kiln.disable: " + py_repr(f)); }
