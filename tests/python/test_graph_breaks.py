@@ -548,3 +548,36 @@ def test_optimizer_zero_grad_breaks_with_a_message_that_says_why():
     # (A break only at the process's first zero_grad: PyTorch then keeps the disabled function.)
     reasons = [b["reason"] for b in kiln.stats()["breaks"]]
     assert len(reasons) <= 1 and all("marks not to be compiled" in r for r in reasons), reasons
+
+
+def test_a_branch_over_a_raise_is_checked_in_the_graph_and_raises_as_eager():
+    # torch.distributions validates its arguments: `if not torch._is_all_true(valid): raise
+    # ValueError(...)`, a branch on a tensor. It broke the graph at every constructor and
+    # log_prob; like an assert, it is now a check of the graph's output, and a failing one reruns
+    # the frame eagerly, raising eager's ValueError with its message.
+    from torch.distributions import Categorical, Normal
+
+    def f(mu, scale, logits):
+        return Normal(mu, scale).log_prob(mu * 2) + Categorical(logits=logits).log_prob(torch.zeros(mu.shape[0], dtype=torch.long))
+
+    def g(x, limit):
+        if (x > limit).any():
+            raise ValueError(f"x above {limit}: {x.max().item()}")
+        return x * 2
+
+    c = kiln.compile(f)
+    mu, scale, logits = torch.randn(4), torch.rand(4) + 0.5, torch.randn(4, 5)
+    assert_same(c(mu, scale, logits), f(mu, scale, logits))
+    s = kiln.stats()
+    assert s["graph_breaks"] == 0 and s["graphs"] == 1, s["breaks"]
+    with pytest.raises(ValueError) as got:
+        c(mu, -scale, logits)
+    with pytest.raises(ValueError) as want:
+        f(mu, -scale, logits)
+    assert str(got.value) == str(want.value)
+    cg = kiln.compile(g)
+    x = torch.rand(5)
+    assert_same(cg(x, 2.0), x * 2)
+    with pytest.raises(ValueError, match="x above 0.5"):
+        cg(x + 1.0, 0.5)
+    assert_same(cg(x, 2.0), x * 2)

@@ -10,15 +10,32 @@
 
 namespace kiln::frontend {
 
+// Whether the instructions from `k` up to `end` raise whatever happens: straight-line code (no
+// jump, return or yield) reaching `raise X(...)`.
+static bool raises_unconditionally(const std::vector<Instruction>& all, size_t k, int end) {
+  for (; k < all.size() && static_cast<int>(k) < end; ++k) {
+    const Instruction& i = all[k];
+    if (std::strcmp(i.name, "RAISE_VARARGS") == 0) return i.arg >= 1;
+    if (i.target >= 0 || std::strncmp(i.name, "RETURN", 6) == 0 || std::strncmp(i.name, "YIELD", 5) == 0 ||
+        std::strcmp(i.name, "RERAISE") == 0 || std::strcmp(i.name, "SEND") == 0)
+      return false;
+  }
+  return false;
+}
+
 // `assert t, msg` with a tensor t (POP_JUMP_IF_TRUE over LOAD_ASSERTION_ERROR; `assert not t`
-// jumps if false): like Dynamo, kept in the graph rather than broken on. The condition becomes a
-// graph output whose truth the call checks (Capture::assertions). Only one-element tensors of a
-// static size: bool() of any other raises in eager, which the break keeps.
+// jumps if false), and `if not t: raise ValueError(...)` (a branch over code that only raises:
+// torch.distributions' argument validation): like Dynamo's asserts, kept in the graph rather than
+// broken on. The condition becomes a graph output whose truth the call checks
+// (Capture::assertions); where it fails, the frame reruns eagerly and raises eager's exception
+// with its message. Only one-element tensors of a static size: bool() of any other raises in
+// eager, which the break keeps.
 bool Interpreter::tensor_assertion(Frame& f, const Instruction& in, const VarPtr& cond, bool truth) {
   const auto& all = f.dc->bc->instructions();
   size_t k = static_cast<size_t>(f.cur) + 1;
   while (k < all.size() && (std::strcmp(all[k].name, "CACHE") == 0 || std::strcmp(all[k].name, "NOP") == 0)) ++k;
-  if (k >= all.size() || std::strcmp(all[k].name, "LOAD_ASSERTION_ERROR") != 0 || in.target <= f.cur) return false;
+  if (k >= all.size() || in.target <= f.cur) return false;
+  if (std::strcmp(all[k].name, "LOAD_ASSERTION_ERROR") != 0 && !raises_unconditionally(all, k, in.target)) return false;
   PyRef numel = PyRef::steal(PyObject_CallMethod(cond->fake.get(), "numel", nullptr));
   if (!numel) { PyErr_Clear(); return false; }
   if (!PyLong_CheckExact(numel.get()) || PyLong_AsLong(numel.get()) != 1) return false;
