@@ -558,7 +558,9 @@ def test_a_branch_over_a_raise_is_checked_in_the_graph_and_raises_as_eager():
     from torch.distributions import Categorical, Normal
 
     def f(mu, scale, logits):
-        return Normal(mu, scale).log_prob(mu * 2) + Categorical(logits=logits).log_prob(torch.zeros(mu.shape[0], dtype=torch.long))
+        # (validate_args=True: once Dynamo has run in the process it turns the default off.)
+        return (Normal(mu, scale, validate_args=True).log_prob(mu * 2) +
+                Categorical(logits=logits, validate_args=True).log_prob(torch.zeros(mu.shape[0], dtype=torch.long)))
 
     def g(x, limit):
         if (x > limit).any():
@@ -581,3 +583,27 @@ def test_a_branch_over_a_raise_is_checked_in_the_graph_and_raises_as_eager():
     with pytest.raises(ValueError, match="x above 0.5"):
         cg(x + 1.0, 0.5)
     assert_same(cg(x, 2.0), x * 2)
+
+
+def test_breaks_for_want_of_values_say_data_dependent():
+    # The reasons named kiln's meta run ("'lengths' argument should be a 1D CPU int64 tensor, but
+    # got 1D meta Long tensor"; PyTorch's meta_nonzero_assume_all_nonzero knob), which read like a
+    # fault in the user's call (found by the sweep).
+    from torch.nn.utils.rnn import pack_padded_sequence
+    gru = torch.nn.GRU(4, 8, batch_first=True)
+
+    def f(x, lengths):
+        out, h = gru(pack_padded_sequence(x * 2, lengths, batch_first=True, enforce_sorted=False))
+        return h
+
+    def g(labels):
+        return (labels >= 0).nonzero() + 1
+
+    x, lengths, labels = torch.randn(3, 5, 4), torch.tensor([5, 2, 3]), torch.tensor([1, -1, 2])
+    with torch.no_grad():
+        assert_same(kiln.compile(f)(x, lengths), f(x, lengths))
+    assert_same(kiln.compile(g)(labels), g(labels))
+    reasons = [b["reason"] for b in kiln.stats()["breaks"]]
+    assert any(r.startswith("data-dependent: torch._pack_padded_sequence reads tensor values") for r in reasons), reasons
+    assert any(r.startswith("data-dependent output shape") and "nonzero" in r for r in reasons), reasons
+    assert not any("meta_nonzero_assume_all_nonzero" in r or r.startswith("shape propagation failed") for r in reasons), reasons

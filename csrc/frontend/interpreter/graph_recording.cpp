@@ -25,6 +25,18 @@ int Interpreter::handle(PyObject* o) {
   return h;
 }
 
+// Why a call's metadata could not be computed, in the user's terms: where its meta run failed for
+// want of values (pack_padded_sequence's CPU lengths, .item() inside a library, nonzero's
+// count), the break is data-dependent, not a fault of the call.
+static std::string propagation_failure(const std::string& name, const std::string& err) {
+  if (err.find("nonzero") != std::string::npos)
+    return "data-dependent output shape: " + name + " (how many elements are nonzero depends on the data)";
+  for (const char* sign : {"meta", "data is not allocated", "item()"})
+    if (err.find(sign) != std::string::npos)
+      return "data-dependent: " + name + " reads tensor values, which capture does not have (its run on meta tensors: " + err + ")";
+  return "shape propagation failed for " + name + ": " + err;
+}
+
 std::string qualified_name(PyObject* fn) {
   PyRef mod = PyRef::steal(PyObject_GetAttrString(fn, "__module__"));
   if (!mod) PyErr_Clear();
@@ -405,7 +417,7 @@ VarPtr Interpreter::record_op(graph::Op op, PyObject* target, const std::string&
       PyErr_Restore(type, value, tb);
     }
   }
-  if (!result) unsupported("shape propagation failed for " + name + ": " + take_python_error());
+  if (!result) unsupported(propagation_failure(name, take_python_error()));
   if (inplace && !is_setitem) check_inplace_cast(name, op == graph::Op::kCallMethod ? method : "", args[0], fargs.get(), fkw.get());
   if (probe_is_tensor(result.get())) {
     // Results that are real tensors (a callable that ignored `device`) become meta too.

@@ -264,8 +264,9 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   if (PyFunction_Check(f) && !args.empty() && args.back()->kind == VarKind::kNewObject && is_dynamo_generation_tag(f)) return make_const(Py_None);
   if (PyFunction_Check(f) && py_str(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f))->co_filename).find("/torch/_dynamo/") != std::string::npos) {
     // torch._disable_dynamo's wrapper (Optimizer.zero_grad, hooks PyTorch keeps out of graphs)
-    // calls torch._dynamo.disable: nothing the user compiled with torch.compile.
-    if (f == module_attr("torch._dynamo", "disable"))
+    // calls torch._dynamo.disable, then the function it made (DisableContext's _fn): nothing the
+    // user compiled with torch.compile.
+    if (f == module_attr("torch._dynamo", "disable") || qualname_of(f).find("DisableContext.") == 0)
       unsupported("call to a function PyTorch marks not to be compiled (torch._disable_dynamo, as it marks Optimizer.zero_grad); it runs eagerly");
     unsupported("call into torch.compile'd code (" + py_repr(f).substr(0, 60) + "); it runs under PyTorch's Dynamo");
   }
