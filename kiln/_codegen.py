@@ -92,8 +92,11 @@ def _split_size_outputs(gm, example_inputs):
     ret = out.args[0]
     if not isinstance(ret, (tuple, list)):
         return None
+    # Sizes of the graph's inputs only: the sizes module reads them, never computing a tensor (a
+    # size of an intermediate keeps the graph as it was).
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     int_inputs = {p for p, e in zip(placeholders, example_inputs) if isinstance(e, (int, torch.SymInt)) and not isinstance(e, bool)}
+    placeholders = set(placeholders)
     kinds: dict = {}
 
     def kind(a):  # "int", "size" (a whole torch.Size) or None
@@ -105,9 +108,9 @@ def _split_size_outputs(gm, example_inputs):
             k = None
             if a in int_inputs:
                 k = "int"
-            elif a.op == "call_method" and a.target == "size" and not a.kwargs:
+            elif a.op == "call_method" and a.target == "size" and not a.kwargs and a.args[0] in placeholders:
                 k = "int" if len(a.args) == 2 and isinstance(a.args[1], int) else "size" if len(a.args) == 1 else None
-            elif a.op == "call_method" and a.target in ("dim", "numel") and len(a.args) == 1 and not a.kwargs:
+            elif a.op == "call_method" and a.target in ("dim", "numel") and len(a.args) == 1 and not a.kwargs and a.args[0] in placeholders:
                 k = "int"
             elif a.op == "call_function" and a.target is operator.getitem and kind(a.args[0]) == "size" and isinstance(a.args[1], int):
                 k = "int"
