@@ -1,7 +1,8 @@
 """Glue for kiln's code generator (backend="kiln" and kiln.backend under Dynamo).
 
 The work happens in C++ (kiln._C.CodegenGraph: tracer, lowering, scheduler, C++ codegen,
-compile and run). This file only wires options and logs to it.
+compile and run). This file wires options and logs to it, and hands it tensor results only
+(sizes a graph returns are read per call beside it: _split_size_outputs).
 """
 from __future__ import annotations
 
@@ -85,18 +86,19 @@ _INT_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operato
 def _split_size_outputs(gm, example_inputs):
     """A graph handing back sizes computed from its inputs' sizes or int inputs (the frontend
     stores `cache.n = x.shape[1]` after the graph, a SymInt under dynamic shapes; a loop counter
-    goes to the next resume function) as (tensor module, sizes module, positions of the sizes), or None. The code generator compiles tensor results
-    only: the sizes module (those size reads and integer operators alone, nothing that writes)
-    computes the sizes per call, where the whole graph used to run eagerly."""
+    goes on to the next resume function) as (tensor module, sizes module, positions of the
+    sizes), or None. The code generator compiles tensor results only: the sizes module (those
+    size reads and integer operators alone, nothing that writes) computes the sizes per call,
+    where the whole graph used to run eagerly."""
     out = next(n for n in gm.graph.nodes if n.op == "output")
     ret = out.args[0]
     if not isinstance(ret, (tuple, list)):
         return None
     # Sizes of the graph's inputs only: the sizes module reads them, never computing a tensor (a
     # size of an intermediate keeps the graph as it was).
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    int_inputs = {p for p, e in zip(placeholders, example_inputs) if isinstance(e, (int, torch.SymInt)) and not isinstance(e, bool)}
-    placeholders = set(placeholders)
+    inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    int_inputs = {p for p, e in zip(inputs, example_inputs) if isinstance(e, (int, torch.SymInt)) and not isinstance(e, bool)}
+    tensor_inputs = set(inputs) - int_inputs
     kinds: dict = {}
 
     def kind(a):  # "int", "size" (a whole torch.Size) or None
@@ -108,9 +110,9 @@ def _split_size_outputs(gm, example_inputs):
             k = None
             if a in int_inputs:
                 k = "int"
-            elif a.op == "call_method" and a.target == "size" and not a.kwargs and a.args[0] in placeholders:
+            elif a.op == "call_method" and a.target == "size" and not a.kwargs and a.args[0] in tensor_inputs:
                 k = "int" if len(a.args) == 2 and isinstance(a.args[1], int) else "size" if len(a.args) == 1 else None
-            elif a.op == "call_method" and a.target in ("dim", "numel") and len(a.args) == 1 and not a.kwargs and a.args[0] in placeholders:
+            elif a.op == "call_method" and a.target in ("dim", "numel") and len(a.args) == 1 and not a.kwargs and a.args[0] in tensor_inputs:
                 k = "int"
             elif a.op == "call_function" and a.target is operator.getitem and kind(a.args[0]) == "size" and isinstance(a.args[1], int):
                 k = "int"

@@ -31,7 +31,7 @@ int Interpreter::handle(PyObject* o) {
 static std::string propagation_failure(const std::string& name, const std::string& err) {
   if (err.find("nonzero") != std::string::npos)
     return "data-dependent output shape: " + name + " (how many elements are nonzero depends on the data)";
-  for (const char* sign : {"meta", "data is not allocated", "item()"})
+  for (const char* sign : {"meta tensor", " meta ", "data is not allocated", "item()"})
     if (err.find(sign) != std::string::npos)
       return "data-dependent: " + name + " reads tensor values, which capture does not have (its run on meta tensors: " + err + ")";
   return "shape propagation failed for " + name + ": " + err;
