@@ -64,10 +64,10 @@ def compile_fx(gm, example_inputs, frontend=False, extern_only=False, autotune=F
         _C.tune_cpu_malloc()
     split = _split_size_outputs(gm, example_inputs)
     if split is not None:
-        tensor_gm, sizes_gm, positions = split
+        tensor_gm, sizes_gm, positions, extra = split
         ret = next(n for n in gm.graph.nodes if n.op == "output").args[0]
         graph = compile_fx(tensor_gm, example_inputs, frontend=frontend, extern_only=extern_only, autotune=autotune)
-        return _WithSizes(graph, sizes_gm.forward, frozenset(positions), len(ret), isinstance(ret, list))
+        return _WithSizes(graph, sizes_gm.forward, frozenset(positions), len(ret), isinstance(ret, list), extra)
     folder = _debug.current_entry()
     report = _report if folder is None else functools.partial(_report, dump_to=folder)
     g = _C.CodegenGraph(gm.forward, _options.get("cache_dir"), report, _options.get("fusion"),
@@ -84,22 +84,24 @@ _INT_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operato
 
 
 def _split_size_outputs(gm, example_inputs):
-    """A graph handing back sizes computed from its inputs' sizes or int inputs (the frontend
-    stores `cache.n = x.shape[1]` after the graph, a SymInt under dynamic shapes; a loop counter
-    goes on to the next resume function) as (tensor module, sizes module, positions of the
-    sizes), or None. The code generator compiles tensor results only: the sizes module (those
-    size reads and integer operators alone, nothing that writes) computes the sizes per call,
-    where the whole graph used to run eagerly."""
+    """A graph handing back sizes (the frontend stores `cache.n = x.shape[1]` after the graph, a
+    SymInt under dynamic shapes; a loop counter goes on to the next resume function) as (tensor
+    module, sizes module, positions of the sizes, how many tensors the tensor module adds), or
+    None. The code generator compiles tensor results only: the tensor module returns the graph's
+    tensors, then each tensor the graph computes whose size is read (a cache's new keys); the
+    sizes module (size reads and integer operators alone, nothing that writes) takes the graph's
+    inputs and those tensors and computes the sizes per call, where the whole graph used to run
+    eagerly."""
     out = next(n for n in gm.graph.nodes if n.op == "output")
     ret = out.args[0]
     if not isinstance(ret, (tuple, list)):
         return None
-    # Sizes of the graph's inputs only: the sizes module reads them, never computing a tensor (a
-    # size of an intermediate keeps the graph as it was).
     inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     int_inputs = {p for p, e in zip(inputs, example_inputs) if isinstance(e, (int, torch.SymInt)) and not isinstance(e, bool)}
-    tensor_inputs = set(inputs) - int_inputs
     kinds: dict = {}
+
+    def tensor(a):  # a node the size methods read: any but an int input
+        return isinstance(a, torch.fx.Node) and a not in int_inputs and a.op in ("placeholder", "call_function", "call_method", "call_module")
 
     def kind(a):  # "int", "size" (a whole torch.Size) or None
         if isinstance(a, bool) or not isinstance(a, (int, torch.fx.Node)):
@@ -110,9 +112,9 @@ def _split_size_outputs(gm, example_inputs):
             k = None
             if a in int_inputs:
                 k = "int"
-            elif a.op == "call_method" and a.target == "size" and not a.kwargs and a.args[0] in tensor_inputs:
+            elif a.op == "call_method" and a.target == "size" and not a.kwargs and tensor(a.args[0]):
                 k = "int" if len(a.args) == 2 and isinstance(a.args[1], int) else "size" if len(a.args) == 1 else None
-            elif a.op == "call_method" and a.target in ("dim", "numel") and len(a.args) == 1 and not a.kwargs and a.args[0] in tensor_inputs:
+            elif a.op == "call_method" and a.target in ("dim", "numel") and len(a.args) == 1 and not a.kwargs and tensor(a.args[0]):
                 k = "int"
             elif a.op == "call_function" and a.target is operator.getitem and kind(a.args[0]) == "size" and isinstance(a.args[1], int):
                 k = "int"
@@ -124,39 +126,55 @@ def _split_size_outputs(gm, example_inputs):
     sizes = [i for i, a in enumerate(ret) if isinstance(a, torch.fx.Node) and kind(a) == "int"]
     if not sizes or len(sizes) == len(ret):
         return None
-    needed: set = set()
+    needed: list = []  # the size computations, in graph order once sorted
+    read: list = []    # tensors the graph computes whose sizes they read
 
     def need(a):
-        if isinstance(a, torch.fx.Node) and a not in needed:
-            needed.add(a)
-            for x in a.args:
-                need(x)
+        if not isinstance(a, torch.fx.Node) or a in needed or a in read or a in inputs:
+            return
+        if kind(a) is None:  # a tensor whose size is read (kind() vouched for it)
+            read.append(a)
+            return
+        needed.append(a)
+        for x in a.args:
+            need(x)
     for i in sizes:
         need(ret[i])
+    order = {n: k for k, n in enumerate(gm.graph.nodes)}
     size_graph = torch.fx.Graph()
     env: dict = {}
-    for n in gm.graph.nodes:
-        if n.op == "placeholder" or n in needed:
-            env[n] = size_graph.node_copy(n, lambda x: env[x])
+    for n in inputs:
+        env[n] = size_graph.node_copy(n, lambda x: env[x])
+    for k, t in enumerate(read):
+        env[t] = size_graph.placeholder(f"read_{k}")
+    for n in sorted(needed, key=order.__getitem__):
+        env[n] = size_graph.node_copy(n, lambda x: env[x])
     size_graph.output(tuple(env[ret[i]] for i in sizes))
     tensor_graph = torch.fx.Graph()
     env = {}
     for n in gm.graph.nodes:
         if n.op != "output":
             env[n] = tensor_graph.node_copy(n, lambda x: env[x])
-    tensor_graph.output(tuple(env[a] if isinstance(a, torch.fx.Node) else a for i, a in enumerate(ret) if i not in sizes))
-    return torch.fx.GraphModule(gm, tensor_graph), torch.fx.GraphModule(gm, size_graph), sizes
+    kept = [env[a] if isinstance(a, torch.fx.Node) else a for i, a in enumerate(ret) if i not in sizes]
+    tensor_graph.output(tuple(kept + [env[t] for t in read]))
+    return torch.fx.GraphModule(gm, tensor_graph), torch.fx.GraphModule(gm, size_graph), sizes, len(read)
 
 
 class _WithSizes:
     """A compiled graph's tensor results and its sizes module's, in the graph's order."""
 
-    def __init__(self, graph, sizes_fn, positions, n, as_list):
+    def __init__(self, graph, sizes_fn, positions, n, as_list, extra):
         self.graph, self._sizes_fn, self._positions, self._n, self._as_list = graph, sizes_fn, positions, n, as_list
+        self._extra = extra  # tensors the graph adds for the sizes module, after its own
 
     def __call__(self, *args):
-        tensors = iter(self.graph(*args))
-        sizes = iter(self._sizes_fn(*args))
+        results = self.graph(*args)
+        if self._extra:
+            cut = len(results) - self._extra
+            sizes = iter(self._sizes_fn(*args, *results[cut:]))
+            tensors = iter(results[:cut])
+        else:
+            sizes, tensors = iter(self._sizes_fn(*args)), iter(results)
         at = self._positions
         out = [next(sizes) if i in at else next(tensors) for i in range(self._n)]
         return out if self._as_list else tuple(out)

@@ -555,21 +555,30 @@ def test_an_int_attribute_that_grows_is_symbolic_from_its_second_value():
     assert s["recompiles"] <= 5 and s["eager_runs"] == 0 and s["recompile_limit_hits"] == 0, s["recompile_reasons"]
 
 
-def test_a_size_of_an_intermediate_handed_back_stays_correct():
-    # The size-output split copies size reads of the graph's inputs only: a size of a tensor the
-    # graph computes (here through a list argument, torch.cat([x * 2, x])) raised KeyError out of
-    # the compiled call (Mistral's forward at its second length; found re-running the sweep).
+def test_a_size_of_an_intermediate_handed_back_is_read_from_it():
+    # A size of a tensor the graph computes (a cache's new keys in Mistral's forward; here through
+    # a list argument, torch.cat([x * 2, x])): the compiled graph hands that tensor to the sizes
+    # module too. A first version copied the tensor's computation there and raised KeyError out
+    # of the call (found re-running the sweep). Also in a training graph, gradients as eager's.
+    from kiln import _codegen
+
     class Cache:
         n = 0
 
-    def f(cache, x):
+    def f(cache, x, w):
         y = torch.cat([x * 2, x], 1)
-        cache.n = y.shape[1]
-        return y.sin()
+        cache.n = y.shape[1] + x.shape[1]
+        return y.sin(), (y @ w).relu()
 
     c = kiln.compile(f)
-    for n in (5, 7, 9):
-        x = torch.randn(2, n)
-        cache = Cache()
-        assert_same(c(cache, x), f(Cache(), x))
-        assert cache.n == 2 * n
+    for n in (5, 7, 9, 11):
+        x, w = torch.randn(2, n, requires_grad=True), torch.randn(2 * n, 3, requires_grad=True)
+        mine, theirs = Cache(), Cache()
+        out, ref = c(mine, x, w), f(theirs, x, w)
+        assert_same(out, ref)
+        assert mine.n == theirs.n == 3 * n and type(mine.n) is int
+        grads = torch.autograd.grad(out[0].sum() + out[1].sum(), (x, w))
+        assert_same(grads, torch.autograd.grad(ref[0].sum() + ref[1].sum(), (x, w)))
+    s = kiln.stats()
+    assert s["graphs"] == 2 and s["eager_runs"] == 0, s
+    assert all(g.training_status.startswith("compiled forward and backward") for g in _codegen.GRAPHS), [g.training_status for g in _codegen.GRAPHS]
