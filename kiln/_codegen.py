@@ -169,12 +169,8 @@ class _WithSizes:
 
     def __call__(self, *args):
         results = self.graph(*args)
-        if self._extra:
-            cut = len(results) - self._extra
-            sizes = iter(self._sizes_fn(*args, *results[cut:]))
-            tensors = iter(results[:cut])
-        else:
-            sizes, tensors = iter(self._sizes_fn(*args)), iter(results)
+        read = results[len(results) - self._extra:] if self._extra else ()
+        sizes, tensors = iter(self._sizes_fn(*args, *read)), iter(results)  # the extra tensors come last, unread here
         at = self._positions
         out = [next(sizes) if i in at else next(tensors) for i in range(self._n)]
         return out if self._as_list else tuple(out)

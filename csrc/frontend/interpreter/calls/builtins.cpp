@@ -260,18 +260,6 @@ VarPtr Interpreter::call_builtin(PyObject* f, std::vector<VarPtr>& args, std::ve
       if (truthy(it) == any) return make_const(any ? Py_True : Py_False);
     return make_const(any ? Py_False : Py_True);
   }
-  if ((is("min") || is("max")) && kwargs.empty() && args.size() >= 2 &&
-      std::any_of(args.begin(), args.end(), [](const VarPtr& v) { return v->is_symint(); }) &&
-      std::all_of(args.begin(), args.end(), [&](const VarPtr& v) { return is_numeric(v); })) {
-    // Of numbers one of which is a symbolic size (max(cache_len - window, 0)): each comparison a
-    // shape guard on how the sizes relate, so the graph serves every size on the same side;
-    // folding the values instead specialised the size (a recompile per length). Python's pick:
-    // the first of equals.
-    VarPtr best = args[0];
-    for (size_t i = 1; i < args.size(); ++i)
-      if (truthy(compare(is("max") ? Py_GT : Py_LT, args[i], best))) best = args[i];
-    return best;
-  }
   if (is("min") || is("max") || is("any") || is("all") || is("sorted") || is("abs") || is("int") || is("float") ||
       is("bool") || is("str") || is("round") || is("divmod") || is("pow")) {
     std::vector<VarPtr> flat = args;

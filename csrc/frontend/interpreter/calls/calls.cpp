@@ -157,11 +157,18 @@ VarPtr Interpreter::call(const VarPtr& fn, std::vector<VarPtr> args, std::vector
   static const char* structural[] = {"len", "isinstance", "issubclass", "type", "tuple", "list", "callable", "hasattr", "getattr", "id"};
   bool keep_symbolic = is_torch_op(f) || PyFunction_Check(f) || PyMethod_Check(f) || is_module_instance(f);
   for (const char* n : structural) keep_symbolic |= f == builtin(n);
-  // min/max of numbers, a size among them (max(cache_len - window, 0)): compared symbolically
-  // (call_builtin), so each comparison guards a relation rather than the size's value.
   if ((f == builtin("min") || f == builtin("max")) && kwargs.empty() && args.size() >= 2 &&
-      std::all_of(args.begin(), args.end(), [&](const VarPtr& a) { return is_numeric(a); }))
-    keep_symbolic = true;
+      std::any_of(args.begin(), args.end(), [](const VarPtr& a) { return a->is_symint(); }) &&
+      std::all_of(args.begin(), args.end(), [&](const VarPtr& a) { return is_numeric(a); })) {
+    // min/max of numbers, a symbolic size among them (max(cache_len - window, 0)): each
+    // comparison a shape guard on how the sizes relate, so the graph serves every size on the
+    // same side; specialising the sizes below instead cost a recompile per length. Python's
+    // pick: the first of equals.
+    VarPtr best = args[0];
+    for (size_t i = 1; i < args.size(); ++i)
+      if (truthy(compare(f == builtin("max") ? Py_GT : Py_LT, args[i], best))) best = args[i];
+    return best;
+  }
   if (!keep_symbolic && kwargs.empty())
     if (VarPtr r = float_math(f, args)) return r;  // math.sqrt(t), float(t) of a dynamic float
   if (!keep_symbolic) {
